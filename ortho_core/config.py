@@ -1,0 +1,144 @@
+"""Configuration as data: helpers shared by every experiment's ``Config`` dataclass.
+
+Each experiment declares a dataclass whose fields are the DESIGN.md names with a docstring
+under every field (cleanrl style). Values arrive from the CLI (strings) or from a sweep spec
+(YAML scalars); :func:`from_dict` converts and validates them at the edge, raising
+:class:`~ortho_core.errors.ConfigError` that names the field.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import math
+import textwrap
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from ortho_core.errors import ConfigError
+
+C = TypeVar("C")
+
+
+def require(ok: bool, field: str, expected: str, value: object = None) -> None:
+    """Raise ``ConfigError(field, expected, value)`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(field, expected, value)
+
+
+def positive(value: float, field: str) -> None:
+    """Require a finite number > 0."""
+    require(isinstance(value, (int, float)) and math.isfinite(value) and value > 0,
+            field, "a finite number > 0", value)
+
+
+def non_negative(value: float, field: str) -> None:
+    """Require a finite number >= 0."""
+    require(isinstance(value, (int, float)) and math.isfinite(value) and value >= 0,
+            field, "a finite number >= 0", value)
+
+
+def one_of(value: object, choices: Sequence[object], field: str) -> None:
+    """Require ``value`` to be one of ``choices``."""
+    require(value in choices, field, "one of " + ", ".join(map(str, choices)), value)
+
+
+def _convert(name: str, tp: Any, raw: Any) -> Any:
+    """Convert ``raw`` (a string from the CLI or a YAML scalar) to the field type ``tp``."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null", "")):
+            return None
+        return _convert(name, args[0], raw)
+    if origin is typing.Literal:
+        choices = typing.get_args(tp)
+        one_of(raw, choices, name)
+        return raw
+    if tp is bool:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.lower() in ("true", "1", "yes", "on"):
+            return True
+        if isinstance(raw, str) and raw.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(name, "true or false", raw)
+    if tp is int:
+        if isinstance(raw, bool):
+            raise ConfigError(name, "an integer", raw)
+        try:
+            f = float(raw)
+        except (TypeError, ValueError):
+            raise ConfigError(name, "an integer", raw) from None
+        if not f.is_integer():
+            raise ConfigError(name, "an integer", raw)
+        return int(f)
+    if tp is float:
+        if isinstance(raw, bool):
+            raise ConfigError(name, "a number", raw)
+        try:
+            return float(raw)
+        except (TypeError, ValueError):
+            raise ConfigError(name, "a number", raw) from None
+    if tp is str:
+        if not isinstance(raw, (str, int, float)) or isinstance(raw, bool):
+            raise ConfigError(name, "a string", raw)
+        return str(raw)
+    if origin in (tuple, list):
+        (item,) = typing.get_args(tp)[:1] or (str,)
+        items = raw.split(",") if isinstance(raw, str) else list(raw)
+        return tuple(_convert(name, item, x) for x in items)
+    return raw
+
+
+def from_dict(cls: type[C], values: Mapping[str, Any]) -> C:
+    """Build ``cls`` from ``values``, converting types and rejecting unknown keys.
+
+    The dataclass's own ``__post_init__`` then checks ranges. Raises ``ConfigError`` naming
+    the first offending field.
+    """
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    for key in values:
+        if key not in known:
+            raise ConfigError(key, "a known key: " + ", ".join(sorted(known)), values[key])
+    kwargs = {k: _convert(k, hints[k], v) for k, v in values.items()}
+    return cls(**kwargs)
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """The configuration as a flat dict of plain values (what MLflow logs as params)."""
+    return {k: (list(v) if isinstance(v, tuple) else v)
+            for k, v in dataclasses.asdict(config).items()}
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each field of a dataclass, read from its source (cleanrl style)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):
+        return {}
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for stmt, nxt in zip(body, body[1:]):
+        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)):
+            docs[stmt.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def check_pack(configs: Sequence[Any], shape_fields: Sequence[str]) -> None:
+    """Require a non-empty pack whose members agree on every field in ``shape_fields``."""
+    require(len(configs) > 0, "configs", "at least one configuration", len(configs))
+    first = configs[0]
+    for cfg in configs[1:]:
+        require(type(cfg) is type(first), "configs", "configurations of one experiment",
+                type(cfg).__name__)
+        for name in shape_fields:
+            require(getattr(cfg, name) == getattr(first, name), name,
+                    f"the same value in every member of a pack ({getattr(first, name)!r})",
+                    getattr(cfg, name))

@@ -1,0 +1,40 @@
+"""Typed errors of ``ortho_core``.
+
+Every error a user can cause by bad input is a :class:`ConfigError` (or a subclass) that
+names the offending field and what was expected, so that the ``ortho`` CLI can turn it
+into exit status 2 with a precise message before any work starts.
+"""
+
+from __future__ import annotations
+
+
+class OrthoError(Exception):
+    """Base class of all errors raised on purpose by ortho-sweeps."""
+
+
+class ConfigError(OrthoError, ValueError):
+    """A configuration value is invalid.
+
+    Attributes:
+        field: the configuration key (DESIGN.md name, e.g. ``lr``) or a dotted path.
+        expected: what a valid value looks like, in words.
+        value: the value that was given.
+    """
+
+    def __init__(self, field: str, expected: str, value: object = None) -> None:
+        self.field = field
+        self.expected = expected
+        self.value = value
+        got = "" if value is None else f" (got {value!r})"
+        super().__init__(f"{field}: expected {expected}{got}")
+
+
+class DataError(ConfigError):
+    """A dataset file is missing, unreadable or fails its checksum.
+
+    ``field`` is the file's path; ``expected`` says what should be there.
+    """
+
+
+class PretrainError(OrthoError, RuntimeError):
+    """Orthogonal pre-training (OINIT, M eq. 16-18) did not converge within its step limit."""

@@ -1,0 +1,33 @@
+"""The registry of experiments: name -> module holding its ``Config`` and ``train``.
+
+Every experiment module defines:
+
+- ``Config``: a dataclass of the DESIGN.md keys with a docstring per field; its
+  ``__post_init__`` validates ranges (raising ``ConfigError``).
+- ``PACK_FIELDS``: the fields that must be equal across the members of a pack (the
+  "shape"); every other field may differ per member.
+- ``train(configs, reporter) -> list[Result]``: trains the pack (DESIGN.md "Packs").
+
+Modules are imported lazily so that ``ortho train`` only pays for the experiment it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from ortho_core.errors import ConfigError
+
+EXPERIMENTS: dict[str, str] = {
+    "synthetic": "ortho_core.experiments.synthetic",
+    "orth-pretrain-convergence": "ortho_core.experiments.pretrain_convergence",
+    "ff-mnist": "ortho_core.experiments.ff_mnist",
+    "lcw-mlp": "ortho_core.experiments.lcw_mlp",
+}
+
+
+def get(name: str) -> ModuleType:
+    """The module of experiment ``name``; ``ConfigError`` naming ``experiment`` if unknown."""
+    if name not in EXPERIMENTS:
+        raise ConfigError("experiment", "one of " + ", ".join(EXPERIMENTS), name)
+    return importlib.import_module(EXPERIMENTS[name])

@@ -1,0 +1,57 @@
+"""The ``ortho`` command line: one entry point, one sub-command per job (DESIGN.md, "The
+command line").
+
+    ortho train EXPERIMENT [--set key=value ...] [--json]
+    ortho sweep run|submit|resume|status ...
+    ortho report SPEC ...        (from ``analysis``, loaded through an entry point)
+    ortho ui                     (from ``analysis``)
+
+Sub-commands register themselves with ``register(subparsers)``; each sets ``func`` to a
+callable that takes the parsed arguments and returns an exit status. Commands of other
+packages are found through the ``ortho.commands`` entry-point group, so that ``sweeps``
+never imports ``analysis``. Any ``ConfigError`` becomes exit status 2 with a message that
+names the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib.metadata import entry_points
+
+from ortho_core.errors import ConfigError, OrthoError
+from sweeps import sweep_command, train_command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, with built-in and entry-point sub-commands."""
+    parser = argparse.ArgumentParser(
+        prog="ortho", description="Sweeps that reproduce the orthogonality papers.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    train_command.register(sub)
+    sweep_command.register(sub)
+    for ep in sorted(entry_points(group="ortho.commands"), key=lambda e: e.name):
+        ep.load()(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``ortho`` command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as err:
+        print(f"ortho {args.command}: invalid {err}", file=sys.stderr)
+        return 2
+    except OrthoError as err:
+        print(f"ortho {args.command}: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"ortho {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
