@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import itertools
 import math
 import textwrap
 import types
@@ -123,7 +124,7 @@ def field_docs(cls: type) -> dict[str, str]:
         return {}
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
-    for stmt, nxt in zip(body, body[1:]):
+    for stmt, nxt in itertools.pairwise(body):
         if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
                 and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
                 and isinstance(nxt.value.value, str)):

@@ -28,6 +28,10 @@ class ConfigError(OrthoError, ValueError):
         got = "" if value is None else f" (got {value!r})"
         super().__init__(f"{field}: expected {expected}{got}")
 
+    def __reduce__(self) -> tuple:
+        """Pickle by constructor arguments, so the error survives crossing a Ray process."""
+        return (type(self), (self.field, self.expected, self.value))
+
 
 class DataError(ConfigError):
     """A dataset file is missing, unreadable or fails its checksum.

@@ -58,7 +58,7 @@ def build_pack(experiment: str, pairs: Sequence[str]) -> tuple[Any, list[Any]]:
     module = experiments.get(experiment)
     overrides = parse_overrides(pairs)
     keys = list(overrides)
-    configs = [from_dict(module.Config, dict(zip(keys, combo)))
+    configs = [from_dict(module.Config, dict(zip(keys, combo, strict=True)))
                for combo in itertools.product(*overrides.values())]
     check_pack(configs, module.PACK_FIELDS)
     return module, configs
@@ -97,7 +97,7 @@ def summary_text(experiment: str, configs: Sequence[Any], results: Sequence[Resu
     """A human summary: one block per member with its distinguishing keys and results."""
     varying = _varying(configs)
     lines = [f"ortho train {experiment}: {len(configs)} configuration(s) in {seconds:.1f} s"]
-    for i, (cfg, res) in enumerate(zip(configs, results)):
+    for i, (cfg, res) in enumerate(zip(configs, results, strict=True)):
         label = ", ".join(f"{k}={getattr(cfg, k)}" for k in varying) or "configuration"
         lines.append(f"  [{i}] {label}: {res.outcome.value}")
         lines.extend(f"      {k} = {v:.6g}" if isinstance(v, float) else f"      {k} = {v}"
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.monotonic() - started
     if args.json:
         doc = [{"config": to_dict(c), "outcome": r.outcome.value, "summary": r.summary}
-               for c, r in zip(configs, results)]
+               for c, r in zip(configs, results, strict=True)]
         json.dump(doc, sys.stdout, indent=2)
         print()
     else:

@@ -1,0 +1,48 @@
+"""A figure of a report: the data it plots, kept beside the drawing so that tests (and
+readers) can compare every plotted series with the runs it came from.
+
+Drawing uses matplotlib's object API on an Agg canvas (no display, no pyplot state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure as MplFigure
+
+
+@dataclass
+class Figure:
+    """A named figure: its data (long form) and how to draw it."""
+
+    name: str
+    """File stem of the PNG (``fig2-spectral-radius``)."""
+    title: str
+    """Suptitle; says spec, profile, sweep and anything partial."""
+    data: pd.DataFrame
+    """Everything plotted, one row per point (columns depend on the figure)."""
+    draw: Callable[[pd.DataFrame, MplFigure], None]
+    """Fills a matplotlib figure from ``data``."""
+    size: tuple[float, float] = (10.0, 4.0)
+    """Width and height in inches."""
+    notes: Sequence[str] = field(default_factory=list)
+    """Sentences a report prints with the figure (choices made, what is missing)."""
+
+    def render(self) -> MplFigure:
+        """The drawn matplotlib figure."""
+        fig = MplFigure(figsize=self.size, layout="constrained")
+        FigureCanvasAgg(fig)
+        self.draw(self.data, fig)
+        fig.suptitle(self.title, fontsize=9)
+        return fig
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``<directory>/<name>.png`` (150 dpi) and return its path."""
+        path = Path(directory) / f"{self.name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.render().savefig(path, dpi=150)
+        return path

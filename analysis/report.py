@@ -1,0 +1,110 @@
+"""Reports: spec name -> the paper module that turns the spec's sweep into tables and
+figures, and the steps around it (open the store, load the sweep, write the files).
+
+A paper module adds a spec by a line in :data:`REPORTS`: ``"spec": "module:function"``,
+where ``function(runs, histories) -> Report`` gets the loaded sweep and, when figures are
+wanted, a :class:`~analysis.load.Histories` for metric histories (None otherwise, so that a
+terminal-only report reads no history at all). Builders are imported lazily, like the
+trainers in ``ortho_core.experiments``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.cache import RunCache
+from analysis.expected import expected_configurations
+from analysis.figures import Figure
+from analysis.load import Histories, SweepRuns, load_sweep
+from analysis.store import cache_dir, open_store, resolve_tracking_uri
+from analysis.tables import SUFFIX, Format, Provenance, Table
+from ortho_core.errors import ConfigError
+
+REPORTS: dict[str, str] = {
+    "synthetic-max-length": "analysis.manchev:max_length_report",
+    "orth-pretrain-convergence": "analysis.manchev:pretrain_report",
+}
+"""Spec name -> ``module:function`` building its report."""
+
+
+@dataclass
+class Report:
+    """What ``ortho report SPEC`` prints and writes."""
+
+    runs: SweepRuns
+    """The sweep the report was built from."""
+    tables: list[Table]
+    """Tables, in print order."""
+    figures: list[Figure] = field(default_factory=list)
+    """Figures (empty when built without histories)."""
+
+    def render(self, fmt: Format = "md") -> str:
+        """Every table in ``fmt``, separated by blank lines."""
+        return "\n".join(table.render(fmt) for table in self.tables)
+
+    def write(self, out_dir: str | Path, fmt: Format = "md") -> list[Path]:
+        """Write each table as ``<name>.<suffix>`` and each figure as ``<name>.png`` under
+        ``out_dir``; returns the paths written."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for table in self.tables:
+            path = out / f"{table.name}{SUFFIX[fmt]}"
+            path.write_text(table.render(fmt), encoding="utf-8")
+            written.append(path)
+        written += [figure.save(out) for figure in self.figures]
+        return written
+
+
+Builder = Callable[[SweepRuns, Histories | None], Report]
+
+
+def builder(spec: str) -> Builder:
+    """The report builder of ``spec``; ``ConfigError`` (field ``spec``) listing the specs
+    that have one."""
+    if spec not in REPORTS:
+        raise ConfigError("spec", "a spec with a report: " + ", ".join(sorted(REPORTS)), spec)
+    module, _, name = REPORTS[spec].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def expected(runs: SweepRuns) -> pd.DataFrame | None:
+    """The configurations the sweep's resolved spec defines (None when the parent run holds
+    no spec artifact)."""
+    return None if runs.spec_text is None else expected_configurations(runs.spec_text)
+
+
+def provenance(runs: SweepRuns) -> Provenance:
+    """The provenance line of a table drawn from ``runs`` (configurations expected: the
+    parent run's ``ortho.n_configs``, else the resolved spec's count)."""
+    n_expected = runs.sweep.n_configs
+    spec = expected(runs)
+    if n_expected is None and spec is not None:
+        n_expected = int(spec["trials"].sum())
+    return Provenance(spec=runs.sweep.spec, profile=runs.sweep.profile,
+                      sweep_id=runs.sweep.sweep_id, n_runs=runs.n_runs,
+                      n_configurations=len(runs.runs), outcomes=runs.outcomes,
+                      n_expected=n_expected)
+
+
+def build_report(spec: str, sweep_id: str | None = None, tracking_uri: str | None = None,
+                 home: str | Path | None = None, figures: bool = False,
+                 use_cache: bool = True) -> Report:
+    """Load sweep ``sweep_id`` of ``spec`` (default: the latest) from the store and build its
+    report; ``figures`` also draws its figures' data (reading metric histories).
+
+    Raises ``ConfigError`` for a spec without a report (field ``spec``), a missing store
+    (``tracking_uri``), a spec without sweeps in the store (``spec``) or an unknown sweep
+    (``sweep``), each listing what exists.
+    """
+    build = builder(spec)
+    uri = resolve_tracking_uri(tracking_uri, home)
+    client = open_store(uri)
+    cache = RunCache(cache_dir(uri, home)) if use_cache else None
+    runs = load_sweep(client, spec, sweep_id, cache=cache, tracking_uri=uri)
+    return build(runs, Histories(client, runs, cache) if figures else None)

@@ -1,0 +1,42 @@
+"""Which MLflow store a report reads, and where its cache lives.
+
+The store is resolved exactly as ``ortho sweep run`` resolves it (``sweeps.tracking``, a
+module that imports no Ray): ``--tracking-uri`` if given (a relative SQLite path made
+absolute), else the embedded default ``sqlite:///<home>/mlflow.db``, where ``home`` is
+``--home``, else ``$ORTHO_HOME``, else ``./ortho-runs``. A SQLite store that does not exist
+is an error here, never created: opening a missing file would make an empty store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from ortho_core.errors import ConfigError
+from sweeps.tracking import home_dir, sqlite_path, tracking_uri
+
+
+def resolve_tracking_uri(uri: str | None = None, home: str | Path | None = None) -> str:
+    """The absolute tracking URI ``ortho sweep run`` would use with the same flags."""
+    return tracking_uri(uri, home_dir(home))
+
+
+def open_store(uri: str) -> MlflowClient:
+    """A client of the store at ``uri``; ``ConfigError`` (field ``tracking_uri``) when it is
+    a SQLite file that does not exist."""
+    path = sqlite_path(uri)
+    if path is not None and not path.is_file():
+        raise ConfigError("tracking_uri", "an MLflow store holding sweeps (none here: run "
+                          "`ortho sweep run SPEC` first, or pass --tracking-uri or --home)", uri)
+    return MlflowClient(tracking_uri=uri)
+
+
+def cache_dir(uri: str, home: str | Path | None = None) -> Path:
+    """Where reports cache what they read: ``cache/analysis`` beside a SQLite store, else
+    ``<home>/cache/analysis/<hash of the URI>``."""
+    path = sqlite_path(uri)
+    if path is not None:
+        return path.parent / "cache" / "analysis"
+    return home_dir(home) / "cache" / "analysis" / hashlib.sha256(uri.encode()).hexdigest()[:12]

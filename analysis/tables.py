@@ -1,0 +1,193 @@
+"""A small table type for reports: published numbers beside reproduced ones, rendered as
+markdown (the terminal), LaTeX (a paper) or CSV (a spreadsheet).
+
+Every table carries its :class:`Provenance` (spec, profile, sweep id, how many runs and
+configurations it drew on) and marks each cell that rests on an incomplete set of
+configurations, so that a partial sweep reads as partial and is never padded:
+
+- a value drawn from some but not all of the configurations it should summarise is
+  marked ``†`` (in CSV: listed in the row's ``incomplete`` column);
+- a cell with no finished configuration at all reads ``missing``;
+- a cell that does not apply (λ of a model without a penalty) reads ``–``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+Format = Literal["md", "latex", "csv"]
+FORMATS: tuple[Format, ...] = ("md", "latex", "csv")
+SUFFIX: dict[str, str] = {"md": ".md", "latex": ".tex", "csv": ".csv"}
+
+MARK = "†"
+MISSING = "missing"
+NOT_APPLICABLE = "–"
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                  "^": r"\textasciicircum{}"}
+_LATEX_SYMBOLS = {"α": r"$\alpha$", "λ": r"$\lambda$", "ρ": r"$\rho$", "σ": r"$\sigma$",
+                  "τ": r"$\tau$", "ψ": r"$\psi$", "β": r"$\beta$", "∇": r"$\nabla$",
+                  "·": r"$\cdot$", "†": r"$^\dagger$", "–": "--", "—": "---", "‖": r"$\|$",
+                  "≤": r"$\le$", "≥": r"$\ge$", "±": r"$\pm$", "→": r"$\to$", "ᵖ": r"$^p$"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One entry of a table."""
+
+    value: object = None
+    """A number or text; ``None`` (or NaN) when there is nothing to show."""
+    fmt: str = ""
+    """Format spec applied to a number (``"d"``, ``".2f"``, ``"g"``); text is shown as is."""
+    partial: bool = False
+    """The entry rests on an incomplete set of configurations (some missing, running or
+    failed); with ``value=None`` it means no configuration finished at all."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, float) and math.isnan(self.value):
+            object.__setattr__(self, "value", None)
+
+    def text(self) -> str:
+        """The entry without its mark: formatted value, ``missing`` or ``–``."""
+        value = self.value
+        if value is None:
+            return MISSING if self.partial else NOT_APPLICABLE
+        if isinstance(value, numbers.Real) and not isinstance(value, bool) and self.fmt:
+            if self.fmt.endswith("d"):
+                value = int(value)
+            return format(value, self.fmt)
+        return str(value)
+
+    def marked(self) -> str:
+        """The entry with ``†`` appended when it is a partial value."""
+        return self.text() + (MARK if self.partial and self.value is not None else "")
+
+
+def as_cell(entry: Cell | object) -> Cell:
+    """``entry`` itself if it is a :class:`Cell`, else a complete cell holding it."""
+    return entry if isinstance(entry, Cell) else Cell(entry)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a table's numbers come from."""
+
+    spec: str
+    """Spec name (= MLflow experiment)."""
+    profile: str
+    """Spec profile the sweep ran (``smoke``, ``cpu``, ``paper``)."""
+    sweep_id: str
+    """The sweep (tag ``ortho.sweep_id`` of its parent run)."""
+    n_runs: int
+    """MLflow child runs read, superseded repeats of a trial key included."""
+    n_configurations: int
+    """Distinct configurations (trial keys) among them."""
+    outcomes: Mapping[str, int] = field(default_factory=dict)
+    """Configurations per outcome (``solved``, ``unsolved``, ``diverged``, ``failed``,
+    ``incomplete``)."""
+    n_expected: int | None = None
+    """Configurations the resolved spec defines, when known."""
+
+    def line(self) -> str:
+        """One line: ``spec S · profile P · sweep ID · N runs → C configurations (...)``."""
+        counts = ", ".join(f"{n} {k}" for k, n in self.outcomes.items() if n)
+        of = "" if self.n_expected is None else f" of {self.n_expected} expected"
+        return (f"spec {self.spec} · profile {self.profile} · sweep {self.sweep_id} · "
+                f"{self.n_runs} runs → {self.n_configurations} configurations{of}"
+                + (f" ({counts})" if counts else ""))
+
+
+@dataclass
+class Table:
+    """A titled grid of cells with its provenance and notes."""
+
+    name: str
+    """File stem when written (``max-length``)."""
+    title: str
+    """Caption."""
+    columns: Sequence[str]
+    """Column headers."""
+    rows: Sequence[Sequence[Cell | object]]
+    """Entries, one sequence per row, as many as ``columns``; plain values become cells."""
+    provenance: Provenance
+    """Spec, profile, sweep and run counts behind the numbers."""
+    notes: Sequence[str] = ()
+    """Sentences printed under the table (choice rules, thresholds, published sources)."""
+
+    def __post_init__(self) -> None:
+        self.rows = [[as_cell(e) for e in row] for row in self.rows]
+        for i, row in enumerate(self.rows):
+            if len(row) != len(self.columns):
+                raise ValueError(f"table {self.name}: row {i} has {len(row)} cells, "
+                                 f"expected {len(self.columns)}")
+
+    def incomplete(self) -> list[tuple[int, str]]:
+        """(row index, column) of every partial or missing cell."""
+        return [(i, col) for i, row in enumerate(self.rows)
+                for col, c in zip(self.columns, row, strict=True) if c.partial]
+
+    @property
+    def complete(self) -> bool:
+        """True when no cell is partial or missing."""
+        return not self.incomplete()
+
+    def _legend(self) -> str:
+        n = len(self.incomplete())
+        if not n:
+            return "All cells complete."
+        return (f"Partial sweep: {n} cell(s) incomplete — {MARK} drawn from an incomplete "
+                f"set of configurations, '{MISSING}' = no configuration finished.")
+
+    def render(self, fmt: Format) -> str:
+        """The table as ``md``, ``latex`` or ``csv`` text."""
+        return {"md": self.to_markdown, "latex": self.to_latex, "csv": self.to_csv}[fmt]()
+
+    def to_markdown(self) -> str:
+        """A GitHub-flavoured markdown section: title, provenance, table, legend, notes."""
+        def line(entries: Sequence[str]) -> str:
+            return "| " + " | ".join(e.replace("|", "\\|") for e in entries) + " |"
+
+        out = [f"### {self.title}", "", self.provenance.line(), "", line(self.columns),
+               "|" + "|".join("---" for _ in self.columns) + "|"]
+        out += [line([c.marked() for c in row]) for row in self.rows]
+        out += ["", self._legend(), *(f"- {n}" for n in self.notes)]
+        return "\n".join(out) + "\n"
+
+    def to_latex(self) -> str:
+        """A ``table`` environment (booktabs rules) with the provenance in the caption."""
+        rows = [" & ".join(latex_escape(c.marked()) for c in row) + r" \\" for row in self.rows]
+        caption = f"{self.title}. {self.provenance.line()}. {self._legend()}"
+        out = [r"\begin{table}[ht]", r"\centering",
+               r"\begin{tabular}{" + "l" * len(self.columns) + "}", r"\toprule",
+               " & ".join(latex_escape(c) for c in self.columns) + r" \\", r"\midrule",
+               *rows, r"\bottomrule", r"\end{tabular}",
+               r"\caption{" + latex_escape(caption) + "}",
+               r"\label{tab:" + self.name + "}", r"\end{table}"]
+        out += ["% " + n for n in self.notes]
+        return "\n".join(out) + "\n"
+
+    def to_csv(self) -> str:
+        """CSV with ``#`` comment lines (title, provenance, notes), unmarked values, and a last
+        column ``incomplete`` naming the row's partial or missing columns."""
+        buf = io.StringIO()
+        buf.write(f"# {self.title}\n# {self.provenance.line()}\n")
+        for note in self.notes:
+            buf.write(f"# {note}\n")
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow([*self.columns, "incomplete"])
+        for row in self.rows:
+            flags = ";".join(col for col, c in zip(self.columns, row, strict=True) if c.partial)
+            writer.writerow([*(c.text() if c.value is not None else "" for c in row), flags])
+        return buf.getvalue()
+
+
+def latex_escape(text: str) -> str:
+    """``text`` with LaTeX special characters escaped and the papers' symbols in math mode."""
+    return "".join(_LATEX_SPECIAL.get(ch) or _LATEX_SYMBOLS.get(ch) or ch for ch in text)

@@ -1,0 +1,47 @@
+"""Where the datasets live: ``$ORTHO_DATA_DIR``, else ``~/.cache/ortho-sweeps/data``.
+
+Every loader takes an optional ``data_dir`` argument that wins over both (DESIGN.md,
+"The embedded default"); the tests point the variable at ``../shared/data``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ortho_core.errors import DataError
+
+ENV_VAR = "ORTHO_DATA_DIR"
+"""The environment variable that names the data directory."""
+
+DEFAULT_DIR = Path("~/.cache/ortho-sweeps/data")
+"""The data directory when neither an argument nor ``$ORTHO_DATA_DIR`` names one."""
+
+PathLike = str | os.PathLike[str]
+
+
+def data_dir(path: PathLike | None = None, *, must_exist: bool = True) -> Path:
+    """The data directory: ``path`` if given, else ``$ORTHO_DATA_DIR``, else the default.
+
+    With ``must_exist`` (the loaders' case) a missing directory raises
+    :class:`~ortho_core.errors.DataError` naming the directory and the variable; the
+    downloader passes ``must_exist=False`` because it creates the directory.
+    """
+    if path is not None:
+        source = "the data_dir argument"
+        chosen = Path(path)
+    elif os.environ.get(ENV_VAR):
+        source = f"${ENV_VAR}"
+        chosen = Path(os.environ[ENV_VAR])
+    else:
+        source = f"the default (${ENV_VAR} is not set)"
+        chosen = DEFAULT_DIR
+    chosen = chosen.expanduser()
+    if must_exist and not chosen.is_dir():
+        raise DataError(
+            str(chosen),
+            f"an existing directory holding the datasets (named by {source}); set {ENV_VAR} "
+            f"to the directory that holds mnist/, cifar-10-batches-py/, ..., or create this "
+            f"one with `python -m ortho_core.data.download DATASET --data-dir {chosen}`",
+        )
+    return chosen

@@ -1,0 +1,33 @@
+"""The ``device`` field every Config carries: ``cpu``, ``cuda``, ``cuda:N`` or ``auto``."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from ortho_core.config import require
+
+_PATTERN = re.compile(r"cpu|cuda(:\d+)?|auto")
+
+
+def check_device(name: str, field: str = "device") -> None:
+    """Require a device name of the accepted forms (whether it exists is checked at training)."""
+    require(isinstance(name, str) and _PATTERN.fullmatch(name) is not None, field,
+            "cpu, cuda, cuda:N or auto", name)
+
+
+def resolve_device(name: str, field: str = "device") -> torch.device:
+    """The torch device for ``name``: ``auto`` is CUDA when available, else the CPU.
+
+    A CUDA device that this machine does not have raises ``ConfigError`` naming ``field``.
+    """
+    check_device(name, field)
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        require((device.index or 0) < count, field,
+                f"a CUDA device this machine has ({count} visible)", name)
+    return device

@@ -1,0 +1,277 @@
+"""Experiment ``ff-mnist``: M's deep feedforward net on MNIST, plain, OPEN and OINIT (M §III-C).
+
+Run one configuration (or a pack) with ``ortho train ff-mnist --set variant=oinit --set
+epochs=1``. The net is 784-100×L-10 (L = 10), tanh hidden layers, softmax output (M eq. 6),
+all weights W ~ N(0, σ²) with σ = 0.001 and biases 0, trained by SGD with minibatches of 20
+for 100 epochs; test accuracy is measured after every epoch (Tables III and IV report the best).
+
+Variants (M Table III):
+
+- ``plain`` (FF): at σ = 0.001 the signal and its gradient vanish through ten layers, so only
+  the output bias learns and the net predicts the most frequent class: 11.35 % on the test set.
+- ``open`` (FF+OPEN): the loss gains λ‖WWᵀ − I‖²_F for every weight matrix (M eq. 30), whose
+  exact gradient 4λ(WWᵀ − I)W is added to each layer's; for the non-square first (100 × 784)
+  and output (10 × 100) matrices the rows are pushed to orthonormality (semi-orthogonality).
+- ``oinit`` (FF+OINIT): before training, every weight matrix, input and output layers
+  included, is pre-trained alone to Eᵖ < tol with rate αₚ (M eqs. 16-17); M pre-trains "each
+  hidden layer", and the two non-square matrices are treated like the square ones here, as
+  OPEN treats them.
+
+Packs: configurations that differ only in α (``lr``), λ (``penalty``), αₚ (``pretrain_lr``),
+σ (``init_std``), ``seed`` or ``solved_accuracy`` train together; each member gives the numbers
+it would give alone (up to float rounding of batched matrix products).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from ortho_core.config import check_pack, non_negative, one_of, positive, require
+from ortho_core.data.datasets import DATASETS, load_dataset
+from ortho_core.devices import check_device, resolve_device
+from ortho_core.experiments.feedforward import train_step
+from ortho_core.init import gaussian, orthogonal_pretrain, require_converged
+from ortho_core.metrics import member_norm
+from ortho_core.models.mlp import PackedMLP, member_accuracy
+from ortho_core.penalty import ortho_error
+from ortho_core.reporting import Outcome, Report, Reporter, Result
+
+VARIANTS = ("plain", "open", "oinit")
+"""M's feedforward models: FF, FF+OPEN, FF+OINIT."""
+
+
+@dataclass
+class Config:
+    """One configuration of M's feedforward MNIST experiment (M §III-C, Tables III-IV)."""
+
+    variant: Literal["plain", "open", "oinit"] = "plain"
+    """The model: ``plain`` (FF), ``open`` (FF+OPEN: penalty λ‖WWᵀ − I‖²_F on every weight
+    matrix, M eq. 30) or ``oinit`` (FF+OINIT: every weight matrix pre-trained to
+    (semi-)orthogonality before training, M eqs. 16-17)."""
+    layers: int = 10
+    """L: number of hidden layers (M: 10)."""
+    hidden: int = 100
+    """Width of each hidden layer (M: 100)."""
+    lr: float = 0.01
+    """α: SGD learning rate (M's grid 10⁻¹…10⁻⁵; best 0.01 for OPEN and OINIT)."""
+    penalty: float = 0.01
+    """λ: weight of the orthogonality penalty; used by ``open`` only (M's grid 1, 0.1, 0.01,
+    0.001; best 0.01)."""
+    init_std: float = 0.001
+    """σ: initial weights are drawn from N(0, σ²) (M: 0.001); biases start at 0."""
+    pretrain_lr: float = 0.1
+    """αₚ: rate of the orthogonal pre-training of ``oinit`` (M: 0.1)."""
+    pretrain_tol: float = 1e-6
+    """Pre-training of ``oinit`` stops once Eᵖ = ‖WWᵀ − I‖²_F < this, per matrix (M: 10⁻⁶)."""
+    pretrain_max_steps: int = 10_000
+    """Pre-training steps after which ``oinit`` gives up with an error."""
+    batch_size: int = 20
+    """Minibatch size of SGD (M: 20)."""
+    epochs: int = 100
+    """Passes over the training set (M: 100, i.e. 6·10⁶ samples)."""
+    train_size: int | None = None
+    """Train on a random subset of this many training images (drawn with ``data_seed``);
+    None: all 60,000. For cheap profiles."""
+    test_size: int | None = None
+    """Measure accuracy on a random subset of this many test images (drawn with
+    ``data_seed``); None: all 10,000 (M's protocol; the majority-class baseline is then
+    11.35 %)."""
+    solved_accuracy: float = 0.5
+    """A member whose best test accuracy reaches this fraction is ``solved`` (it escaped the
+    majority-class baseline); training still runs all epochs."""
+    data_dir: str | None = None
+    """Directory holding ``mnist/``; None: ``$ORTHO_DATA_DIR``, else
+    ``~/.cache/ortho-sweeps/data``."""
+    seed: int = 0
+    """Seed of this member's initial weights."""
+    data_seed: int = 0
+    """Seed of the data stream (subsets and the shuffle of every epoch), shared by a pack."""
+    device: str = "cpu"
+    """Where to train: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when available)."""
+
+    def __post_init__(self) -> None:
+        one_of(self.variant, VARIANTS, "variant")
+        for name in ("layers", "hidden", "batch_size", "epochs", "pretrain_max_steps"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, name, "an integer >= 1", value)
+        positive(self.lr, "lr")
+        non_negative(self.penalty, "penalty")
+        positive(self.init_std, "init_std")
+        positive(self.pretrain_lr, "pretrain_lr")
+        positive(self.pretrain_tol, "pretrain_tol")
+        info = DATASETS["mnist"]
+        for name, limit in (("train_size", info.n_train), ("test_size", info.n_test)):
+            value = getattr(self, name)
+            require(value is None or (isinstance(value, int) and 1 <= value <= limit), name,
+                    f"None or an integer in 1..{limit}", value)
+        require(self.train_size is None or self.train_size >= self.batch_size, "train_size",
+                f"at least batch_size ({self.batch_size})", self.train_size)
+        require(0.0 <= self.solved_accuracy <= 1.0, "solved_accuracy", "a fraction in [0, 1]",
+                self.solved_accuracy)
+        check_device(self.device)
+
+
+PACK_FIELDS: tuple[str, ...] = (
+    "variant", "layers", "hidden", "pretrain_tol", "pretrain_max_steps", "batch_size",
+    "epochs", "train_size", "test_size", "data_dir", "data_seed", "device",
+)
+"""Fields equal across a pack; α, λ, αₚ, σ, seed and solved_accuracy may differ per member."""
+
+
+@dataclass
+class MnistSplits:
+    """The (possibly subsampled) data of one run, on the training device."""
+
+    x_train: Tensor
+    y_train: Tensor
+    x_test: Tensor
+    y_test: Tensor
+
+
+def load_splits(cfg: Config, generator: torch.Generator, device: torch.device) -> MnistSplits:
+    """MNIST flattened to 784 values in [0, 1], subsampled as ``cfg`` asks (with ``generator``)."""
+    x_train, y_train = load_dataset("mnist", "train", data_dir=cfg.data_dir)
+    x_test, y_test = load_dataset("mnist", "test", data_dir=cfg.data_dir)
+    if cfg.train_size is not None:
+        keep = torch.randperm(len(y_train), generator=generator)[:cfg.train_size]
+        x_train, y_train = x_train[keep], y_train[keep]
+    if cfg.test_size is not None:
+        keep = torch.randperm(len(y_test), generator=generator)[:cfg.test_size]
+        x_test, y_test = x_test[keep], y_test[keep]
+    return MnistSplits(x_train.to(device), y_train.to(device), x_test.to(device),
+                       y_test.to(device))
+
+
+def build_model(configs: Sequence[Config], device: torch.device) -> PackedMLP:
+    """The pack's 784-hidden×L-10 tanh net, member k's weights ~ N(0, σ_k²) from its seed.
+
+    Each member draws its layers in order from its own generator (in float64, then rounded),
+    so its initial weights do not depend on the rest of the pack.
+    """
+    cfg = configs[0]
+    sizes = [DATASETS["mnist"].n_features, *[cfg.hidden] * cfg.layers, DATASETS["mnist"].n_classes]
+    model = PackedMLP(sizes, len(configs), "tanh", device=device)
+    generators = [torch.Generator().manual_seed(c.seed) for c in configs]
+    with torch.no_grad():
+        for layer in model.layers:
+            shape = tuple(layer.weight.shape[1:])
+            layer.weight.copy_(torch.stack([gaussian(shape, c.init_std, g)
+                                            for c, g in zip(configs, generators, strict=True)]))
+    return model
+
+
+def pretrain(model: PackedMLP, configs: Sequence[Config]) -> Tensor:
+    """OINIT (M eqs. 16-17) on every weight matrix; returns each member's total steps (K,).
+
+    Raises :class:`~ortho_core.errors.PretrainError` if a matrix does not converge.
+    """
+    cfg = configs[0]
+    device = model.layers[0].weight.device
+    rates = torch.tensor([c.pretrain_lr for c in configs], dtype=torch.float64, device=device)
+    steps = torch.zeros(len(configs), dtype=torch.long, device=device)
+    with torch.no_grad():
+        for layer in model.layers:
+            result = orthogonal_pretrain(layer.weight, rates, cfg.pretrain_tol,
+                                         cfg.pretrain_max_steps)
+            require_converged(result)
+            layer.weight.copy_(result.weights)
+            steps += result.steps
+    return steps
+
+
+def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
+    """Train a pack of ff-mnist configurations; report after every epoch; one Result each.
+
+    Every epoch is one pass over the shuffled training set in full minibatches (a remainder
+    smaller than ``batch_size`` is left out of that epoch). A member whose loss becomes NaN
+    or inf is ``diverged`` and frozen from that step on.
+
+    Metrics per report: ``epoch``; ``train_loss`` (mean cross-entropy over the epoch);
+    ``test_accuracy`` (a fraction); ``ortho_error`` (Eᵖ averaged over the weight matrices);
+    ``grad_norm`` and ``grad_norm_layer{l}`` (‖∂CE/∂W_l‖ on the epoch's last minibatch, l = 1
+    for the input layer … L + 1 for the output layer).
+
+    Summary: ``test_accuracy`` (after the last epoch), ``best_test_accuracy``, ``best_epoch``,
+    ``train_loss`` (last epoch), ``epochs`` run, ``baseline_accuracy`` (the majority-class
+    fraction of the test set), ``wall_time`` (seconds for the whole pack) and, for ``oinit``,
+    ``pretrain_steps`` (summed over the matrices).
+    """
+    check_pack(configs, PACK_FIELDS)
+    started = time.monotonic()
+    cfg = configs[0]
+    device = resolve_device(cfg.device)
+    k = len(configs)
+    data_gen = torch.Generator().manual_seed(cfg.data_seed)
+    data = load_splits(cfg, data_gen, device)
+    model = build_model(configs, device)
+    pretrain_steps = pretrain(model, configs) if cfg.variant == "oinit" else None
+    params = list(model.parameters())
+    weights = model.weight_params()
+    weight_index = [next(i for i, p in enumerate(params) if p is w) for w in weights]
+    lr = torch.tensor([c.lr for c in configs], device=device)
+    penalty = torch.tensor([c.penalty for c in configs], device=device)
+    active = torch.ones(k, dtype=torch.bool, device=device)
+    best = torch.zeros(k, dtype=torch.float64, device=device)
+    best_epoch = torch.zeros(k, dtype=torch.long, device=device)
+    n = len(data.y_train)
+    step = 0
+    epochs_run = torch.zeros(k, dtype=torch.long, device=device)
+    for epoch in range(1, cfg.epochs + 1):
+        order = torch.randperm(n, generator=data_gen).to(device)
+        loss_sum = torch.zeros(k, device=device)
+        batches = 0
+        for start in range(0, n - cfg.batch_size + 1, cfg.batch_size):
+            idx = order[start:start + cfg.batch_size]
+            loss, loss_grads, _ = train_step(model, params, data.x_train[idx],
+                                             data.y_train[idx], lr, active,
+                                             penalty if cfg.variant == "open" else None)
+            loss_sum += torch.where(active, loss, 0.0)
+            batches += 1
+            step += 1
+        epochs_run += active
+        accuracy = member_accuracy(model, data.x_test, data.y_test)
+        improved = active & (accuracy > best)
+        best = torch.where(improved, accuracy, best)
+        best_epoch = torch.where(improved, epoch, best_epoch)
+        layer_norms = torch.stack([member_norm([loss_grads[i]]) for i in weight_index])
+        errors = torch.stack([ortho_error(w.detach()) for w in weights]).mean(dim=0)
+        for member in active.nonzero().flatten().tolist():
+            metrics = {"epoch": float(epoch),
+                       "train_loss": float(loss_sum[member]) / batches,
+                       "test_accuracy": float(accuracy[member]),
+                       "ortho_error": float(errors[member]),
+                       "grad_norm": float(layer_norms[:, member].norm())}
+            metrics.update({f"grad_norm_layer{i + 1}": float(layer_norms[i, member])
+                            for i in range(len(weights))})
+            reporter(Report(member=member, step=step, metrics=metrics))
+        last_loss = loss_sum / batches
+        final_accuracy = accuracy
+        if not bool(active.any()):
+            break
+    wall = time.monotonic() - started
+    baseline = float(torch.bincount(data.y_test).max()) / len(data.y_test)
+    results = []
+    for member, c in enumerate(configs):
+        summary = {"test_accuracy": float(final_accuracy[member]),
+                   "best_test_accuracy": float(best[member]),
+                   "best_epoch": float(best_epoch[member]),
+                   "train_loss": float(last_loss[member]),
+                   "epochs": float(epochs_run[member]),
+                   "baseline_accuracy": baseline,
+                   "wall_time": wall}
+        if pretrain_steps is not None:
+            summary["pretrain_steps"] = float(pretrain_steps[member])
+        if not bool(active[member]):
+            outcome = Outcome.DIVERGED
+        elif float(best[member]) >= c.solved_accuracy:
+            outcome = Outcome.SOLVED
+        else:
+            outcome = Outcome.UNSOLVED
+        results.append(Result(outcome=outcome, summary=summary))
+    return results

@@ -1,0 +1,20 @@
+"""Gaussian initial weights W ~ N(0, σ²): M's pixel-MNIST and feedforward nets (M §III-B/C) and
+the first step of G's spectral initialisation (G Alg. 3.1, line 1)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def gaussian(
+    shape: tuple[int, ...],
+    std: float,
+    generator: torch.Generator,
+    dtype: torch.dtype = torch.float64,
+) -> Tensor:
+    """A tensor of ``shape`` drawn from N(0, ``std``²) by ``generator`` (on its device) in
+    ``dtype``; draw in float64 and cast afterwards when the same numbers are wanted at several
+    precisions."""
+    z = torch.randn(shape, generator=generator, dtype=dtype, device=generator.device)
+    return z.mul_(std)

@@ -1,0 +1,100 @@
+"""Orthogonal pre-training, variant OINIT (M §II-A, eqs. 16-18).
+
+Before supervised training, W is moved towards orthogonality by plain gradient descent on
+Eᵖ = ‖WWᵀ − I‖²_F alone (eq. 16): W := W − αₚ·∂Eᵖ/∂W = W − 4αₚ(WWᵀ − I)W (eqs. 17-18), until
+Eᵖ < tol. M reports that a 100 × 100 W ~ N(0, 0.1²) with αₚ = 0.1 and tol = 10⁻⁶ always
+converged, in 22.77 steps on average (10,000 repeats). For a non-square W the rows or the
+columns, whichever are fewer, are made orthonormal (:mod:`ortho_core.penalty`).
+
+Precision: the descent runs in float64 whatever the input dtype, and the result is cast back.
+Step counts therefore match M's (numpy, float64) protocol and do not depend on the precision
+a model trains in; a float32 model pre-trained this way gets exactly the float64 result,
+rounded once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ortho_core.errors import PretrainError
+from ortho_core.penalty import gram_residual, ortho_grad_from_residual
+
+
+@dataclass
+class PretrainResult:
+    """The outcome of :func:`orthogonal_pretrain` for every member (leading dims of W)."""
+
+    weights: Tensor
+    """The pre-trained matrices, same shape, dtype and device as the input."""
+    steps: Tensor
+    """Updates (eq. 17) applied to each member (int64): the step at which Eᵖ < tol was first
+    observed, or the steps taken before giving up."""
+    error: Tensor
+    """Each member's last Eᵖ (float64): below tol when converged."""
+    converged: Tensor
+    """Whether each member reached Eᵖ < tol (bool)."""
+
+
+def orthogonal_pretrain(
+    w: Tensor,
+    lr: float | Tensor,
+    tol: float | Tensor = 1e-6,
+    max_steps: int = 10_000,
+) -> PretrainResult:
+    """Minimise Eᵖ(W) by gradient descent, each matrix of ``w`` (..., m, n) independently.
+
+    ``lr`` (αₚ) and ``tol`` are floats or tensors of shape (...), one value per member. Eᵖ is
+    checked before every update and once after the last; a member stops updating as soon as
+    Eᵖ < tol (it is then frozen while the others go on), so ``steps`` counts the updates that
+    were needed and an already orthogonal W takes 0 steps. A member whose Eᵖ becomes inf or
+    NaN (αₚ too large) can never converge and also stops. The loop ends when every member
+    has converged or stopped, or after ``max_steps`` updates; failure is reported in
+    ``converged``, not raised (see :func:`require_converged`).
+    """
+    if max_steps < 0:
+        raise ValueError(f"orthogonal_pretrain: max_steps must be >= 0, got {max_steps}")
+    x = w.detach().to(torch.float64)
+    rate = torch.as_tensor(lr, dtype=torch.float64, device=x.device)
+    bound = torch.as_tensor(tol, dtype=torch.float64, device=x.device)
+    batch = x.shape[:-2]
+    steps = torch.zeros(batch, dtype=torch.long, device=x.device)
+    for step in range(max_steps + 1):
+        residual = gram_residual(x)
+        error = residual.square().sum(dim=(-2, -1))
+        converged = error < bound
+        active = ~converged & torch.isfinite(error)
+        if step == max_steps or not bool(active.any()):
+            break
+        grad = ortho_grad_from_residual(x, residual, rate)
+        x = torch.where(active[..., None, None], x - grad, x)
+        steps += active
+    return PretrainResult(weights=x.to(w.dtype), steps=steps, error=error, converged=converged)
+
+
+def require_converged(result: PretrainResult, field: str = "pretrain_tol") -> None:
+    """Raise :class:`~ortho_core.errors.PretrainError` if any member failed to converge.
+
+    The message names ``field`` (the configuration key a user would change) and, for each
+    failed member, its index, the steps taken and its final Eᵖ.
+    """
+    if bool(result.converged.all()):
+        return
+    details = ", ".join(
+        f"{_member(i)}: {int(result.steps[tuple(i)])} steps, "
+        f"Eᵖ = {float(result.error[tuple(i)]):.3g}"
+        for i in (~result.converged).nonzero().tolist()
+    )
+    raise PretrainError(
+        f"{field}: orthogonal pre-training did not reach Eᵖ < tol ({details}); "
+        "lower pretrain_lr, raise the step limit or loosen pretrain_tol"
+    )
+
+
+def _member(index: list[int]) -> str:
+    """How a member at ``index`` (of the leading dims) is named in messages."""
+    if not index:
+        return "the matrix"
+    return f"member {index[0] if len(index) == 1 else tuple(index)}"

@@ -1,0 +1,137 @@
+"""Linearly constrained weights (LCW, K §3): every weight vector sums to zero.
+
+A weight vector w ∈ R^m in W_LC = {w : w₁ + … + w_m = 0} (K eq. 6) has zero expected dot
+product with any input whose mean is γ·1_m (K Prop. 3), which removes the angle bias that makes
+deep sigmoid MLPs untrainable (K §2). LCW is learnt without constraints by reparameterising
+w = B_m v with v ∈ R^{m-1} trainable and B_m a fixed basis of W_LC (K §3.2):
+
+- ``basis="orthonormal"`` (the default): the first m − 1 columns of the Householder reflection
+  H that maps e_m to 1_m/√m. H is symmetric and orthogonal and H e_m spans 1_m, so its other
+  columns are an orthonormal basis of W_LC; B_m v costs O(m) per vector (no m × (m−1) matrix
+  product) and SGD on v is exactly projected SGD on w (B_m B_mᵀ = I − 1_m 1_mᵀ/m).
+- ``basis="eq7"``: K eq. 7, B_m = [I_{m-1}; −1ᵀ_{m-1}], i.e. w = (v, −Σv). The paper's
+  experiments used this one and report little difference from an orthonormal basis.
+
+Initialisation (K §3.3, App. A): seed vectors ŵ drawn uniformly from the unit ball of W_LC,
+then one scale η per layer, computed layer after layer on a minibatch, so that the
+preactivations (η ŵ_i)·a^{l-1} have standard deviation σ_z; biases start at zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils import parametrize
+
+from ortho_core.models.mlp import PackedMLP
+
+Basis = Literal["orthonormal", "eq7"]
+BASES: tuple[str, ...] = ("orthonormal", "eq7")
+"""The bases B_m of W_LC that :class:`ZeroSumBasis` implements."""
+
+
+class ZeroSumBasis(nn.Module):
+    """The parametrisation w = B_m v of vectors in W_LC (K §3.2), applied to the last dimension.
+
+    ``forward`` maps v (..., m−1) to w (..., m); ``right_inverse`` maps a w in W_LC back to
+    the v that reproduces it (for eq. 7 "the first m − 1 elements", K §3.3).
+    """
+
+    def __init__(self, m: int, basis: Basis = "orthonormal"):
+        super().__init__()
+        if m < 2:
+            raise ValueError(f"ZeroSumBasis: needs m >= 2 inputs, got {m}")
+        if basis not in BASES:
+            raise ValueError(f"ZeroSumBasis: basis must be one of {BASES}, got {basis!r}")
+        self.m = m
+        self.basis = basis
+        root = math.sqrt(m)
+        self._c = 1.0 / (root - 1.0)
+        self._inv_root = 1.0 / root
+
+    def forward(self, v: Tensor) -> Tensor:
+        """w = B_m v."""
+        total = v.sum(dim=-1, keepdim=True)
+        if self.basis == "eq7":
+            return torch.cat([v, -total], dim=-1)
+        # H [v; 0] with H = I − 2uuᵀ/‖u‖², u = 1_m/√m − e_m: w_i = v_i − Σv/(m − √m) for i < m,
+        # w_m = Σv/√m.
+        head = v - total * (self._c * self._inv_root)
+        return torch.cat([head, total * self._inv_root], dim=-1)
+
+    def right_inverse(self, w: Tensor) -> Tensor:
+        """v = B_mᵀ w for the orthonormal basis (exact for w in W_LC), w[..., :m−1] for eq. 7."""
+        if self.basis == "eq7":
+            return w[..., :-1].clone()
+        # (H w)[:m-1] with uᵀw = Σw/√m − w_m.
+        proj = w.sum(dim=-1, keepdim=True) * self._inv_root - w[..., -1:]
+        return w[..., :-1] - proj * self._c
+
+    def matrix(self, dtype: torch.dtype = torch.float64) -> Tensor:
+        """B_m as an explicit m × (m−1) matrix (for tests and explanation, never in training)."""
+        return self.forward(torch.eye(self.m - 1, dtype=dtype)).T
+
+
+def apply_lcw(model: PackedMLP, basis: Basis = "orthonormal") -> None:
+    """Replace every weight vector of ``model`` by LCW (K's MLP_LCW: all layers, output included).
+
+    Each layer's weight (K, out, in) becomes ``ZeroSumBasis(in)`` applied to a trainable
+    ``parametrizations.weight.original`` v (K, out, in − 1); the current weights are projected
+    onto W_LC first (they are replaced by :func:`lcw_minibatch_init` anyway).
+    """
+    for layer in model.layers:
+        with torch.no_grad():
+            layer.weight.sub_(layer.weight.mean(dim=-1, keepdim=True))
+        parametrize.register_parametrization(layer, "weight", ZeroSumBasis(layer.weight.shape[-1],
+                                                                           basis))
+
+
+def sample_zero_sum_ball(count: int, m: int, generator: torch.Generator) -> Tensor:
+    """``count`` vectors drawn uniformly from W_LC1 = {w ∈ W_LC : ‖w‖ ≤ 1} (K App. A), float64.
+
+    Steps: w ~ N(0, I_m); subtract the mean of its elements (projection onto W_LC); normalise
+    to a unit vector; draw ξ ~ U(0, 1); shrink by ξ^{1/(m−1)}. W_LC has dimension m − 1, so the
+    radius of a uniform point of its unit ball has density ∝ r^{m−2}, whose inverse CDF is
+    ξ^{1/(m−1)}; K App. A prints the exponent 1/(m−2), which is off by one (it would
+    concentrate the points slightly towards the centre).
+    """
+    w = torch.randn((count, m), generator=generator, dtype=torch.float64)
+    w = w - w.mean(dim=-1, keepdim=True)
+    w = w / w.norm(dim=-1, keepdim=True)
+    xi = torch.rand((count, 1), generator=generator, dtype=torch.float64)
+    return w * xi.pow(1.0 / (m - 1))
+
+
+@torch.no_grad()
+def lcw_minibatch_init(model: PackedMLP, x: Tensor, sigma_z: float | Tensor,
+                       generators: Sequence[torch.Generator]) -> Tensor:
+    """K §3.3: initialise an LCW model (see :func:`apply_lcw`) on the minibatch ``x`` (B, in).
+
+    For each layer in turn, every member draws its seed vectors ŵ_i (one per neuron) from
+    W_LC1 with its own generator; the layer's input a^{l-1} is ``x`` passed through the layers
+    already initialised; η^l = σ_z / std(ŵ_i·a^{l-1}), the standard deviation taken over all
+    neurons of the layer and all samples of the minibatch together (population statistics;
+    K calls η^l "a scalar variable … calculated in a layer-wise manner", one per layer); then
+    w_i = η^l ŵ_i and the biases are zero. ``sigma_z`` is a float or a tensor (K,) (one σ_z per
+    member). Returns η (K, layers) for inspection.
+    """
+    k = len(generators)
+    sigma = torch.as_tensor(sigma_z, dtype=torch.float64).expand(k)
+    etas = []
+    h: Tensor = x
+    for index, layer in enumerate(model.layers):
+        _, out, n = layer.weight.shape
+        seeds = torch.stack([sample_zero_sum_ball(out, n, g) for g in generators])
+        seeds = seeds.to(dtype=layer.bias.dtype, device=layer.bias.device)
+        layer.bias.zero_()
+        layer.weight = seeds
+        z_hat = layer(h)
+        eta = sigma.to(z_hat) / z_hat.reshape(k, -1).std(dim=1, correction=0)
+        layer.weight = seeds * eta[:, None, None]
+        etas.append(eta)
+        h = model.layer_forward(index, h)[1]
+    return torch.stack(etas, dim=1)

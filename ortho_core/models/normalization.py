@@ -1,0 +1,108 @@
+"""Batch and weight normalisation for packed layers (K's baselines MLP_BN and MLP_WN, K §5).
+
+PyTorch's ``nn.BatchNorm1d`` and ``parametrizations.weight_norm`` act on one network; here the
+K members of a pack live in one tensor, so both are expressed through PyTorch's own kernels
+over that layout instead:
+
+- :class:`PackedBatchNorm` runs ``F.batch_norm`` once with the K·M preactivations of all
+  members as channels. Batch normalisation is per channel, so this is exactly K independent
+  ``nn.BatchNorm1d(M)`` (same defaults: γ = 1, β = 0, ε = 10⁻⁵, momentum 0.1, unbiased
+  running variance).
+- :class:`PackedWeightNorm` is a parametrisation w = g·v/‖v‖ of every row of a packed weight
+  (K, out, in) (Salimans & Kingma 2016, eq. 2), through ``torch._weight_norm`` as PyTorch's
+  ``weight_norm(dim=0)`` does for one (out, in) matrix.
+- :func:`weight_norm_data_init` is Salimans & Kingma's data-dependent initialisation (§3):
+  v ~ N(0, 0.05²), then g and b chosen per neuron so that the preactivations of one minibatch
+  have zero mean and unit variance, layer after layer. PyTorch's module does not implement it
+  (K footnote 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from ortho_core.models.mlp import PackedMLP
+
+WN_INIT_STD = 0.05
+"""Standard deviation of the initial directions v in Salimans & Kingma's initialisation (§3)."""
+
+
+class PackedBatchNorm(nn.Module):
+    """Batch normalisation of preactivations z (K, B, M): K independent ``BatchNorm1d(M)``.
+
+    In training mode each member's M features are normalised with the minibatch mean and
+    biased variance and its running statistics are updated; in evaluation mode the running
+    statistics are used (Ioffe & Szegedy 2015, Alg. 1-2).
+    """
+
+    def __init__(self, members: int, features: int, *, eps: float = 1e-5, momentum: float = 0.1,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None):
+        super().__init__()
+        self.eps = eps
+        self.momentum = momentum
+        kw = {"dtype": dtype, "device": device}
+        self.weight = nn.Parameter(torch.ones(members, features, **kw))
+        self.bias = nn.Parameter(torch.zeros(members, features, **kw))
+        self.register_buffer("running_mean", torch.zeros(members, features, **kw))
+        self.register_buffer("running_var", torch.ones(members, features, **kw))
+
+    def forward(self, z: Tensor) -> Tensor:
+        """Normalise z (K, B, M) per member and feature; returns (K, B, M)."""
+        k, b, m = z.shape
+        flat = z.transpose(0, 1).reshape(b, k * m)
+        out = F.batch_norm(flat, self.running_mean.view(-1), self.running_var.view(-1),
+                           self.weight.reshape(-1), self.bias.reshape(-1), self.training,
+                           self.momentum, self.eps)
+        return out.view(b, k, m).transpose(0, 1)
+
+
+class PackedWeightNorm(nn.Module):
+    """The parametrisation w = g·v/‖v‖ of each row of a packed weight (K, out, in).
+
+    Registered with ``torch.nn.utils.parametrize.register_parametrization`` it replaces the
+    weight by ``original0`` = g (K, out, 1) and ``original1`` = v (K, out, in), the layout of
+    PyTorch's ``weight_norm(dim=0)`` with the pack as a leading dimension.
+    """
+
+    def forward(self, g: Tensor, v: Tensor) -> Tensor:
+        """w = g·v/‖v‖, the norm taken over each row (the input dimension)."""
+        return v * (g / v.norm(dim=-1, keepdim=True))
+
+    def right_inverse(self, w: Tensor) -> tuple[Tensor, Tensor]:
+        """(g, v) = (‖w‖ per row, w): the parameters that reproduce ``w``."""
+        return w.norm(dim=-1, keepdim=True), w
+
+
+@torch.no_grad()
+def weight_norm_data_init(model: PackedMLP, x: Tensor,
+                          generators: Sequence[torch.Generator]) -> None:
+    """Salimans & Kingma's data-dependent initialisation of a weight-normalised model (§3).
+
+    For each layer in turn: every member draws v ~ N(0, 0.05²) from its own generator (so a
+    member initialises identically alone or in a pack); t = v·a/‖v‖ is computed on the
+    minibatch ``x`` (B, in) passed through the layers already initialised; then per neuron
+    g = 1/σ[t] and b = −μ[t]/σ[t] (population statistics over the minibatch), which gives
+    every preactivation zero mean and unit variance on ``x``. Every layer of ``model``
+    must carry a :class:`PackedWeightNorm` parametrisation and a bias.
+    """
+    h: Tensor = x
+    for index, layer in enumerate(model.layers):
+        _, out, n = layer.weight.shape
+        v = torch.stack([torch.randn((out, n), generator=g, dtype=torch.float64) * WN_INIT_STD
+                         for g in generators]).to(layer.weight)
+        params = layer.parametrizations.weight
+        params.original1.copy_(v)
+        params.original0.fill_(1.0)
+        layer.bias.zero_()
+        t = layer(h)
+        mean = t.mean(dim=1)
+        std = t.std(dim=1, correction=0)
+        params.original0.copy_((1.0 / std).unsqueeze(-1))
+        layer.bias.copy_(-mean / std)
+        h = model.layer_forward(index, h)[1]

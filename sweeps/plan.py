@@ -1,0 +1,135 @@
+"""What a sweep trains: the grid's configurations gathered into packs, and the Optuna cells.
+
+A Ray Tune trial trains one pack (DESIGN.md "Packs"). Grid configurations (cells without
+Optuna dimensions) that agree on the trainer's ``PACK_FIELDS`` are split into packs of at
+most ``pack_size``, as evenly as possible (17 configurations with ``pack_size: 16`` make
+packs of 9 and 8, so two trials can run at once). Cells with Optuna dimensions are searched
+one configuration per trial (pack size 1), since Optuna proposes the next point from the
+results of the previous ones.
+
+On resume the configurations already FINISHED in MLflow are left out before packing, and
+each Optuna cell's finished trials become that cell's history.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from types import ModuleType
+from typing import Any
+
+from ortho_core import experiments
+from ortho_core.config import from_dict
+from ortho_core.errors import ConfigError
+from sweeps.spec import Cell, ResolvedSpec, trial_key
+
+
+@dataclass(frozen=True)
+class Member:
+    """One configuration of a trial."""
+
+    key: str
+    """Its trial key (``sweeps.spec.trial_key``)."""
+    params: dict[str, Any]
+    """Config keys as the spec gives them (Optuna's choices included)."""
+    cell: int
+    """Index of its cell in ``ResolvedSpec.cells()``."""
+    optuna: dict[str, Any] | None = None
+    """The values Optuna chose, for a configuration of an Optuna cell."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """As plain data (what a Tune trial's config carries)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """A finished configuration of an Optuna cell: what its study is told on resume."""
+
+    optuna: dict[str, Any]
+    value: float | None
+    """The spec's metric, or None when the run has no finite value (told as failed)."""
+
+
+@dataclass
+class Plan:
+    """The work of a sweep, or of what remains of it."""
+
+    experiment: str
+    """Trainer name."""
+    module: str
+    """The trainer's module path (trials import it by this path)."""
+    packs: list[list[Member]]
+    """Grid configurations still to train, one list per trial."""
+    optuna_cells: dict[int, Cell]
+    """Cells searched by Optuna, by cell index."""
+    n_trials: int
+    """Optuna trials per cell (0 for a grid search)."""
+    history: dict[int, list[Trial]] = field(default_factory=dict)
+    """Finished trials per Optuna cell (on resume)."""
+    n_configs: int = 0
+    """Configurations of the whole sweep (finished ones included)."""
+
+    def remaining(self, cell: int) -> int:
+        """Optuna trials still to run in ``cell``."""
+        return max(0, self.n_trials - len(self.history.get(cell, [])))
+
+    @property
+    def n_tune_trials(self) -> int:
+        """Ray Tune trials this plan runs."""
+        return len(self.packs) + sum(self.remaining(c) for c in self.optuna_cells)
+
+    @property
+    def n_todo(self) -> int:
+        """Configurations this plan trains."""
+        return sum(map(len, self.packs)) + sum(self.remaining(c) for c in self.optuna_cells)
+
+
+def split_evenly(items: Sequence[Any], size: int) -> list[list[Any]]:
+    """``items`` in ceil(n/size) consecutive chunks whose lengths differ by at most one."""
+    n_chunks = math.ceil(len(items) / size)
+    base, extra = divmod(len(items), n_chunks) if n_chunks else (0, 0)
+    out, start = [], 0
+    for i in range(n_chunks):
+        stop = start + base + (1 if i < extra else 0)
+        out.append(list(items[start:stop]))
+        start = stop
+    return out
+
+
+def pack(members: Sequence[Member], module: ModuleType, pack_size: int) -> list[list[Member]]:
+    """Group ``members`` by their Config's ``PACK_FIELDS`` (first appearance first) and split
+    each group into packs of at most ``pack_size``."""
+    groups: dict[tuple[Any, ...], list[Member]] = {}
+    for m in members:
+        config = from_dict(module.Config, m.params)
+        shape = tuple(repr(getattr(config, f)) for f in module.PACK_FIELDS)
+        groups.setdefault(shape, []).append(m)
+    return [p for group in groups.values() for p in split_evenly(group, pack_size)]
+
+
+def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
+               history: Mapping[int, list[Trial]] | None = None) -> Plan:
+    """The plan of ``spec``, leaving out the grid configurations whose keys are in
+    ``finished`` and giving each Optuna cell its ``history``."""
+    if spec.scheduler is not None and spec.pack_size > 1:
+        raise ConfigError("pack_size", "1 when a scheduler is set (early stopping judges one "
+                          "configuration per trial)", spec.pack_size)
+    finished = finished or {}
+    module = experiments.get(spec.experiment)
+    grid: list[Member] = []
+    optuna_cells: dict[int, Cell] = {}
+    for index, cell in enumerate(spec.cells()):
+        if cell.optuna_space:
+            optuna_cells[index] = cell
+            continue
+        key = trial_key(spec.experiment, cell.params)
+        if key not in finished:
+            grid.append(Member(key=key, params=dict(cell.params), cell=index))
+    n_trials = spec.optuna.n_trials if spec.optuna is not None else 0
+    n_grid = len(spec.cells()) - len(optuna_cells)
+    return Plan(experiment=spec.experiment, module=experiments.EXPERIMENTS[spec.experiment],
+                packs=pack(grid, module, spec.pack_size), optuna_cells=optuna_cells,
+                n_trials=n_trials, history=dict(history or {}),
+                n_configs=n_grid + n_trials * len(optuna_cells))

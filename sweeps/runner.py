@@ -1,0 +1,377 @@
+"""Run a sweep on Ray Tune, tracked in MLflow (DESIGN.md "The embedded default, and the
+cluster").
+
+Embedded default (no address): Ray starts in this process's machine, every Ray process
+listening on 127.0.0.1 only; MLflow tracks into ``<home>/mlflow.db`` (SQLite) with artifacts
+in ``<home>/artifacts/``; Tune writes its state under ``<home>/ray/``. ``home`` is ``--home``,
+else ``$ORTHO_HOME``, else ``./ortho-runs``. With ``address`` the driver joins an existing
+cluster (``auto`` inside a Ray job); ``tracking_uri`` points at a tracking server; both are
+made absolute before any trial starts.
+
+Each Tune trial trains one pack (:mod:`sweeps.plan`), handed out by one searcher for the
+whole sweep (:mod:`sweeps.searcher`: grid packs, then an Optuna study per cell). Actors are
+reused between trials, so a trial costs no fresh process and no re-import of torch. A trial
+that raises is retried up to the spec's ``max_failures`` and the sweep goes on; Tune's own
+output is silenced and :class:`~sweeps.status.ProgressCallback` prints one line instead.
+
+Resume (:func:`resume_sweep`) reads the sweep back from MLflow, not from Tune's state: the
+spec file stored with the parent run is resolved again (its SHA-256 must match), runs that
+are not FINISHED are deleted, and a new Tune run trains only the configurations without a
+FINISHED run; each Optuna cell's study is rebuilt from its finished trials. An interrupted
+configuration therefore starts again from its beginning. Failed configurations are retried
+by a resume too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from ortho_core.errors import ConfigError, OrthoError
+from sweeps import tracking
+from sweeps.plan import Plan, Trial, build_plan
+from sweeps.spec import ResolvedSpec, load_spec, resolve
+from sweeps.status import Progress, ProgressCallback, format_line
+from sweeps.trial import TrialContext, run_trial
+
+DEFAULT_PROFILE = "cpu"
+"""The profile ``ortho sweep run`` uses unless told: the reduced protocol that finishes in
+under 30 minutes on a laptop (``smoke`` takes seconds; ``paper`` is for a GPU cluster)."""
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+"""The checkout the sweeps run from (for ``ortho.git_sha``)."""
+
+QUIET_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AIR_NEW_OUTPUT": "0",
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+}
+"""No usage-stats notice, no Tune tables, no per-trial CSV/JSON/TensorBoard files (MLflow
+has everything), no MLflow telemetry or download bars. Set unless the user set them."""
+
+
+class SweepNotFound(OrthoError):
+    """``ortho sweep resume|status`` found no such sweep in the tracking store."""
+
+
+def new_sweep_id() -> str:
+    """``<UTC date>-<time>-<4 hex>``: sortable, and short enough to type."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+@contextmanager
+def _loopback_only() -> Iterator[None]:
+    """Make Ray's address detection answer 127.0.0.1 while a local node starts.
+
+    ``ray.init(_node_ip_address="127.0.0.1")`` alone is not enough: Ray swaps a loopback
+    address for the machine's outbound one, and its servers then listen on every interface.
+    Ray skips that lookup where clusters are disabled (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``,
+    read when ``ray`` is imported, hence the module constant too); every Ray process then
+    binds to 127.0.0.1 (checked with ``ss -ltnp`` in the tests).
+    """
+    from ray._private import ray_constants
+
+    name = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR
+    saved_env, saved_const = os.environ.get(name), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[name] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved_const
+        if saved_env is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved_env
+
+
+QUIET_LOGGERS = {
+    "ray.tune.search.searcher": logging.ERROR,
+    "ray.tune.analysis.experiment_analysis": logging.ERROR,
+    "ray.tune.execution.tune_controller": logging.CRITICAL,
+    "ray.tune.tune": logging.CRITICAL,
+    "ray._private.runtime_env": logging.ERROR,
+    "ray.dashboard.modules.dashboard_sdk": logging.WARNING,
+    "ray.dashboard.modules.job.sdk": logging.WARNING,
+    "mlflow.store.db.utils": logging.WARNING,
+    "alembic": logging.WARNING,
+}
+"""Loggers whose messages would drown the progress lines or mislead: Tune's warnings that
+the searcher keeps no checkpoint and that trials wrote no result files (results and resume
+go through MLflow), its full traceback of every failed trial (the progress callback prints
+one line; the traceback is the run's ``traceback.txt``) and its advice to resume with
+``Tuner.restore`` (``ortho sweep resume`` is printed instead); Ray's notes while it packs
+and uploads a job's working directory; MLflow's notes while it creates a database."""
+
+
+def quiet_environment() -> None:
+    """Set :data:`QUIET_ENV` (before Ray starts, so that its processes inherit it) and the
+    levels of :data:`QUIET_LOGGERS`."""
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    for name, level in QUIET_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+    data = os.environ.get("ORTHO_DATA_DIR")
+    if data:
+        os.environ["ORTHO_DATA_DIR"] = str(Path(data).expanduser().resolve())
+
+
+def start_embedded_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
+    """Start Ray in this process, on 127.0.0.1 only, without dashboard or driver logs."""
+    import ray
+
+    quiet_environment()
+    with _loopback_only():
+        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+                 log_to_driver=False, logging_level=logging.WARNING, num_cpus=num_cpus,
+                 num_gpus=num_gpus)
+
+
+@contextmanager
+def ray_session(address: str | None) -> Iterator[bool]:
+    """Ray for a sweep: the running instance if this process already has one, else an
+    embedded one (``address`` None) or a connection to ``address``; shut down afterwards
+    only if started here. Yields whether Ray is embedded here."""
+    import ray
+
+    if ray.is_initialized():
+        yield address is None
+        return
+    if address is None:
+        start_embedded_ray()
+    else:
+        quiet_environment()
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        yield address is None
+    finally:
+        ray.shutdown()
+
+
+def _check_resources(spec: ResolvedSpec) -> None:
+    """On the embedded Ray, a trial must fit the machine (a cluster may add nodes)."""
+    import ray
+
+    have = ray.cluster_resources()
+    for field, want, name in (("resources.cpu", spec.resources.cpu, "CPU"),
+                              ("resources.gpu", spec.resources.gpu, "GPU")):
+        if want > have.get(name, 0):
+            raise ConfigError(field, f"at most the {have.get(name, 0):g} {name}s of this "
+                              "machine's Ray", want)
+
+
+def _trial_dirname(trial: Any) -> str:
+    return trial.trial_id
+
+
+def _scheduler(spec: ResolvedSpec) -> Any:
+    if spec.scheduler is None:
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    s = spec.scheduler
+    return ASHAScheduler(time_attr="step", metric=s.metric_step, mode=s.mode,
+                         grace_period=s.grace_period, reduction_factor=s.reduction_factor,
+                         max_t=s.max_t or 10**12)
+
+
+def _execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
+             storage: Path, run_name: str, max_concurrent: int | None, progress: Progress,
+             stream: TextIO) -> bool:
+    """Run ``plan`` on Tune; whether it was interrupted before every trial ended."""
+    from ray import tune
+
+    from sweeps.searcher import SweepSearcher
+
+    context = TrialContext(
+        tracking_uri=uri, sweep=ref, module=plan.module, metric=spec.metric, mode=spec.mode,
+        step_metric=spec.scheduler.metric_step if spec.scheduler else None)
+    trainable = tune.with_resources(tune.with_parameters(run_trial, context=context),
+                                    {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
+    searcher = SweepSearcher(plan, spec.metric, spec.mode, spec.optuna)
+    callback = ProgressCallback(progress, stream)
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, scheduler=_scheduler(spec), num_samples=plan.n_tune_trials,
+            max_concurrent_trials=max_concurrent, reuse_actors=True,
+            trial_dirname_creator=_trial_dirname),
+        run_config=tune.RunConfig(
+            name=run_name, storage_path=str(storage), verbose=0, callbacks=[callback],
+            failure_config=tune.FailureConfig(max_failures=spec.max_failures)))
+    tuner.fit()
+    end_stopped_runs(tracking.tracker(uri), ref, callback.stopped_early)
+    return not searcher.exhausted or callback.trials_ended < searcher.n_suggested
+
+
+def end_stopped_runs(tracker: tracking.Tracker, ref: tracking.SweepRef,
+                     keys: list[str]) -> None:
+    """End the runs of configurations whose trials the scheduler stopped: outcome
+    ``unsolved``, tag ``ortho.stopped_early``, the metrics CSV rebuilt from MLflow (the trial
+    flushed every report before it could be stopped), FINISHED."""
+    from ortho_core.reporting import Outcome, Result
+
+    wanted = set(keys)
+    for run in tracker.configurations(ref):
+        if run.data.tags.get(tracking.TRIAL_KEY) in wanted and run.info.status == "RUNNING":
+            rows = tracker.history_rows(run.info.run_id)
+            tracker.finish(run.info.run_id, Result(Outcome.UNSOLVED),
+                           rows[-1][0] if rows else 0, rows, {tracking.STOPPED_EARLY: "true"})
+
+
+def _backfill_failures(tracker: tracking.Tracker, ref: tracking.SweepRef,
+                       plan: Plan) -> None:
+    """Give a ``failed`` run to every grid configuration of ``plan`` that has none after a
+    completed Tune run (a trial that died outside the trainer, e.g. a lost actor)."""
+    tracked = {r.data.tags.get(tracking.TRIAL_KEY) for r in tracker.configurations(ref)}
+    for pack in plan.packs:
+        for m in pack:
+            if m.key not in tracked:
+                claim = tracker.claim(ref, m.key, m.params, {tracking.CELL: str(m.cell)})
+                tracker.fail(claim.run_id, "The trial ended without training this "
+                             "configuration (its Ray actor failed); see the Ray logs.")
+
+
+def _run(spec: ResolvedSpec, plan: Plan, record_ref: tracking.SweepRef, tracker: tracking.Tracker,
+         home: Path, storage: str | None, run_name: str, max_concurrent: int | None,
+         progress: Progress, stream: TextIO, embedded: bool) -> Progress:
+    """Run what ``plan`` leaves, end the parent run, and print the last line."""
+    if embedded:
+        _check_resources(spec)
+    store = Path(storage).expanduser().resolve() if storage else home / "ray"
+    interrupted = False
+    start = time.monotonic()
+    if plan.n_tune_trials:
+        interrupted = _execute(spec, plan, record_ref, tracker.uri, store, run_name,
+                               max_concurrent, progress, stream)
+    if interrupted:
+        tracker.mark_killed(record_ref)
+    else:
+        _backfill_failures(tracker, record_ref, plan)
+    from sweeps.status import from_mlflow
+
+    record = tracker.find_sweep(record_ref.sweep_id)
+    assert record is not None
+    final = from_mlflow(tracker, record)
+    final.elapsed = time.monotonic() - start
+    final.running = 0
+    final.state = "interrupted" if interrupted else "finished"
+    tracker.end_sweep(record_ref, "KILLED" if interrupted else "FINISHED",
+                      {"configs_done": final.done, "configs_failed": final.failed})
+    print(format_line(final), file=stream, flush=True)
+    if interrupted or final.failed:
+        print(f"resume with: ortho sweep resume {record_ref.sweep_id}", file=stream, flush=True)
+    return final
+
+
+def run_sweep(spec_ref: str, profile: str = DEFAULT_PROFILE, *, address: str | None = None,
+              tracking_uri: str | None = None, home: str | os.PathLike[str] | None = None,
+              storage: str | None = None, max_concurrent: int | None = None,
+              stream: TextIO | None = None) -> Progress:
+    """Run the sweep ``spec_ref`` (a shipped spec's name or a YAML path) with ``profile``.
+
+    Everything the user can get wrong (the spec, the profile, a cell's values) raises
+    ``ConfigError`` before Ray starts or MLflow is touched. Prints the sweep id first and
+    one progress line at a time to ``stream`` (default stdout); returns the final
+    :class:`Progress` (``state`` finished or interrupted).
+    """
+    stream = stream or sys.stdout
+    spec = resolve(load_spec(spec_ref), profile)
+    plan = build_plan(spec)
+    home_path = tracking.home_dir(home)
+    uri = tracking.tracking_uri(tracking_uri, home_path)
+    with ray_session(address) as embedded:
+        tracker = tracking.tracker(uri)
+        sweep_id = new_sweep_id()
+        source = Path(spec.source)
+        tags = {tracking.SPEC: spec.name, tracking.PROFILE: profile,
+                tracking.SPEC_SHA256: spec.sha256, tracking.GIT_SHA: tracking.git_sha(PROJECT_ROOT),
+                tracking.N_CONFIGS: str(plan.n_configs), tracking.METRIC: spec.metric,
+                tracking.MODE: spec.mode, "mlflow.note.content": spec.description}
+        texts = {tracking.RESOLVED_ARTIFACT: spec.text,
+                 f"{tracking.SPEC_ARTIFACT_DIR}/{source.name}": source.read_text()}
+        ref = tracker.start_sweep(tracker.experiment_id(spec.name), sweep_id, tags, texts)
+        print(f"sweep {sweep_id}: {spec.name}/{profile}, {plan.n_configs} configurations in "
+              f"{plan.n_tune_trials} trials; tracking {uri}", file=stream, flush=True)
+        progress = Progress(sweep_id=sweep_id, label=f"{spec.name}/{profile}",
+                            metric=spec.metric, mode=spec.mode, total=plan.n_configs)
+        return _run(spec, plan, ref, tracker, home_path, storage, sweep_id, max_concurrent,
+                    progress, stream, embedded)
+
+
+def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
+                 tracking_uri: str | None = None, home: str | os.PathLike[str] | None = None,
+                 storage: str | None = None, max_concurrent: int | None = None,
+                 stream: TextIO | None = None) -> Progress:
+    """Continue sweep ``sweep_id`` (default: the latest one that did not finish).
+
+    Configurations with a FINISHED run are not trained again; every other run of the sweep
+    is deleted and its configuration trained anew, so each configuration ends with one run.
+    """
+    stream = stream or sys.stdout
+    home_path = tracking.home_dir(home)
+    uri = tracking.tracking_uri(tracking_uri, home_path)
+    tracker = tracking.tracker(uri)
+    record = tracker.find_sweep(sweep_id, unfinished=sweep_id is None)
+    if record is None:
+        raise SweepNotFound(f"no sweep {sweep_id} in {uri}" if sweep_id
+                            else f"no unfinished sweep in {uri}")
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = resolve(load_spec(str(tracker.download_spec(record.ref, Path(tmp)))),
+                       record.profile)
+    if spec.sha256 != record.spec_sha256:
+        raise ConfigError("spec", f"the spec as sweep {record.ref.sweep_id} resolved it "
+                          f"(sha256 {record.spec_sha256[:12]}); the code now resolves it "
+                          "differently, so start a new sweep", spec.sha256[:12])
+    tracker.discard_unfinished(record.ref)
+    finished: dict[str, Any] = {}
+    history: dict[int, list[Trial]] = {}
+    for run in tracker.configurations(record.ref):
+        tags = run.data.tags
+        finished[tags[tracking.TRIAL_KEY]] = run
+        if tracking.OPTUNA_PARAMS in tags:
+            result = tracking.stored_result(run)
+            history.setdefault(int(tags[tracking.CELL]), []).append(Trial(
+                optuna=json.loads(tags[tracking.OPTUNA_PARAMS]),
+                value=tracking.metric_value(result.summary, spec.metric)))
+    plan = build_plan(spec, finished, history)
+    progress = Progress(sweep_id=record.ref.sweep_id, label=f"{spec.name}/{spec.profile}",
+                        metric=spec.metric, mode=spec.mode, total=plan.n_configs,
+                        done=len(finished))
+    for run in finished.values():
+        progress.offer(tracking.metric_value(tracking.stored_result(run).summary, spec.metric))
+    with ray_session(address) as embedded:
+        tracker.reopen_sweep(record.ref)
+        print(f"sweep {record.ref.sweep_id}: resuming {spec.name}/{spec.profile}, "
+              f"{len(finished)} of {plan.n_configs} configurations done, {plan.n_todo} to run "
+              f"in {plan.n_tune_trials} trials; tracking {uri}", file=stream, flush=True)
+        run_name = f"{record.ref.sweep_id}-resume-{time.strftime('%H%M%S', time.gmtime())}"
+        return _run(spec, plan, record.ref, tracker, home_path, storage, run_name,
+                    max_concurrent, progress, stream, embedded)
+
+
+def sweep_status(sweep_id: str | None = None, *, tracking_uri: str | None = None,
+                 home: str | os.PathLike[str] | None = None) -> Progress:
+    """The progress of sweep ``sweep_id`` (default: the latest) as MLflow holds it."""
+    from sweeps.status import from_mlflow
+
+    home_path = tracking.home_dir(home)
+    uri = tracking.tracking_uri(tracking_uri, home_path)
+    if tracking.sqlite_path(uri) is not None and not tracking.sqlite_path(uri).exists():
+        raise SweepNotFound(f"no sweeps yet: {tracking.sqlite_path(uri)} does not exist")
+    tracker = tracking.tracker(uri)
+    record = tracker.find_sweep(sweep_id)
+    if record is None:
+        raise SweepNotFound(f"no sweep {sweep_id} in {uri}" if sweep_id else f"no sweep in {uri}")
+    return from_mlflow(tracker, record)

@@ -1,0 +1,211 @@
+"""``ortho sweep run|submit|resume|status``: sweeps from the command line.
+
+    ortho sweep run SPEC [--profile P] [--address A] [--tracking-uri U] [--home DIR]
+                         [--storage PATH] [--max-concurrent N]
+    ortho sweep submit SPEC --address http://HEAD:8265 [--tracking-uri U] [--profile P]
+                         [--storage PATH] [--home DIR] [--python PATH] [--no-wait]
+    ortho sweep resume [SWEEP] [--address A] [--tracking-uri U] [--home DIR] ...
+    ortho sweep status [SWEEP] [--tracking-uri U] [--home DIR]
+
+The default profile is ``cpu`` (``--profile smoke`` runs in seconds). With no address the
+sweep runs on an embedded Ray bound to 127.0.0.1 and tracks into ``./ortho-runs/mlflow.db``
+(``--home`` or ``$ORTHO_HOME`` move ``./ortho-runs``; ``--tracking-uri`` or
+``$ORTHO_TRACKING_URI`` name another store). ``run`` and ``resume`` exit with 0 when every
+configuration ended, 1 when some failed (``resume`` retries them), 130 when interrupted
+(Ctrl-C; ``resume`` continues). ``submit`` runs the same ``run`` as a Ray job on a cluster,
+shipping this checkout as the job's working directory, and exits with the job's status; it
+authenticates as Ray's job CLI does (``RAY_AUTH_MODE=token`` with ``RAY_AUTH_TOKEN`` or
+``~/.ray/auth_token`` for a cluster with token authentication).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from ortho_core.errors import ConfigError, OrthoError
+
+
+class SubmitError(OrthoError):
+    """The cluster's job API could not be reached or refused the job."""
+
+
+SUBMIT_EXCLUDES = ["ortho-runs/", ".git/", "data/", "*.egg-info/", "__pycache__/",
+                   ".pytest_cache/", ".ruff_cache/"]
+"""Paths of the checkout not shipped with a job (gitignore syntax)."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``ortho sweep`` and its four commands to the ``ortho`` parser."""
+    from sweeps.runner import DEFAULT_PROFILE
+
+    parser = sub.add_parser("sweep", help="run, submit, resume or inspect a sweep",
+                            description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="sweep_command", required=True, metavar="ACTION")
+
+    def where(p: argparse.ArgumentParser, address: bool = True) -> None:
+        if address:
+            p.add_argument("--address", help="an existing Ray cluster (auto inside a Ray job); "
+                           "default: an embedded Ray on 127.0.0.1")
+        p.add_argument("--tracking-uri", help="MLflow tracking URI (default: "
+                       "$ORTHO_TRACKING_URI, else sqlite:///HOME/mlflow.db)")
+        p.add_argument("--home", help="where the embedded store and Tune state live "
+                       "(default: $ORTHO_HOME, else ./ortho-runs)")
+
+    def tune_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--storage", help="Tune's storage path (default HOME/ray; shared "
+                       "storage when trials run on several nodes)")
+        p.add_argument("--max-concurrent", type=int, metavar="N",
+                       help="at most N trials at once (default: as resources allow)")
+
+    run = commands.add_parser("run", help="run a sweep")
+    run.add_argument("spec", help="a shipped spec's name or a path to a spec YAML")
+    run.add_argument("--profile", default=DEFAULT_PROFILE,
+                     help=f"smoke, cpu or paper (default {DEFAULT_PROFILE})")
+    where(run)
+    tune_options(run)
+    run.set_defaults(func=cmd_run)
+
+    submit = commands.add_parser("submit", help="run a sweep as a Ray job on a cluster")
+    submit.add_argument("spec", help="a shipped spec's name or a spec YAML in this checkout")
+    submit.add_argument("--address", required=True,
+                        help="the cluster's job API, e.g. http://HEAD:8265")
+    submit.add_argument("--profile", default=DEFAULT_PROFILE,
+                        help=f"smoke, cpu or paper (default {DEFAULT_PROFILE})")
+    submit.add_argument("--tracking-uri", help="MLflow tracking URI the cluster reaches "
+                        "(default: $ORTHO_TRACKING_URI, else SQLite under HOME on the head)")
+    submit.add_argument("--home", default="~/ortho-runs",
+                        help="HOME on the cluster's head node (default ~/ortho-runs)")
+    submit.add_argument("--storage", help="Tune's storage path on the cluster (shared "
+                        "storage for several nodes)")
+    submit.add_argument("--python", default=os.environ.get("ORTHO_CLUSTER_PYTHON",
+                                                           sys.executable),
+                        help="the interpreter on the cluster (default $ORTHO_CLUSTER_PYTHON, "
+                        "else this one)")
+    submit.add_argument("--no-wait", action="store_true",
+                        help="print the job id and return instead of following its logs")
+    submit.set_defaults(func=cmd_submit)
+
+    resume = commands.add_parser("resume", help="continue an interrupted sweep")
+    resume.add_argument("sweep", nargs="?", help="sweep id (default: the latest unfinished)")
+    where(resume)
+    tune_options(resume)
+    resume.set_defaults(func=cmd_resume)
+
+    status = commands.add_parser("status", help="show a sweep's progress")
+    status.add_argument("sweep", nargs="?", help="sweep id (default: the latest)")
+    where(status, address=False)
+    status.set_defaults(func=cmd_status)
+
+
+def _exit_status(progress: Any) -> int:
+    if progress.state == "interrupted":
+        return 130
+    return 1 if progress.failed else 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``ortho sweep run``."""
+    from sweeps.runner import run_sweep
+
+    return _exit_status(run_sweep(
+        args.spec, args.profile, address=args.address, tracking_uri=args.tracking_uri,
+        home=args.home, storage=args.storage, max_concurrent=args.max_concurrent))
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """``ortho sweep resume``."""
+    from sweeps.runner import resume_sweep
+
+    return _exit_status(resume_sweep(
+        args.sweep, address=args.address, tracking_uri=args.tracking_uri, home=args.home,
+        storage=args.storage, max_concurrent=args.max_concurrent))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """``ortho sweep status``."""
+    from sweeps.runner import sweep_status
+    from sweeps.status import format_status
+
+    print(format_status(sweep_status(args.sweep, tracking_uri=args.tracking_uri,
+                                     home=args.home)))
+    return 0
+
+
+def job_spec_argument(spec_ref: str, root: Path) -> str:
+    """How the job names the spec: a shipped name as is, a file by its path in the shipped
+    checkout ``root`` (a file elsewhere would not reach the cluster)."""
+    if not (spec_ref.endswith((".yaml", ".yml")) or "/" in spec_ref):
+        return spec_ref
+    path = Path(spec_ref).resolve()
+    if not path.is_relative_to(root):
+        raise ConfigError("spec", f"a spec inside {root} (the checkout shipped to the "
+                          "cluster) or a shipped spec's name", spec_ref)
+    return str(path.relative_to(root))
+
+
+def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """The entrypoint and runtime environment of the job that runs ``args``' sweep."""
+    from sweeps import tracking
+    from sweeps.runner import QUIET_ENV
+
+    command = [args.python, "-m", "sweeps.cli", "sweep", "run",
+               job_spec_argument(args.spec, root), "--profile", args.profile,
+               "--address", "auto", "--home", args.home]
+    env = dict(QUIET_ENV)
+    uri = args.tracking_uri or os.environ.get("ORTHO_TRACKING_URI")
+    if uri:
+        uri = tracking.tracking_uri(uri, Path.cwd())
+        command += ["--tracking-uri", uri]
+        env["ORTHO_TRACKING_URI"] = uri
+    if args.storage:
+        command += ["--storage", args.storage]
+    data = os.environ.get("ORTHO_DATA_DIR")
+    if data:
+        env["ORTHO_DATA_DIR"] = str(Path(data).expanduser().resolve())
+    return {"entrypoint": shlex.join(command),
+            "runtime_env": {"working_dir": str(root), "excludes": SUBMIT_EXCLUDES,
+                            "env_vars": env}}
+
+
+async def _follow(client: Any, job_id: str) -> None:
+    async for lines in client.tail_job_logs(job_id):
+        print(lines, end="", flush=True)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """``ortho sweep submit``: check the spec here, submit, follow the logs."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    from sweeps.plan import build_plan
+    from sweeps.runner import PROJECT_ROOT, quiet_environment
+    from sweeps.spec import load_spec, resolve
+
+    build_plan(resolve(load_spec(args.spec), args.profile))
+    quiet_environment()
+    request = job_request(args, PROJECT_ROOT)
+    try:
+        client = JobSubmissionClient(args.address)
+        job_id = client.submit_job(**request, metadata={"ortho.spec": args.spec,
+                                                         "ortho.profile": args.profile})
+    except Exception as err:  # connection, authentication, upload: Ray's own wording
+        raise SubmitError(f"cannot submit to {args.address}: {err}") from err
+    print(f"submitted job {job_id} to {args.address}: {request['entrypoint']}", flush=True)
+    follow = f"ray job logs --address {args.address} --follow {job_id}"
+    if args.no_wait:
+        print(f"follow it with: {follow}")
+        return 0
+    try:
+        asyncio.run(_follow(client, job_id))
+    except KeyboardInterrupt:
+        print(f"\nthe job keeps running; follow it with: {follow}", file=sys.stderr)
+        return 130
+    status = client.get_job_status(job_id)
+    print(f"job {job_id}: {status.value}")
+    return 0 if status == JobStatus.SUCCEEDED else 1

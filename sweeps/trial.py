@@ -1,0 +1,185 @@
+"""The Ray Tune function trainable: one trial trains one pack and tracks every member.
+
+:func:`run_trial` receives ``{"members": [...]}`` (see :mod:`sweeps.plan`), claims an MLflow
+run per member (:meth:`sweeps.tracking.Tracker.claim`: a FINISHED one is skipped and its
+stored result reused), builds the members' ``Config`` with ``from_dict``, and calls the
+trainer with a :class:`Recorder`, which batches every report into MLflow and, when the spec
+has an early-stopping scheduler, forwards the scheduler's metric to ``ray.tune.report``.
+
+Endings:
+
+- the trainer returns: each run gets its summaries, metrics CSV and outcome (FINISHED);
+- the trainer raises: each run gets ``traceback.txt`` and outcome ``failed`` (FAILED), and
+  the error is re-raised so that Tune retries the trial up to ``max_failures`` (a retry
+  replaces the failed runs);
+- the scheduler stops the trial (Tune ends the thread from inside ``ray.tune.report`` with
+  ``SystemExit`` and may end the actor at once): the trial leaves its runs as they are, with
+  every report already in MLflow, and the driver ends them (outcome ``unsolved``, tag
+  ``ortho.stopped_early``, FINISHED; :func:`sweeps.runner.end_stopped_runs`);
+- anything else (the driver interrupted): the runs end KILLED and are replaced on resume.
+
+``device: auto`` becomes ``cuda`` when Ray gave the trial a GPU, else ``cpu``. The trial's
+last report to Tune carries the spec's metric (the best over the pack) and counts of what it
+trained, for the searcher and the progress line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ortho_core.config import from_dict, to_dict
+from ortho_core.reporting import Report, Result
+from sweeps import tracking
+from sweeps.tracking import SweepRef
+
+FLUSH_METRICS = 1000
+"""Buffered metric values that trigger a ``log_batch``."""
+FLUSH_SECONDS = 10.0
+"""Longest a reported value waits before it reaches MLflow (the UI shows live runs)."""
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What every trial of a sweep shares (passed with ``tune.with_parameters``)."""
+
+    tracking_uri: str
+    """Absolute tracking URI (made so by the driver)."""
+    sweep: SweepRef
+    """The sweep's parent run."""
+    module: str
+    """The trainer's module path."""
+    metric: str
+    """The spec's metric (a ``Result.summary`` key)."""
+    mode: str
+    """``max`` or ``min``."""
+    step_metric: str | None = None
+    """The scheduler's per-report metric, forwarded to Tune at every report (None: no
+    scheduler, and Tune hears from the trial once, at its end)."""
+
+
+def resolve_device(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` with ``device: auto`` replaced by ``cuda`` if this trial holds a GPU."""
+    if params.get("device", "cpu") != "auto":
+        return dict(params)
+    import ray
+
+    return {**params, "device": "cuda" if ray.get_gpu_ids() else "cpu"}
+
+
+class Recorder:
+    """The trainer's reporter: buffers each member's metrics for MLflow (flushed in
+    batches) and keeps the rows of its metrics CSV."""
+
+    def __init__(self, tracker: tracking.Tracker, run_ids: Sequence[str],
+                 context: TrialContext) -> None:
+        self.tracker = tracker
+        self.run_ids = list(run_ids)
+        self.context = context
+        self.last_forwarded: dict[str, float] = {}
+        """The last report sent to Tune's scheduler (``step`` and its metric)."""
+        self.rows: list[list[tuple[int, dict[str, float]]]] = [[] for _ in run_ids]
+        self._pending: list[list[Any]] = [[] for _ in run_ids]
+        self._n_pending = 0
+        self._flushed_at = time.monotonic()
+
+    def __call__(self, report: Report) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        values = {k: float(v) for k, v in report.metrics.items()}
+        self.rows[report.member].append((report.step, values))
+        self._pending[report.member].extend(
+            Metric(k, v, now, report.step) for k, v in values.items())
+        self._n_pending += len(values)
+        if (self._n_pending >= FLUSH_METRICS
+                or time.monotonic() - self._flushed_at >= FLUSH_SECONDS):
+            self.flush()
+        step_metric = self.context.step_metric
+        if step_metric is not None and step_metric in values:
+            from ray import tune
+
+            self.last_forwarded = {step_metric: values[step_metric], "step": report.step}
+            self.flush()  # MLflow has every report before the scheduler may stop the trial
+            # Tune requires the searcher's metric in every result; it is known at the end.
+            tune.report({**self.last_forwarded, self.context.metric: math.nan})
+
+    def flush(self) -> None:
+        """Send every buffered metric to MLflow."""
+        for run_id, pending in zip(self.run_ids, self._pending, strict=True):
+            if pending:
+                self.tracker.log_metrics(run_id, pending)
+                pending.clear()
+        self._n_pending = 0
+        self._flushed_at = time.monotonic()
+
+    def last_step(self, member: int) -> int:
+        """The last step ``member`` reported (0 if none)."""
+        return self.rows[member][-1][0] if self.rows[member] else 0
+
+
+def best(values: Sequence[float | None], mode: str) -> float:
+    """The best finite value under ``mode``, or NaN if there is none."""
+    finite = [v for v in values if v is not None]
+    if not finite:
+        return math.nan
+    return max(finite) if mode == "max" else min(finite)
+
+
+def run_trial(config: dict[str, Any], context: TrialContext) -> None:
+    """Train one pack (Ray Tune function trainable; see the module docstring)."""
+    from ray import tune
+
+    module = importlib.import_module(context.module)
+    members = config["members"]
+    tracker = tracking.tracker(context.tracking_uri)
+    node = tracking.node_tags()
+    configs = [from_dict(module.Config, resolve_device(m["params"])) for m in members]
+    results: list[Result | None] = []
+    todo: list[int] = []
+    run_ids: list[str] = []
+    for i, (member, cfg) in enumerate(zip(members, configs, strict=True)):
+        tags = {**node, tracking.CELL: str(member["cell"])}
+        if member.get("optuna") is not None:
+            tags[tracking.OPTUNA_PARAMS] = json.dumps(member["optuna"])
+        claim = tracker.claim(context.sweep, member["key"], to_dict(cfg), tags)
+        results.append(claim.stored)
+        if claim.stored is None:
+            todo.append(i)
+            run_ids.append(claim.run_id)
+    forwarded: dict[str, float] = {}
+    if todo:
+        recorder = Recorder(tracker, run_ids, context)
+        try:
+            trained = module.train([configs[i] for i in todo], recorder)
+            ended = list(zip(todo, run_ids, trained, strict=True))
+        except SystemExit:
+            raise  # stopped by the scheduler: the driver ends the runs (the actor may go now)
+        except Exception:
+            error = traceback.format_exc()
+            recorder.flush()
+            for j, run_id in enumerate(run_ids):
+                tracker.fail(run_id, error, recorder.rows[j])
+            raise
+        except BaseException:
+            recorder.flush()
+            for run_id in run_ids:
+                tracker.kill(run_id)
+            raise
+        recorder.flush()
+        for j, (i, run_id, result) in enumerate(ended):
+            tracker.finish(run_id, result, recorder.last_step(j), recorder.rows[j])
+            results[i] = result
+        forwarded = recorder.last_forwarded
+    values = [tracking.metric_value(r.summary, context.metric) for r in results if r]
+    final = {context.metric: best(values, context.mode), "configs": len(members),
+             "trained": len(todo), "done": True}
+    if context.step_metric is not None:
+        final = {context.step_metric: math.nan, "step": 0, **forwarded, **final}
+    tune.report(final)

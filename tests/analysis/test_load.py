@@ -1,0 +1,192 @@
+"""Loading sweeps from MLflow: selection, de-duplication, counts, parsing and the cache,
+against the hand-built store of ``conftest.py``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from analysis import load
+from analysis.cache import RunCache
+from analysis.load import (
+    Histories,
+    find_sweep,
+    list_sweeps,
+    load_sweep,
+    metric_history,
+    outcome_of,
+    parse_param,
+)
+from ortho_core.errors import ConfigError
+from tests.analysis.conftest import SPEC, SPEC_TEXT, SW1, Store, copy_store, stage_history
+
+
+def test_parse_param_restores_numbers_bools_and_none() -> None:
+    assert parse_param("10") == 10 and isinstance(parse_param("10"), int)
+    assert parse_param("1e-05") == 1e-05
+    assert parse_param("0.1") == 0.1
+    assert parse_param("True") is True and parse_param("False") is False
+    assert parse_param("None") is None and parse_param(None) is None
+    assert parse_param("temporal_order") == "temporal_order"
+    assert parse_param("100,100") == "100,100"
+
+
+def test_outcome_prefers_the_tag_then_the_status() -> None:
+    assert outcome_of("FINISHED", "diverged") == "diverged"
+    assert outcome_of("FAILED", None) == "failed"
+    assert outcome_of("KILLED", None) == "incomplete"
+    assert outcome_of("RUNNING", None) == "incomplete"
+
+
+def test_sweeps_are_listed_newest_first_and_the_latest_is_the_default(store: Store) -> None:
+    client = store.client()
+    sweeps = list_sweeps(client, SPEC)
+    assert [s.sweep_id for s in sweeps] == ["sw-1", "sw-0"]
+    latest = find_sweep(client, SPEC)
+    assert (latest.sweep_id, latest.profile, latest.n_configs) == ("sw-1", "cpu", 16)
+    assert latest.parent_run_id == store.parents["sw-1"]
+    assert find_sweep(client, SPEC, "sw-0").profile == "smoke"
+
+
+def test_unknown_sweep_or_spec_names_what_exists(store: Store) -> None:
+    client = store.client()
+    with pytest.raises(ConfigError) as err:
+        find_sweep(client, SPEC, "nope")
+    assert err.value.field == "sweep" and "sw-1 (cpu)" in str(err.value)
+    assert "sw-0 (smoke)" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        find_sweep(client, "ff-mnist")
+    assert err.value.field == "spec"
+    assert f"orth-pretrain-convergence, {SPEC}" in str(err.value)
+
+
+def winners() -> dict[str, tuple[int, int]]:
+    """Trial key -> (index in SW1 of the run that must stand for it, runs of the key),
+    recomputed from the store's recipe: the latest FINISHED run, else the latest run."""
+    by_key: dict[str, list[int]] = {}
+    for i, trial in enumerate(SW1):
+        by_key.setdefault(trial.key(), []).append(i)
+    out = {}
+    for key, indices in by_key.items():
+        finished = [i for i in indices if SW1[i].status == "FINISHED"]
+        pool = finished or indices
+        out[key] = (max(pool, key=lambda i: SW1[i].start), len(indices))
+    return out
+
+
+def test_one_row_per_configuration_latest_finished_run_wins(store: Store) -> None:
+    runs = load_sweep(store.client(), SPEC)
+    frame = runs.runs.set_index("trial_key")
+    ids = [run_id for _, run_id in store.runs["sw-1"]]
+    assert runs.n_runs == len(SW1) == 16
+    assert len(frame) == 14 and set(frame.index) == set(winners())
+    for key, (index, n) in winners().items():
+        assert frame.loc[key, "run_id"] == ids[index], key
+        assert frame.loc[key, "attempts"] == n
+    # The duplicated key: an older FAILED run claiming T = 90, a newer FINISHED one with 60.
+    dup = SW1[5].key()
+    assert SW1[4].key() == dup and frame.loc[dup, "metrics.max_seq_len_solved"] == 60
+    assert frame.loc[dup, "status"] == "FINISHED"
+    # A FINISHED run beats a newer KILLED one of the same key.
+    assert frame.loc[SW1[12].key(), "run_id"] == ids[12]
+    assert runs.spec_text == SPEC_TEXT
+
+
+def test_failed_and_diverged_configurations_are_kept_and_counted(store: Store) -> None:
+    runs = load_sweep(store.client(), SPEC)
+    expected = Counter(SW1[i].outcome for i, _ in winners().values())
+    assert runs.outcomes == {"solved": expected["solved"], "unsolved": 1, "diverged": 1,
+                             "failed": 1, "incomplete": 0}
+    assert sum(runs.outcomes.values()) == 14
+    failed = runs.runs[runs.runs["outcome"] == "failed"]
+    assert list(failed["params.task"]) == ["adding"] and list(failed["status"]) == ["FAILED"]
+
+
+def test_params_are_parsed_and_metrics_are_latest_values(store: Store) -> None:
+    frame = load_sweep(store.client(), SPEC).runs
+    assert frame["params.lr"].dtype == "float64"
+    assert frame["params.hidden"].dtype == "int64"
+    assert set(frame["params.lr"]) == {0.1, 0.01}
+    assert frame["params.spectral_radius"].isna().all()
+    assert set(frame["params.warm_start"]) == {False}
+    first = frame.set_index("trial_key").loc[SW1[0].key()]
+    assert first["metrics.val_error"] == 0.25  # the summary logged at the last step
+    assert first["node"] == "node-a" and first["parent_run_id"] == store.parents["sw-1"]
+
+
+def test_metric_history_is_sorted_by_step_and_keeps_the_last_value(store: Store) -> None:
+    run_id = store.runs["sw-1"][0][1]
+    logged = [(s, v) for k, s, v in stage_history(SW1[0], 0) if k == "val_error"]
+    history = metric_history(store.client(), run_id, "val_error")
+    assert list(history["step"]) == [s for s, _ in logged]
+    assert list(history["value"]) == [v for _, v in logged[:-1]] + [0.25]
+    assert metric_history(store.client(), run_id, "no_such_metric").empty
+
+
+def test_the_cache_reads_a_finished_sweep_once(store: Store, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = copy_store(store, tmp_path / "store")
+    client = MlflowClient(tracking_uri=uri)
+    cache = RunCache(tmp_path / "cache")
+    first = load_sweep(client, SPEC, cache=cache)
+    assert (tmp_path / "cache" / SPEC / "sw-1.parquet").is_file()
+
+    def no_mlflow(*args: object) -> None:
+        raise AssertionError("read MLflow although the cache is current")
+
+    monkeypatch.setattr(load, "child_runs", no_mlflow)
+    again = load_sweep(client, SPEC, cache=cache)
+    pd.testing.assert_frame_equal(first.runs, again.runs)
+    assert (again.n_runs, again.spec_text) == (first.n_runs, first.spec_text)
+
+    # A new run changes the fingerprint: the sweep is read again, and nothing is cached
+    # while that run is still RUNNING.
+    monkeypatch.undo()
+    sweep = first.sweep
+    new = client.create_run(sweep.experiment_id, start_time=99_000, tags={
+        "mlflow.parentRunId": sweep.parent_run_id, "ortho.sweep_id": "sw-1",
+        "ortho.role": "configuration", "ortho.trial_key": "new-key"}).info.run_id
+    assert load.fingerprint(client, sweep) is None
+    live = load_sweep(client, SPEC, cache=cache)
+    assert live.n_runs == 17 and live.outcomes["incomplete"] == 1
+    client.set_terminated(new, "KILLED", end_time=99_500)
+    assert load.fingerprint(client, sweep) == f"{sweep.parent_run_id}:99000:99500"
+    assert load_sweep(client, SPEC, cache=cache).n_runs == 17
+    monkeypatch.setattr(load, "child_runs", no_mlflow)
+    assert load_sweep(client, SPEC, cache=cache).n_runs == 17
+
+
+def test_histories_are_cached_for_ended_runs(store: Store, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    client = store.client()
+    cache = RunCache(tmp_path / "cache")
+    runs = load_sweep(client, SPEC, cache=cache)
+    run_id = store.runs["sw-1"][1][1]
+    fresh = Histories(client, runs, cache).get(run_id, "spectral_radius")
+    empty = Histories(client, runs, cache).get(run_id, "no_such_metric")
+
+    def no_mlflow(*args: object) -> None:
+        raise AssertionError("read MLflow although the history is cached")
+
+    monkeypatch.setattr(load, "metric_history", no_mlflow)
+    cached = Histories(client, runs, cache).get(run_id, "spectral_radius")
+    pd.testing.assert_frame_equal(fresh, cached)
+    assert Histories(client, runs, cache).get(run_id, "no_such_metric").empty and empty.empty
+    logged = [(s, v) for k, s, v in stage_history(SW1[1], 1) if k == "spectral_radius"]
+    assert list(zip(cached["step"], cached["value"], strict=True)) == logged
+
+
+def test_a_sweep_without_configuration_runs_loads_empty(store: Store, tmp_path: Path) -> None:
+    uri = copy_store(store, tmp_path / "store")
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(SPEC).experiment_id
+    client.create_run(exp, start_time=50_000, tags={"ortho.sweep_id": "sw-2",
+                                                    "ortho.role": "sweep"})
+    runs = load_sweep(client, SPEC)
+    assert runs.sweep.sweep_id == "sw-2" and runs.sweep.n_configs is None
+    assert runs.n_runs == 0 and runs.runs.empty and sum(runs.outcomes.values()) == 0
+    assert runs.spec_text is None

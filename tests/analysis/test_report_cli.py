@@ -1,0 +1,205 @@
+"""``ortho report`` and ``ortho ui`` through the ``ortho`` entry point: output, files, exit
+statuses; and the report of a REAL smoke sweep checked cell by cell against its runs."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from analysis import cli, manchev
+from analysis.load import Histories, load_sweep
+from analysis.report import build_report
+from analysis.tables import SUFFIX
+from sweeps.cli import main
+from tests.analysis.conftest import PRETRAIN_SPEC, SPEC, Store, copy_store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def uri(store: Store, tmp_path: Path) -> str:
+    """A copy of the hand-built store (a report writes its cache beside the database)."""
+    return copy_store(store, tmp_path / "store")
+
+
+def test_report_prints_markdown_of_the_latest_sweep(uri: str, capsys) -> None:
+    assert main(["report", SPEC, "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("### M Table I — maximal sequence length by model\n")
+    assert "profile cpu · sweep sw-1 · 16 runs → 14 configurations of 16 expected" in out
+    assert "| Adding | SRNN+OINIT | missing | 100 | missing | 0.01 | – | – | 0/2 |" in out
+    assert "wrote" not in out
+
+
+def test_sweep_option_selects_an_older_sweep(uri: str, capsys) -> None:
+    assert main(["report", SPEC, "--sweep", "sw-0", "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    assert "profile smoke · sweep sw-0 · 1 runs → 1 configurations of 1 expected" in out
+    assert "| Temporal Order | SRNN | 20 | 50 | 0.1 | 0.01 | – | – | 1/1 |" in out
+    assert "All cells complete." in out
+
+
+@pytest.mark.parametrize("fmt", ["md", "latex", "csv"])
+def test_out_writes_tables_and_figures_and_says_where(uri: str, tmp_path: Path, fmt: str,
+                                                      capsys) -> None:
+    out_dir = tmp_path / "report"
+    assert main(["report", SPEC, "--tracking-uri", uri, "--format", fmt,
+                 "--out", str(out_dir)]) == 0
+    out = capsys.readouterr().out
+    names = [f"max-length{SUFFIX[fmt]}", "fig2-spectral-radius.png", "max-length-bars.png"]
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(names)
+    assert out.endswith(f"wrote 3 files under {out_dir}:\n"
+                        + "".join(f"  {n}\n" for n in names))
+    table = build_report(SPEC, tracking_uri=uri, use_cache=False).tables[0]
+    assert (out_dir / names[0]).read_text(encoding="utf-8") == table.render(fmt)
+    assert table.render(fmt) in out
+    for png in names[1:]:
+        assert (out_dir / png).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_pretrain_report(uri: str, capsys) -> None:
+    assert main(["report", PRETRAIN_SPEC, "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    assert "| normal | 91.67%† | 100% | 22.64† | 23.64† | 22.77 |" in out
+
+
+def test_exit_2_names_what_exists(uri: str, tmp_path: Path, capsys) -> None:
+    def run(*argv: str) -> str:
+        assert main(["report", *argv]) == 2
+        return capsys.readouterr().err
+
+    err = run("ff-mnist", "--tracking-uri", uri)
+    assert "invalid spec" in err and f"{PRETRAIN_SPEC}, {SPEC}" in err
+    err = run(SPEC, "--sweep", "nope", "--tracking-uri", uri)
+    assert "invalid sweep" in err and "sw-1 (cpu), sw-0 (smoke) (got 'nope')" in err
+    empty = tmp_path / "empty-home"
+    err = run(SPEC, "--home", str(empty))
+    assert "invalid tracking_uri" in err and str(empty / "mlflow.db") in err
+    assert not empty.exists()
+    client = MlflowClient(tracking_uri=uri)
+    parent = client.search_runs(
+        [client.get_experiment_by_name(PRETRAIN_SPEC).experiment_id],
+        "tags.`ortho.role` = 'sweep'")[0]
+    client.delete_run(parent.info.run_id)
+    err = run(PRETRAIN_SPEC, "--tracking-uri", uri)
+    assert "invalid spec" in err and f"sweeps in this store: {SPEC} (got '{PRETRAIN_SPEC}')" in err
+    for run_ in client.search_runs([e.experiment_id for e in client.search_experiments()],
+                                   "tags.`ortho.role` = 'sweep'"):
+        client.delete_run(run_.info.run_id)
+    err = run(SPEC, "--tracking-uri", uri)
+    assert "invalid tracking_uri" in err and "holds none" in err and uri in err
+
+
+def test_ui_runs_mlflow_on_loopback_with_one_worker(store: Store, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    class Server:
+        def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+            calls.append((argv, env))
+
+        def wait(self) -> int:
+            return 0
+
+        def poll(self) -> int:
+            return 0
+
+    monkeypatch.setattr(cli.subprocess, "Popen", Server)
+    assert main(["ui", "--tracking-uri", store.uri, "--port", "5077"]) == 0
+    (argv, env), = calls
+    assert argv == [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store.uri,
+                    "--host", "127.0.0.1", "--port", "5077", "--workers", "1"]
+    assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    assert main(["ui", "--home", str(tmp_path / "nothing")]) == 2
+    assert len(calls) == 1
+
+
+def test_analysis_imports_neither_ray_nor_training_code() -> None:
+    code = ("import sys, analysis.cli, analysis.report, analysis.manchev; "
+            "print(sorted(m for m in ('ray', 'torch', 'optuna', 'sweeps.runner') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# --- a real store: the smoke sweep of synthetic-max-length, run once per session ---------
+
+@pytest.fixture(scope="session")
+def real_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``ortho sweep run synthetic-max-length --profile smoke`` into a fresh home (the
+    embedded default: Ray on 127.0.0.1, SQLite store), in a subprocess so that its Ray
+    stops with it."""
+    home = tmp_path_factory.mktemp("real-sweep")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "MLFLOW_DISABLE_TELEMETRY": "true",
+           "ORTHO_DATA_DIR": os.environ.get("ORTHO_DATA_DIR", str(ROOT.parent / "shared/data"))}
+    env.pop("ORTHO_TRACKING_URI", None)
+    done = subprocess.run([sys.executable, "-m", "sweeps.cli", "sweep", "run", SPEC,
+                           "--profile", "smoke", "--home", str(home)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return home
+
+
+def rule_key(run) -> tuple:
+    """M Table I's choice rule, restated on raw MLflow runs."""
+    m, p = run.data.metrics, run.data.params
+    return (-m["max_seq_len_solved"], m.get("iters_to_solve", math.inf), float(p["lr"]),
+            float(p["penalty"]), run.info.run_id)
+
+
+@pytest.mark.slow
+def test_report_of_a_real_smoke_sweep_matches_its_runs(real_home: Path, tmp_path: Path,
+                                                       capsys) -> None:
+    uri = f"sqlite:///{real_home / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(SPEC).experiment_id
+    parent, = client.search_runs([exp], "tags.`ortho.role` = 'sweep'")
+    sweep_id = parent.data.tags["ortho.sweep_id"]
+    children = client.search_runs(
+        [exp], f"tags.`ortho.sweep_id` = '{sweep_id}' and tags.`ortho.role` = 'configuration'")
+    assert len(children) == int(parent.data.tags["ortho.n_configs"]) == 8
+
+    runs = load_sweep(client, SPEC)
+    table = manchev.max_length_table(runs)
+    prov = table.provenance
+    assert (prov.sweep_id, prov.profile, prov.n_runs, prov.n_expected) == (
+        sweep_id, "smoke", 8, 8)
+    outcomes = [c.data.tags["ortho.outcome"] for c in children]
+    assert {k: v for k, v in prov.outcomes.items() if v} == {
+        o: outcomes.count(o) for o in set(outcomes)}
+    rows = {row[1].value: [c.marked() for c in row] for row in table.rows}
+    assert set(rows) == {"SRNN", "SRNN+OPEN", "SRNN+OINIT"}
+    best = {}
+    for variant, model in manchev.MODELS.items():
+        mine = [c for c in children if c.data.params["variant"] == variant]
+        best[variant] = min(mine, key=rule_key)
+        want_t = int(best[variant].data.metrics["max_seq_len_solved"])
+        assert rows[model][2] == str(want_t)
+        assert rows[model][4] == format(float(best[variant].data.params["lr"]), "g")
+        assert rows[model][6] == (format(float(best[variant].data.params["penalty"]), "g")
+                                  if variant == "open" else "–")
+        diverged = sum(c.data.tags["ortho.outcome"] == "diverged" for c in mine)
+        assert rows[model][8] == f"{len(mine)}/{len(mine)}" + (
+            f" ({diverged} diverged)" if diverged else "")
+    assert table.complete
+
+    data, used, _ = manchev.fig2_data(runs, Histories(client, runs))
+    for variant, run_id in data.groupby("variant")["run_id"].first().items():
+        lengths = {m.step: m.value for m in client.get_metric_history(run_id, "seq_len")}
+        for metric in manchev.FIG2_METRICS:
+            series = data[(data["variant"] == variant) & (data["metric"] == metric)]
+            logged = {m.step: m.value for m in client.get_metric_history(run_id, metric)}
+            want = sorted((s, v) for s, v in logged.items() if lengths.get(s) == used)
+            assert list(zip(series["step"], series["value"], strict=True)) == want
+
+    out_dir = tmp_path / "report"
+    assert main(["report", SPEC, "--home", str(real_home), "--out", str(out_dir)]) == 0
+    assert f"wrote 3 files under {out_dir}" in capsys.readouterr().out
+    assert (out_dir / "max-length.md").read_text(encoding="utf-8") == table.to_markdown()

@@ -1,0 +1,87 @@
+"""The report table type: cell text, partial marks, provenance and the three renderings."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from analysis.tables import Cell, Provenance, Table, latex_escape
+
+PROV = Provenance(spec="synthetic-max-length", profile="cpu", sweep_id="sw-1", n_runs=5,
+                  n_configurations=4, outcomes={"solved": 2, "failed": 1, "diverged": 0,
+                                                "incomplete": 1}, n_expected=6)
+
+
+def table() -> Table:
+    return Table(name="demo", title="Demo", columns=["Problem", "T", "α"],
+                 rows=[["Adding", Cell(80.0, "d"), Cell(0.001, "g")],
+                       ["Temporal Order", Cell(40, "d", partial=True), Cell(0.01, "g", True)],
+                       ["Permutation", Cell(None, "d", partial=True), Cell(None)]],
+                 provenance=PROV, notes=["A note."])
+
+
+def test_cell_text_formats_marks_and_empty_values() -> None:
+    assert Cell(80.0, "d").marked() == "80"
+    assert Cell(1e-05, "g").marked() == "1e-05"
+    assert Cell(22.774, ".2f", partial=True).marked() == "22.77†"
+    assert Cell(float("nan"), "d", partial=True).marked() == "missing"
+    assert Cell(None).marked() == "–"
+    assert Cell("SRNN").marked() == "SRNN"
+    assert Cell(True, "d").text() == "True"
+
+
+def test_provenance_line_states_spec_profile_sweep_and_counts() -> None:
+    assert PROV.line() == ("spec synthetic-max-length · profile cpu · sweep sw-1 · 5 runs → "
+                           "4 configurations of 6 expected (2 solved, 1 failed, 1 incomplete)")
+
+
+def test_incomplete_cells_are_listed_and_plain_values_become_cells() -> None:
+    t = table()
+    assert t.incomplete() == [(1, "T"), (1, "α"), (2, "T")]
+    assert not t.complete
+    assert Table("x", "X", ["a"], [[3]], PROV).rows[0][0] == Cell(3)
+    assert Table("x", "X", ["a"], [[3]], PROV).complete
+
+
+def test_markdown() -> None:
+    assert table().to_markdown() == "\n".join([
+        "### Demo", "", PROV.line(), "",
+        "| Problem | T | α |", "|---|---|---|",
+        "| Adding | 80 | 0.001 |",
+        "| Temporal Order | 40† | 0.01† |",
+        "| Permutation | missing | – |", "",
+        "Partial sweep: 3 cell(s) incomplete — † drawn from an incomplete set of "
+        "configurations, 'missing' = no configuration finished.",
+        "- A note.", ""])
+
+
+def test_csv_keeps_values_unmarked_and_names_incomplete_columns() -> None:
+    text = table().to_csv()
+    comments = [line for line in text.splitlines() if line.startswith("#")]
+    assert comments == ["# Demo", "# " + PROV.line(), "# A note."]
+    rows = list(csv.reader(io.StringIO("\n".join(
+        line for line in text.splitlines() if not line.startswith("#")))))
+    assert rows == [["Problem", "T", "α", "incomplete"],
+                    ["Adding", "80", "0.001", ""],
+                    ["Temporal Order", "40", "0.01", "T;α"],
+                    ["Permutation", "", "", "T"]]
+
+
+def test_latex_escapes_and_sets_symbols_in_math_mode() -> None:
+    text = table().to_latex()
+    assert r"Problem & T & $\alpha$ \\" in text
+    assert r"Temporal Order & 40$^\dagger$ & 0.01$^\dagger$ \\" in text
+    assert r"\caption{Demo. spec synthetic-max-length $\cdot$ profile cpu" in text
+    assert r"\label{tab:demo}" in text and text.count(r"\begin{tabular}{lll}") == 1
+    assert latex_escape("a_b & 50% #1 {x}") == r"a\_b \& 50\% \#1 \{x\}"
+
+
+def test_render_dispatches_and_rows_must_match_columns() -> None:
+    t = table()
+    assert t.render("md") == t.to_markdown()
+    assert t.render("latex") == t.to_latex()
+    assert t.render("csv") == t.to_csv()
+    with pytest.raises(ValueError, match="row 0 has 1 cells, expected 2"):
+        Table("x", "X", ["a", "b"], [[1]], PROV)

@@ -1,0 +1,150 @@
+"""The ff-mnist trainer (M §III-C): OPEN's gradients for non-square matrices against autograd,
+OINIT's (semi-)orthogonal start, packs against members trained alone, the paper's qualitative
+result on a short run (plain FF stays at the majority-class baseline, FF+OPEN leaves it), and
+bad inputs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from ortho_core.config import from_dict
+from ortho_core.data.paths import ENV_VAR
+from ortho_core.errors import ConfigError, DataError
+from ortho_core.experiments import ff_mnist
+from ortho_core.experiments.feedforward import open_gradients
+from ortho_core.models.mlp import PackedMLP, member_cross_entropy
+from ortho_core.penalty import ortho_error
+from ortho_core.reporting import Outcome, Report
+from sweeps.cli import main
+
+DATA = Path(os.environ.get(ENV_VAR) or Path(__file__).resolve().parents[3] / "shared" / "data")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny ops on a shared 2-core machine run fastest (and steadiest) on one thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def shared_data(monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(DATA))
+
+
+def test_open_gradients_equal_autograd_for_wide_tall_and_square_matrices():
+    # Layers (9 × 6) tall, (4 × 9) wide, (4 × 4) square, (3 × 4) wide.
+    torch.manual_seed(0)
+    model = PackedMLP([6, 9, 4, 4, 3], 2, "tanh", dtype=torch.float64)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.4)
+    x = torch.randn(10, 6, dtype=torch.float64)
+    y = torch.randint(0, 3, (10,))
+    penalty = torch.tensor([0.3, 2.0], dtype=torch.float64)
+    params = list(model.parameters())
+    ce = member_cross_entropy(model(x), y)
+    ours = open_gradients(model, torch.autograd.grad(ce.sum(), params), penalty)
+    objective = member_cross_entropy(model(x), y) + penalty * sum(
+        ortho_error(w) for w in model.weight_params())
+    expected = torch.autograd.grad(objective.sum(), params)
+    for g, e in zip(ours, expected, strict=True):
+        torch.testing.assert_close(g, e)
+
+
+def test_oinit_makes_every_matrix_semi_orthogonal():
+    configs = [ff_mnist.Config(variant="oinit", layers=2, hidden=32, pretrain_lr=lr)
+               for lr in (0.1, 0.05)]
+    model = ff_mnist.build_model(configs, torch.device("cpu"))
+    steps = ff_mnist.pretrain(model, configs)
+    assert bool((steps > 0).all()) and int(steps[1]) > int(steps[0])
+    for w in model.weight_params():
+        w = w.detach()
+        assert float(ortho_error(w.double()).max()) < 1e-5
+        m, n = w.shape[1:]
+        gram = w @ w.transpose(1, 2) if m <= n else w.transpose(1, 2) @ w
+        torch.testing.assert_close(gram, torch.eye(min(m, n)).expand_as(gram), atol=1e-3, rtol=0)
+
+
+def small(**overrides) -> ff_mnist.Config:
+    base = dict(layers=3, hidden=16, epochs=2, train_size=200, test_size=300)
+    return ff_mnist.Config(**{**base, **overrides})
+
+
+def collect(configs):
+    reports: list[Report] = []
+    results = ff_mnist.train(configs, reports.append)
+    return reports, results
+
+
+@pytest.mark.parametrize("variant", ["open", "oinit"])
+def test_pack_members_equal_training_alone(variant):
+    configs = [small(variant=variant, lr=0.1, penalty=0.5, init_std=0.05, seed=1),
+               small(variant=variant, lr=0.05, penalty=0.1, init_std=0.01, seed=2,
+                     pretrain_lr=0.05)]
+    pack_reports, pack_results = collect(configs)
+    assert all(r.outcome is not Outcome.DIVERGED for r in pack_results)
+    for member, cfg in enumerate(configs):
+        alone_reports, (alone,) = collect([cfg])
+        mine = [r for r in pack_reports if r.member == member]
+        assert [r.step for r in mine] == [r.step for r in alone_reports]
+        for a, b in zip(mine, alone_reports, strict=True):
+            assert a.metrics.keys() == b.metrics.keys()
+            for key in a.metrics:
+                assert a.metrics[key] == pytest.approx(b.metrics[key], rel=1e-4, abs=1e-6), key
+        for key in ("test_accuracy", "best_test_accuracy", "train_loss"):
+            assert pack_results[member].summary[key] == pytest.approx(alone.summary[key],
+                                                                      rel=1e-4)
+
+
+def test_plain_stays_at_the_baseline_and_open_leaves_it():
+    """M Table III in miniature: 10 layers of 100, σ = 0.001, 200 iterations of batch 20."""
+    common = dict(epochs=2, train_size=2000, test_size=1000, lr=0.1)
+    reports, (plain,) = collect([ff_mnist.Config(variant="plain", **common)])
+    _, (open_,) = collect([ff_mnist.Config(variant="open", penalty=1.0, **common)])
+    baseline = plain.summary["baseline_accuracy"]
+    assert 0.09 < baseline < 0.14
+    assert plain.outcome is Outcome.UNSOLVED
+    assert plain.summary["best_test_accuracy"] <= baseline
+    # The vanished gradient: the input layer's gradient is many orders below the output's.
+    last = reports[-1].metrics
+    assert last["grad_norm_layer1"] < 1e-6 * last["grad_norm_layer11"]
+    assert open_.outcome is Outcome.SOLVED
+    assert open_.summary["best_test_accuracy"] > 0.6
+    assert open_.summary["epochs"] == 2
+
+
+def test_summary_and_metrics_names():
+    reports, (result,) = collect([small(epochs=1)])
+    assert set(result.summary) == {"test_accuracy", "best_test_accuracy", "best_epoch",
+                                   "train_loss", "epochs", "baseline_accuracy", "wall_time"}
+    assert {"epoch", "train_loss", "test_accuracy", "ortho_error", "grad_norm",
+            "grad_norm_layer1", "grad_norm_layer4"} <= set(reports[0].metrics)
+    assert reports[0].step == 200 // 20
+
+
+@pytest.mark.parametrize(("key", "value"), [("layers", "0"), ("variant", "lcw"),
+                                            ("lr", "-1"), ("train_size", "70000"),
+                                            ("train_size", "10"), ("device", "gpu")])
+def test_bad_config_values_name_the_field(key, value):
+    with pytest.raises(ConfigError) as err:
+        from_dict(ff_mnist.Config, {key: value})
+    assert err.value.field == key
+
+
+def test_cli_exit_status_2_for_bad_input(capsys):
+    assert main(["train", "ff-mnist", "--set", "layers=0"]) == 2
+    assert "layers" in capsys.readouterr().err
+
+
+def test_missing_data_dir_is_a_data_error(tmp_path):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(DataError) as err:
+        ff_mnist.train([small(data_dir=str(missing))], lambda r: None)
+    assert str(missing) in err.value.field

@@ -1,0 +1,214 @@
+"""MNIST from the shipped IDX files: counts, checksums, label histogram and pixel mean as
+published (shared/data/README.md), the pixel layouts, the fixed permutation, strict IDX
+parsing, and the errors for a corrupt file, a missing file and a missing directory."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+
+from ortho_core.data import checksums
+from ortho_core.data.checksums import MNIST, md5sum
+from ortho_core.data.datasets import DATASETS, load_dataset
+from ortho_core.data.mnist import load_mnist, pixel_permutation
+from ortho_core.data.paths import DEFAULT_DIR, ENV_VAR, data_dir
+from ortho_core.errors import ConfigError, DataError
+
+DATA = Path(os.environ.get(ENV_VAR) or Path(__file__).resolve().parents[3] / "shared" / "data")
+
+# shared/data/README.md, the published values.
+README_MD5 = {
+    "train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+    "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
+    "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
+    "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
+}
+TRAIN_LABEL_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+
+
+@pytest.fixture(autouse=True)
+def shared_data(monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(DATA))
+
+
+@pytest.fixture
+def test_copy(tmp_path: Path) -> Path:
+    """A data directory holding copies of the two (small) test-split files."""
+    (tmp_path / "mnist").mkdir()
+    for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"):
+        shutil.copy(DATA / "mnist" / name, tmp_path / "mnist" / name)
+    return tmp_path
+
+
+def test_checksums_are_the_published_ones():
+    assert {Path(p.relpath).name: p.md5 for p in MNIST.values()} == README_MD5
+    for published in MNIST.values():
+        path = DATA / published.relpath
+        assert path.stat().st_size == published.size
+        assert md5sum(path) == published.md5
+
+
+def test_train_split_as_published():
+    x, y = load_mnist("train")
+    assert x.shape == (60_000, 784) and x.dtype == torch.float32
+    assert y.shape == (60_000,) and y.dtype == torch.int64
+    assert torch.bincount(y).tolist() == TRAIN_LABEL_COUNTS
+    assert float(x.double().mean()) == pytest.approx(0.1307, abs=5e-5)
+    assert float(x.min()) == 0.0 and float(x.max()) == 1.0
+    assert y[:10].tolist() == [5, 0, 4, 1, 9, 2, 1, 3, 1, 4]
+
+
+def test_test_split_matches_an_independent_parse():
+    x, y = load_mnist("test")
+    assert x.shape == (10_000, 784) and y.shape == (10_000,)
+    raw = gzip.decompress((DATA / "mnist" / "t10k-images-idx3-ubyte.gz").read_bytes())
+    labels = gzip.decompress((DATA / "mnist" / "t10k-labels-idx1-ubyte.gz").read_bytes())
+    for i in (0, 1, 4321, 9999):
+        pixels = torch.tensor(list(raw[16 + 784 * i: 16 + 784 * (i + 1)]), dtype=torch.float32)
+        assert torch.equal(x[i], pixels / 255)
+        assert int(y[i]) == labels[8 + i]
+
+
+def test_layouts_and_fresh_tensors():
+    flat, labels = load_mnist("test")
+    seq, _ = load_mnist("test", sequence=True)
+    image, _ = load_mnist("test", flatten=False)
+    assert seq.shape == (10_000, 784, 1) and torch.equal(seq[..., 0], flat)
+    assert image.shape == (10_000, 1, 28, 28)
+    assert torch.equal(image[17, 0, 9, 20], flat[17, 9 * 28 + 20])
+    reference = flat.clone(), labels.clone()
+    flat.zero_()
+    labels.fill_(-1)
+    again, labels_again = load_mnist("test")
+    assert torch.equal(again, reference[0]) and torch.equal(labels_again, reference[1])
+
+
+def test_permutation_is_one_fixed_bijection_applied_to_every_image():
+    perm = pixel_permutation(3)
+    assert perm.dtype == torch.int64
+    assert torch.equal(torch.sort(perm).values, torch.arange(784))
+    assert torch.equal(perm, pixel_permutation(3))
+    assert not torch.equal(perm, pixel_permutation(4))
+    assert not torch.equal(perm, torch.arange(784))
+    x, y = load_mnist("test")
+    xp, yp = load_mnist("test", permutation_seed=3)
+    assert torch.equal(xp, x[:, perm]) and torch.equal(yp, y)
+    seq, _ = load_mnist("test", sequence=True, permutation_seed=3)
+    assert torch.equal(seq[..., 0], xp)
+
+
+def test_load_dataset_dispatches_to_mnist():
+    x, y = load_dataset("mnist", "test")
+    assert x.shape == (10_000, DATASETS["mnist"].n_features) and DATASETS["mnist"].n_classes == 10
+    assert torch.equal(x, load_mnist("test")[0]) and torch.equal(y, load_mnist("test")[1])
+
+
+def test_each_file_is_hashed_once_per_process(test_copy, monkeypatch):
+    calls = []
+
+    def counting(path):
+        calls.append(path.name)
+        return md5sum(path)
+
+    monkeypatch.setattr(checksums, "md5sum", counting)
+    first = load_mnist("test", data_dir=test_copy)
+    second = load_mnist("test", data_dir=test_copy)
+    assert sorted(calls) == ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
+    assert torch.equal(first[0], second[0])
+
+
+def test_corrupt_file_names_the_file_and_the_expected_md5(test_copy):
+    path = test_copy / "mnist" / "t10k-images-idx3-ubyte.gz"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError) as info:
+        load_mnist("test", data_dir=test_copy)
+    assert info.value.field == str(path)
+    assert "9fb629c4189551a2d022fa330f9573f3" in str(info.value)
+    assert md5sum(path) in str(info.value)
+
+
+def test_missing_file_tells_how_to_get_it(test_copy):
+    path = test_copy / "mnist" / "t10k-labels-idx1-ubyte.gz"
+    path.unlink()
+    with pytest.raises(DataError) as info:
+        load_mnist("test", data_dir=test_copy)
+    assert info.value.field == str(path)
+    message = str(info.value)
+    assert "ec29112dd5afa0611ce80d1b7f02629c" in message
+    assert "python -m ortho_core.data.download mnist" in message
+    assert "https://ossci-datasets.s3.amazonaws.com/mnist/t10k-labels-idx1-ubyte.gz" in message
+
+
+def test_missing_directory_names_the_variable_and_the_path(tmp_path, monkeypatch):
+    missing = tmp_path / "nowhere"
+    monkeypatch.setenv(ENV_VAR, str(missing))
+    with pytest.raises(DataError) as info:
+        load_mnist("test")
+    assert info.value.field == str(missing) and ENV_VAR in str(info.value)
+    with pytest.raises(DataError) as info:
+        load_dataset("mnist", "train")
+    assert info.value.field == str(missing)
+
+
+def test_data_dir_precedence(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(DATA))
+    assert data_dir() == DATA
+    assert data_dir(tmp_path) == tmp_path
+    monkeypatch.delenv(ENV_VAR)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert data_dir(must_exist=False) == tmp_path / ".cache" / "ortho-sweeps" / "data"
+    with pytest.raises(DataError) as info:
+        data_dir()
+    assert info.value.field == str(DEFAULT_DIR.expanduser())
+
+
+def _idx(path: Path, magic: int, dims: tuple[int, ...], payload: int) -> None:
+    header = struct.pack(f">I{len(dims)}I", magic, *dims)
+    path.write_bytes(gzip.compress(header + bytes(payload)))
+
+
+@pytest.mark.parametrize(("magic", "dims", "payload", "expected"), [
+    (0x00000801, (2, 28, 28), 2 * 784, "magic 0x00000803"),
+    (0x00000803, (2, 27, 28), 2 * 27 * 28, "dims (N, 28, 28)"),
+    (0x00000803, (2, 28, 28), 2 * 784 - 1, "payload bytes"),
+])
+def test_idx_structure_is_checked_strictly(tmp_path, magic, dims, payload, expected):
+    (tmp_path / "mnist").mkdir()
+    images = tmp_path / "mnist" / "t10k-images-idx3-ubyte.gz"
+    _idx(images, magic, dims, payload)
+    _idx(tmp_path / "mnist" / "t10k-labels-idx1-ubyte.gz", 0x00000801, (2,), 2)
+    with pytest.raises(DataError) as info:
+        load_mnist("test", data_dir=tmp_path, verify_md5=False)
+    assert info.value.field == str(images) and expected in str(info.value)
+
+
+def test_unverified_idx_files_load_and_are_checked_for_consistency(tmp_path):
+    (tmp_path / "mnist").mkdir()
+    _idx(tmp_path / "mnist" / "t10k-images-idx3-ubyte.gz", 0x00000803, (2, 28, 28), 2 * 784)
+    labels = tmp_path / "mnist" / "t10k-labels-idx1-ubyte.gz"
+    _idx(labels, 0x00000801, (2,), 2)
+    x, y = load_mnist("test", data_dir=tmp_path, verify_md5=False)
+    assert x.shape == (2, 784) and y.tolist() == [0, 0]
+    _idx(labels, 0x00000801, (3,), 3)
+    with pytest.raises(DataError, match="as many labels as images"):
+        load_mnist("test", data_dir=tmp_path, verify_md5=False)
+    labels.write_bytes(b"not gzip")
+    with pytest.raises(DataError, match="gzip"):
+        load_mnist("test", data_dir=tmp_path, verify_md5=False)
+
+
+def test_bad_arguments_name_the_field():
+    with pytest.raises(ConfigError) as info:
+        load_mnist("valid")
+    assert info.value.field == "split"
+    with pytest.raises(ConfigError) as info:
+        load_mnist("test", flatten=False, sequence=True)
+    assert info.value.field == "sequence"

@@ -1,0 +1,49 @@
+"""SGD over a pack: clipping factors and masked in-place steps."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ortho_core.optim import clip_factors, sgd_step
+
+
+def test_clip_factors() -> None:
+    norm = torch.tensor([0.5, 2.0, 4.0, 0.0])
+    assert torch.equal(clip_factors(norm, None), torch.ones(4))
+    assert torch.equal(clip_factors(norm, 0.0), torch.ones(4))
+    torch.testing.assert_close(clip_factors(norm, 1.0), torch.tensor([1.0, 0.5, 0.25, 1.0]))
+    per_member = torch.tensor([1.0, 0.0, 2.0, 1.0])
+    torch.testing.assert_close(clip_factors(norm, per_member),
+                               torch.tensor([1.0, 1.0, 0.5, 1.0]))
+    assert math.isnan(clip_factors(torch.tensor([math.nan]), 1.0).item())
+
+
+def test_clipped_gradient_has_norm_tau() -> None:
+    g = torch.tensor([[3.0, 4.0], [0.3, 0.4]])
+    scaled = g * clip_factors(g.norm(dim=1), 1.0)[:, None]
+    torch.testing.assert_close(scaled.norm(dim=1), torch.tensor([1.0, 0.5]))
+
+
+def test_sgd_step_updates_active_members_only() -> None:
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(3, 4, 5, generator=gen)
+    b = torch.randn(3, 4, generator=gen)
+    gw = torch.randn(3, 4, 5, generator=gen)
+    gb = torch.randn(3, 4, generator=gen)
+    gw[1] = math.nan
+    gb[1] = math.inf
+    lr = torch.tensor([0.1, 0.2, 0.3])
+    w0, b0 = w.clone(), b.clone()
+    sgd_step([w, b], [gw, gb], lr, torch.tensor([True, False, True]))
+    assert torch.equal(w[1], w0[1]) and torch.equal(b[1], b0[1])
+    for k in (0, 2):
+        assert torch.equal(w[k], w0[k] - lr[k] * gw[k])
+        assert torch.equal(b[k], b0[k] - lr[k] * gb[k])
+
+
+def test_sgd_step_float_lr_on_parameters() -> None:
+    p = torch.nn.Parameter(torch.ones(2, 3))
+    sgd_step([p], [torch.full((2, 3), 2.0)], 0.25, torch.tensor([True, True]))
+    assert torch.equal(p.detach(), torch.full((2, 3), 0.5))

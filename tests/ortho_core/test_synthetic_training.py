@@ -1,0 +1,326 @@
+"""The synthetic-problem trainer (M §III-A): solving, packs equal to members alone, divergence,
+the max-length protocol, reproducibility and configuration errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ortho_core.config import from_dict
+from ortho_core.errors import ConfigError, PretrainError
+from ortho_core.experiments import get
+from ortho_core.experiments.synthetic import PACK_FIELDS, Config, stream_seed, train
+from ortho_core.metrics import spectral_radius
+from ortho_core.reporting import Outcome, Report
+
+SMALL = {"hidden": 16, "val_size": 200, "eval_every": 50, "max_iters": 150, "protocol": "fixed"}
+"""A small network and budget that keep every run well under a second."""
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny ops on a shared 2-core machine run fastest (and steadiest) on one thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def run(configs: list[Config]) -> tuple[list, dict[int, list[Report]]]:
+    reports: dict[int, list[Report]] = {}
+    results = train(configs, lambda r: reports.setdefault(r.member, []).append(r))
+    return results, reports
+
+
+def make(**kw) -> Config:
+    return Config(**{**SMALL, **kw})
+
+
+def test_registered_and_every_field_documented():
+    from ortho_core.config import field_docs
+    assert get("synthetic").train is train
+    docs = field_docs(Config)
+    assert set(docs) == {f for f in Config.__dataclass_fields__}
+    assert set(PACK_FIELDS) <= set(docs)
+    for free in ("lr", "penalty", "variant", "seed", "clip", "spectral_radius", "init"):
+        assert free not in PACK_FIELDS
+
+
+def test_oinit_solves_temporal_order_at_10():
+    cfg = make(variant="oinit", lr=0.1, hidden=32, max_iters=1000, seq_len=10)
+    (result,), reports = run([cfg])
+    assert result.outcome is Outcome.SOLVED
+    assert result.summary["max_seq_len_solved"] == 10
+    assert result.summary["iters_to_solve"] <= 300
+    assert result.summary["val_error"] == 0.0
+    assert result.summary["pretrain_steps"] > 10
+    last = reports[0][-1]
+    assert last.step == result.summary["iters_to_solve"]
+    assert last.metrics["val_error"] == 0.0 and last.metrics["val_accuracy"] == 1.0
+    assert last.metrics["seq_len"] == 10.0
+    expected = {"train_loss", "val_loss", "val_error", "val_accuracy", "spectral_radius",
+                "grad_norm_whh", "ortho_error", "grad_norm", "seq_len"}
+    assert set(last.metrics) == expected
+    assert all(math.isfinite(v) for v in last.metrics.values())
+
+
+def test_one_iteration_is_clipped_sgd_plus_the_eq31_term():
+    """W := W − α(min(1, τ/‖∇E‖)·∇E + 4λ(W_hhW_hhᵀ − I)W_hh) for W_hh (M eq. 31, G §3.4),
+    checked against a plain autograd SRNN."""
+    from ortho_core.data.synthetic import get_task
+    from ortho_core.experiments.synthetic import _Member, _Stage, initial_weights
+    cfg = make(variant="open", lr=0.3, penalty=0.05, clip=0.01, dtype="float64", seq_len=8)
+    task, cpu = get_task(cfg.task), torch.device("cpu")
+    weights, _ = initial_weights([cfg], task, torch.float64, cpu)
+    stage = _Stage([_Member(0, cfg)], task, 8, [w.clone() for w in weights], torch.float64,
+                   cpu, 0.0)
+    raw, y = stage.batches(1)
+    stage.iteration(raw[0], y[0])
+
+    w_xh, w_hh, b_h, w_hy, b_y = params = [w[0].clone().requires_grad_() for w in weights]
+    x = task.encode(raw[0], torch.float64)
+    h = torch.zeros(x.shape[0], 16, dtype=torch.float64)
+    for t in range(x.shape[1]):
+        h = torch.tanh(x[:, t] @ w_xh.T + h @ w_hh.T + b_h)
+    loss = torch.nn.functional.cross_entropy(h @ w_hy.T + b_y, y[0])
+    grads = torch.autograd.grad(loss, params)
+    factor = 0.01 / torch.sqrt(sum(g.square().sum() for g in grads))
+    assert factor < 1
+    with torch.no_grad():
+        expected = [p - 0.3 * factor * g for p, g in zip(params, grads, strict=True)]
+        eye = torch.eye(16, dtype=torch.float64)
+        expected[1] -= 0.3 * 4 * 0.05 * (w_hh @ w_hh.T - eye) @ w_hh
+    for got, want in zip(stage.params, expected, strict=True):
+        torch.testing.assert_close(got.detach()[0], want, rtol=1e-10, atol=1e-12)
+
+
+def _assert_same_reports(a: list[Report], b: list[Report], rtol: float) -> None:
+    assert [r.step for r in a] == [r.step for r in b]
+    for ra, rb in zip(a, b, strict=True):
+        assert ra.metrics.keys() == rb.metrics.keys()
+        for key in ra.metrics:
+            assert ra.metrics[key] == pytest.approx(rb.metrics[key], rel=rtol, abs=1e-12), key
+
+
+def test_a_pack_member_gives_the_numbers_it_gives_alone():
+    base = {"dtype": "float64", "task": "temporal_order", "seq_len": 20, "max_iters": 200}
+    pack = [make(variant="plain", lr=0.1, seed=1, **base),
+            make(variant="open", lr=0.05, penalty=0.01, seed=2, **base),
+            make(variant="oinit", lr=0.2, seed=3, clip=0.5, **base)]
+    results, reports = run(pack)
+    for i, cfg in enumerate(pack):
+        (alone,), alone_reports = run([cfg])
+        _assert_same_reports(reports[i], alone_reports[0], rtol=1e-9)
+        assert results[i].outcome == alone.outcome
+        for key, value in alone.summary.items():
+            if key != "wall_time":
+                assert results[i].summary[key] == pytest.approx(value, rel=1e-9)
+
+
+def test_members_leaving_a_stage_do_not_change_the_others():
+    """Member 0 solves early and leaves the pack; member 1 must train on as if alone."""
+    base = {"dtype": "float64", "seq_len": 10, "max_iters": 300}
+    fast = make(variant="oinit", lr=0.1, seed=0, **base)
+    slow = make(variant="plain", lr=0.001, seed=1, **base)
+    _results, reports = run([fast, slow])
+    assert len(reports[0]) < len(reports[1])
+    _, alone = run([slow])
+    _assert_same_reports(reports[1], alone[0], rtol=1e-9)
+
+
+def test_a_diverging_member_is_reported_and_does_not_disturb_the_pack():
+    base = {"seq_len": 20, "max_iters": 200}
+    wild = make(variant="plain", lr=1e37, **base)
+    calm = make(variant="plain", lr=0.1, seed=4, **base)
+    results, reports = run([wild, calm])
+    assert results[0].outcome is Outcome.DIVERGED
+    assert results[0].summary["diverged"] == 1.0
+    assert results[0].summary["total_iters"] < 200
+    assert results[1].outcome is not Outcome.DIVERGED
+    assert results[1].summary["total_iters"] == 200
+    _, alone = run([calm])
+    _assert_same_reports(reports[1], alone[0], rtol=1e-5)
+
+
+def test_a_diverging_member_stops_before_the_bad_update():
+    (result,), reports = run([make(variant="open", lr=1.0, penalty=1e4, seq_len=20)])
+    assert result.outcome is Outcome.DIVERGED
+    assert len(reports[0]) == 1
+    assert math.isfinite(reports[0][0].metrics["spectral_radius"])
+
+
+def test_seeded_runs_repeat_exactly_and_seeds_matter():
+    cfg = make(variant="open", lr=0.05, penalty=0.1, task="adding", seq_len=15)
+    _, first = run([cfg])
+    _, second = run([cfg])
+    assert [r.metrics for r in first[0]] == [r.metrics for r in second[0]]
+    _, other = run([make(variant="open", lr=0.05, penalty=0.1, task="adding", seq_len=15,
+                         seed=9)])
+    assert [r.metrics for r in first[0]] != [r.metrics for r in other[0]]
+    _, other_data = run([make(variant="open", lr=0.05, penalty=0.1, task="adding",
+                              seq_len=15, data_seed=9)])
+    assert [r.metrics for r in first[0]] != [r.metrics for r in other_data[0]]
+
+
+def test_max_length_advances_while_solved_and_stops_at_the_first_failure():
+    cfg = make(variant="oinit", lr=0.1, hidden=32, protocol="max_length", seq_len=10,
+               seq_len_step=10, max_iters=100, max_seq_len=500)
+    (result,), reports = run([cfg])
+    stages = result.artifacts["stages"]
+    lengths = [s["seq_len"] for s in stages]
+    assert len(stages) >= 2
+    assert lengths == list(range(10, 10 * len(stages) + 1, 10))
+    assert all(s["outcome"] == "solved" for s in stages[:-1])
+    assert stages[-1]["outcome"] != "solved"
+    solved = [s for s in stages if s["outcome"] == "solved"]
+    assert result.summary["max_seq_len_solved"] == (solved[-1]["seq_len"] if solved else 0)
+    assert result.summary["seq_lens_tried"] == len(stages)
+    assert result.summary["total_iters"] == sum(s["iters"] for s in stages)
+    steps = [r.step for r in reports[0]]
+    assert steps == sorted(steps) and steps[-1] == result.summary["total_iters"]
+    assert [r.metrics["seq_len"] for r in reports[0]] == sorted(
+        r.metrics["seq_len"] for r in reports[0])
+    assert result.outcome is (Outcome.SOLVED if solved else Outcome.UNSOLVED)
+
+
+def test_max_length_stops_at_max_seq_len():
+    cfg = make(variant="oinit", lr=0.1, hidden=32, protocol="max_length", seq_len=10,
+               seq_len_step=5, max_iters=500, max_seq_len=15)
+    (result,), _ = run([cfg])
+    assert [s["seq_len"] for s in result.artifacts["stages"]] == [10, 15]
+    assert result.summary["max_seq_len_solved"] == 15
+    assert result.outcome is Outcome.SOLVED
+
+
+def test_fresh_network_per_length_unless_warm_start():
+    """With warm_start=False every length starts from the same initial weights, so the first
+    report of a length depends only on that length's data; warm starts differ."""
+    common = {"variant": "plain", "lr": 0.1, "hidden": 32, "protocol": "max_length",
+              "seq_len": 10, "max_iters": 100, "max_seq_len": 20, "seq_len_step": 10,
+              "dtype": "float64"}
+    (fresh,), fresh_reports = run([make(**common)])
+    (_warm,), warm_reports = run([make(**common, warm_start=True)])
+    assert fresh.artifacts["stages"][0]["outcome"] == "solved"
+    first_20 = next(r for r in fresh_reports[0] if r.metrics["seq_len"] == 20)
+    (_single,), single_reports = run([make(**{**common, "seq_len": 20})])
+    assert first_20.metrics == single_reports[0][0].metrics
+    warm_20 = next(r for r in warm_reports[0] if r.metrics["seq_len"] == 20)
+    assert warm_20.metrics != first_20.metrics
+
+
+def test_spectral_radius_is_the_rescaled_one_at_the_start():
+    cfg = make(variant="plain", lr=1e-9, init="gaussian", init_std=0.1, spectral_radius=1.2,
+               max_iters=1, eval_every=1)
+    _, reports = run([cfg])
+    assert reports[0][0].metrics["spectral_radius"] == pytest.approx(1.2, rel=1e-4)
+
+
+def test_oinit_makes_w_hh_orthogonal_before_training():
+    cfg = make(variant="oinit", lr=1e-12, max_iters=1, eval_every=1, hidden=24)
+    _, reports = run([cfg])
+    assert reports[0][0].metrics["ortho_error"] < 1e-5
+    assert reports[0][0].metrics["spectral_radius"] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_oinit_pretrains_the_matrices_it_is_told_to():
+    from ortho_core.data.synthetic import get_task
+    from ortho_core.experiments.synthetic import initial_weights
+    from ortho_core.models.srnn import SRNNInit, init_srnn
+    from ortho_core.penalty import ortho_error
+    task, cpu = get_task("temporal_order"), torch.device("cpu")
+    pack = [make(variant="oinit", seed=1), make(variant="oinit", seed=2, pretrain_weights="all"),
+            make(variant="plain", seed=3)]
+    weights, steps = initial_weights(pack, task, torch.float64, cpu)
+    drawn = init_srnn(6, 16, 4, [SRNNInit(c.seed) for c in pack], dtype=torch.float64)
+    w_xh, w_hh, w_hy = weights[0], weights[1], weights[3]
+    assert (ortho_error(w_hh[:2]) < 1e-6).all() and steps[0] > 0 and steps[1] > 0
+    assert steps[2] == 0 and torch.equal(w_hh[2], drawn.w_hh.detach()[2])
+    assert torch.equal(w_xh[0], drawn.w_xh.detach()[0])
+    assert torch.equal(w_hy[0], drawn.w_hy.detach()[0])
+    assert ortho_error(w_xh[1]) < 1e-6 and ortho_error(w_hy[1]) < 1e-6
+    assert ortho_error(w_xh[0]) > 1e-2
+
+
+def test_pretraining_that_cannot_converge_raises():
+    with pytest.raises(PretrainError, match="pretrain_tol"):
+        train([make(variant="oinit", pretrain_max_steps=2)], lambda r: None)
+
+
+@pytest.mark.parametrize("task", ["temporal_order_3bit", "adding", "permutation"])
+def test_every_task_trains_and_reports(task):
+    (result,), reports = run([make(task=task, seq_len=12, max_iters=20, eval_every=10,
+                                   val_size=50)])
+    assert len(reports[0]) == 2
+    assert result.outcome in (Outcome.SOLVED, Outcome.UNSOLVED)
+    assert 0.0 <= reports[0][-1].metrics["val_error"] <= 1.0
+
+
+def test_stream_seeds_differ_by_stream_length_and_data_seed():
+    seeds = {stream_seed(d, t, s) for d in (0, 1) for t in (10, 20) for s in (0, 1)}
+    assert len(seeds) == 8
+    assert stream_seed(3, 40, 1) == stream_seed(3, 40, 1)
+
+
+def test_spectral_radius_metric_matches_numpy_on_the_initial_weights():
+    """ρ(W_hh) reported at the first evaluation of a run with a negligible rate."""
+    from ortho_core.models.srnn import SRNNInit, init_srnn
+    cfg = make(lr=1e-12, max_iters=1, eval_every=1, seed=5)
+    _, reports = run([cfg])
+    net = init_srnn(6, 16, 4, [SRNNInit(5)])
+    assert reports[0][0].metrics["spectral_radius"] == pytest.approx(
+        float(spectral_radius(net.w_hh.detach())[0]), rel=1e-5)
+
+
+@pytest.mark.parametrize(("values", "field"), [
+    ({"task": "xor"}, "task"),
+    ({"colour": "red"}, "colour"),
+    ({"lr": "0"}, "lr"),
+    ({"lr": "-0.1"}, "lr"),
+    ({"lr": "fast"}, "lr"),
+    ({"seq_len": "1"}, "seq_len"),
+    ({"task": "temporal_order_3bit", "seq_len": "3"}, "seq_len"),
+    ({"spectral_radius": "0"}, "spectral_radius"),
+    ({"spectral_radius": "-1.2"}, "spectral_radius"),
+    ({"penalty": "0.1"}, "penalty"),
+    ({"variant": "open"}, "penalty"),
+    ({"variant": "oinit", "penalty": "0.1"}, "penalty"),
+    ({"variant": "lstm"}, "variant"),
+    ({"hidden": "0"}, "hidden"),
+    ({"batch_size": "0"}, "batch_size"),
+    ({"max_iters": "0"}, "max_iters"),
+    ({"eval_every": "0"}, "eval_every"),
+    ({"val_size": "0"}, "val_size"),
+    ({"seq_len": "50", "max_seq_len": "40"}, "max_seq_len"),
+    ({"protocol": "forever"}, "protocol"),
+    ({"init": "orthogonal"}, "init"),
+    ({"init_std": "0"}, "init_std"),
+    ({"pretrain_lr": "0"}, "pretrain_lr"),
+    ({"pretrain_tol": "-1"}, "pretrain_tol"),
+    ({"pretrain_weights": "some"}, "pretrain_weights"),
+    ({"clip": "-1"}, "clip"),
+    ({"error_threshold": "0"}, "error_threshold"),
+    ({"dtype": "float16"}, "dtype"),
+    ({"device": "tpu"}, "device"),
+    ({"seed": "-1"}, "seed"),
+    ({"warm_start": "maybe"}, "warm_start"),
+])
+def test_bad_configuration_names_the_field(values, field):
+    with pytest.raises(ConfigError) as err:
+        from_dict(Config, values)
+    assert err.value.field == field
+
+
+def test_good_strings_convert():
+    cfg = from_dict(Config, {"variant": "open", "penalty": "0.1", "clip": "none",
+                             "spectral_radius": "1.1", "warm_start": "true",
+                             "protocol": "fixed", "seq_len": "2000"})
+    assert cfg.penalty == 0.1 and cfg.clip is None and cfg.spectral_radius == 1.1
+    assert cfg.warm_start is True
+
+
+def test_a_pack_must_share_its_shape():
+    with pytest.raises(ConfigError) as err:
+        train([make(seq_len=10), make(seq_len=20)], lambda r: None)
+    assert err.value.field == "seq_len"

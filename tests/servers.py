@@ -1,0 +1,528 @@
+"""Throwaway servers for tests: PostgreSQL, an MLflow tracking server backed by it, and a
+two-node Ray cluster, each on 127.0.0.1 only, in its own temporary directory, stopped and
+removed afterwards.
+
+    with start_postgres() as pg, start_mlflow(pg.create_database("mlflow")) as server:
+        ...  # server.uri == "http://127.0.0.1:<port>"
+    with start_ray_cluster() as cluster:
+        ...  # cluster.dashboard_url (job API), cluster.client_env (RAY_AUTH_* for clients)
+
+or, in a test module, the session fixtures :func:`postgres`, :func:`mlflow_server` and
+:func:`ray_cluster` (import them into a ``conftest.py``). Tests are skipped, with the reason,
+only where PostgreSQL's binaries are missing (``.ci/services.sh`` installs Debian's package).
+
+Every process started here is tracked by process group (each server starts in a session of
+its own) plus the descendants of those processes (a Ray job's driver starts a session of its
+own), and only those are stopped: other Ray clusters on the machine are left alone, which a
+``ray stop`` would not do. :func:`listeners` tells what a set of processes listens on, so
+that tests can assert that nothing is reachable from outside the machine.
+
+Ray on 127.0.0.1. ``ray start --node-ip-address 127.0.0.1`` alone is not enough: Ray swaps a
+loopback address for the machine's outbound one (``services.resolve_ip_for_localhost``), and
+its gRPC servers (GCS, raylet, object manager, dashboard agent) then bind every interface,
+while those started on a node whose IP is 127.0.0.1 bind 127.0.0.1 only. Ray skips that swap
+where multi-node clusters are disabled (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, Ray's switch
+for macOS and Windows, read when ``ray`` is imported), which is how the head is started here;
+its metrics servers move to free ports through ``AUTOSCALER_METRIC_PORT`` and
+``DASHBOARD_METRIC_PORT`` (fixed 44217 and 44227 otherwise, shared by every cluster on the
+machine). ``ray start --address`` for a second node refuses to run with that switch, and
+without it swaps 127.0.0.1 in the head's address for the outbound IP, where the head does
+not listen; the second node is therefore started the way ``ray start`` starts one, through
+``ray._private.node.Node``, with its node IP given as 127.0.0.1 (as
+``ray.cluster_utils.Cluster`` does). The cluster uses token authentication with a token of
+its own (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN_PATH``), which clients find in
+:attr:`RayCluster.client_env`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+START_TIMEOUT = 180.0
+"""Seconds a server may take to come up (generous: the test machine is shared)."""
+
+STOP_GRACE = 10.0
+"""Seconds between asking processes to stop (SIGTERM) and killing them (SIGKILL)."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_until(ready: Callable[[], bool], what: str, alive: Callable[[], bool] | None = None,
+                log: Path | None = None, timeout: float = START_TIMEOUT) -> None:
+    """Poll ``ready`` until it holds; fail early when ``alive`` says the server died."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if alive is not None and not alive():
+            raise RuntimeError(f"{what} exited while starting{_log_tail(log)}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not ready after {timeout:.0f} s{_log_tail(log)}")
+        time.sleep(0.3)
+
+
+def _log_tail(log: Path | None, lines: int = 30) -> str:
+    if log is None or not log.exists():
+        return ""
+    return "; last lines of its log:\n" + "\n".join(
+        log.read_text(errors="replace").splitlines()[-lines:])
+
+
+# Processes -----------------------------------------------------------------------------
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent pid, process group) of ``pid``, None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # the name in parentheses may hold spaces
+    return fields[0], int(fields[1]), int(fields[2])
+
+
+def _all_pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _alive(pid: int) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat[0] != "Z"
+
+
+@dataclass
+class ProcessSet:
+    """The processes of some process groups and all their descendants."""
+
+    groups: set[int] = field(default_factory=set)
+
+    def pids(self) -> set[int]:
+        """Live members of the groups, and every process descending from one."""
+        stats = {pid: s for pid in _all_pids() if (s := _stat(pid)) is not None}
+        found = {pid for pid, s in stats.items() if s[2] in self.groups}
+        children: dict[int, list[int]] = {}
+        for pid, s in stats.items():
+            children.setdefault(s[1], []).append(pid)
+        todo = list(found)
+        while todo:
+            for child in children.get(todo.pop(), []):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+        return {pid for pid in found if stats[pid][0] != "Z"}
+
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        """SIGTERM every process, then SIGKILL those still alive after ``grace`` seconds."""
+        pids = self.pids()
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            for pid in pids:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + wait
+            while (pids := {p for p in pids | self.pids() if _alive(p)}) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.2)
+            if not pids:
+                return
+        raise RuntimeError(f"processes {sorted(pids)} survived SIGKILL")
+
+
+def _spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None,
+           cwd: Path | None = None, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in a new session (its own process group), output to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                start_new_session=True, **kwargs)
+
+
+@dataclass(frozen=True)
+class Listener:
+    """A listening socket as ``ss`` reports it."""
+
+    protocol: str
+    address: str
+    port: int
+    pid: int
+    process: str
+
+    @property
+    def loopback(self) -> bool:
+        """Whether only this machine can reach it."""
+        try:
+            ip = ipaddress.ip_address(self.address)
+        except ValueError:  # "*": every interface
+            return False
+        mapped = getattr(ip, "ipv4_mapped", None)
+        return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def listeners(pids: Collection[int]) -> list[Listener]:
+    """The TCP and UDP sockets that processes ``pids`` listen on (``ss -ltunp``)."""
+    out = subprocess.run(["ss", "-Hltunp"], check=True, capture_output=True, text=True).stdout
+    found = []
+    for line in out.splitlines():
+        cols = line.split()
+        if len(cols) < 7 or "pid=" not in cols[6]:
+            continue
+        host, _, port = cols[4].rpartition(":")
+        host = host.strip("[]").split("%")[0]
+        for user in cols[6].removeprefix("users:(").split("),("):
+            name = user.split('"')[1]
+            pid = int(user.split("pid=")[1].split(",")[0])
+            if pid in pids:
+                found.append(Listener(cols[0], host, int(port), pid, name))
+    return found
+
+
+# PostgreSQL ----------------------------------------------------------------------------
+
+def postgres_bindir() -> Path | None:
+    """The directory holding PostgreSQL's ``initdb`` and ``postgres``: the ones on PATH
+    (Debian links them into /usr/local/bin on some images), else the newest of Debian's
+    /usr/lib/postgresql/<version>/bin; None when PostgreSQL is not installed."""
+    candidates = []
+    on_path = shutil.which("initdb")
+    if on_path:
+        candidates.append(Path(on_path).resolve().parent)
+    candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"),
+                         key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+                         reverse=True)
+    for directory in candidates:
+        if (directory / "initdb").is_file() and (directory / "postgres").is_file():
+            return directory
+    return None
+
+
+def _unprivileged_account() -> pwd.struct_passwd | None:
+    """PostgreSQL refuses to run as root: as root, the ``postgres`` account Debian's package
+    creates, else ``nobody``; None when not root (run as this user)."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "nobody"):
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            continue
+    raise RuntimeError("running as root with neither a 'postgres' nor a 'nobody' account")
+
+
+@dataclass(frozen=True)
+class Postgres:
+    """A running PostgreSQL server (superuser :attr:`user`, password authentication)."""
+
+    port: int
+    user: str
+    password: str
+    directory: Path
+    """Data (``data/``), log and Unix socket."""
+    pid: int
+    """The postmaster's."""
+
+    def uri(self, database: str = "postgres") -> str:
+        """The SQLAlchemy URI of ``database`` (what ``mlflow server`` takes), naming the
+        psycopg2 driver: SQLAlchemy 2.1 reads a bare ``postgresql://`` as psycopg 3."""
+        return f"postgresql+psycopg2://{self.user}:{self.password}@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str) -> str:
+        """Create database ``name``; its URI."""
+        import psycopg2
+
+        conn = psycopg2.connect(host="127.0.0.1", port=self.port, user=self.user,
+                                password=self.password, dbname="postgres")
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            conn.close()
+        return self.uri(name)
+
+
+def _postgres_accepts(port: int, user: str, password: str) -> bool:
+    import psycopg2
+
+    try:
+        psycopg2.connect(host="127.0.0.1", port=port, user=user, password=password,
+                         dbname="postgres", connect_timeout=2).close()
+    except psycopg2.OperationalError:
+        return False
+    return True
+
+
+@contextmanager
+def start_postgres(bindir: Path | None = None) -> Iterator[Postgres]:
+    """A fresh PostgreSQL cluster listening on 127.0.0.1:<free port>, its Unix socket in
+    its own temporary directory, durability off (a test's data is thrown away)."""
+    bindir = bindir or postgres_bindir()
+    if bindir is None:
+        raise FileNotFoundError("PostgreSQL's initdb/postgres not found")
+    account = _unprivileged_account()
+    as_user: dict[str, Any] = {}
+    directory = Path(tempfile.mkdtemp(prefix="ortho-pg-"))
+    if account is not None:
+        os.chown(directory, account.pw_uid, account.pw_gid)
+        as_user = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+    user, password, port = "ortho", secrets.token_hex(16), free_port()
+    pwfile, log = directory / "pwfile", directory / "postgres.log"
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(directory), "LC_ALL": "C"}
+    processes = ProcessSet()
+    try:
+        pwfile.write_text(password + "\n")
+        if account is not None:
+            os.chown(pwfile, account.pw_uid, account.pw_gid)
+        subprocess.run([str(bindir / "initdb"), "-D", str(directory / "data"), "-U", user,
+                        f"--pwfile={pwfile}", "--auth=scram-sha-256", "--encoding=UTF8",
+                        "--no-locale", "--no-sync"],
+                       check=True, capture_output=True, env=env, cwd=directory, **as_user)
+        pwfile.unlink()
+        server = _spawn([str(bindir / "postgres"), "-D", str(directory / "data"),
+                         "-p", str(port), "-c", "listen_addresses=127.0.0.1",
+                         "-c", f"unix_socket_directories={directory}", "-c", "fsync=off",
+                         "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
+                        log, env=env, cwd=directory, **as_user)
+        processes.groups.add(server.pid)
+        _wait_until(lambda: _postgres_accepts(port, user, password), "PostgreSQL",
+                    alive=lambda: server.poll() is None, log=log)
+        yield Postgres(port=port, user=user, password=password, directory=directory,
+                       pid=server.pid)
+    finally:
+        if processes.groups:
+            server.send_signal(signal.SIGINT)  # "fast" shutdown: roll back, close, exit
+            with suppress(subprocess.TimeoutExpired):
+                server.wait(STOP_GRACE)
+            processes.stop()
+            server.wait()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+# MLflow --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MLflowServer:
+    """A running ``mlflow server``; artifacts are served through it (``--serve-artifacts``,
+    the default), stored under :attr:`artifacts`."""
+
+    port: int
+    artifacts: Path
+    pid: int
+
+    @property
+    def uri(self) -> str:
+        """The tracking URI clients use."""
+        return f"http://127.0.0.1:{self.port}"
+
+
+def _http_ok(url: str, headers: dict[str, str] | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}),
+                                    timeout=5) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+@contextmanager
+def start_mlflow(backend_store_uri: str) -> Iterator[MLflowServer]:
+    """``mlflow server`` on 127.0.0.1:<free port> with one worker and no job runner,
+    tracking into ``backend_store_uri``, artifacts in a temporary directory."""
+    directory = Path(tempfile.mkdtemp(prefix="ortho-mlflow-"))
+    port, log = free_port(), directory / "mlflow.log"
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+           "MLFLOW_DISABLE_TELEMETRY": "true"}
+    processes = ProcessSet()
+    try:
+        server = _spawn([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1",
+                         "--port", str(port), "--backend-store-uri", backend_store_uri,
+                         "--artifacts-destination", str(directory / "artifacts"),
+                         "--workers", "1"], log, env=env, cwd=directory)
+        processes.groups.add(server.pid)
+        _wait_until(lambda: _http_ok(f"http://127.0.0.1:{port}/health"), "mlflow server",
+                    alive=lambda: server.poll() is None, log=log)
+        yield MLflowServer(port=port, artifacts=directory / "artifacts", pid=server.pid)
+    finally:
+        if processes.groups:
+            processes.stop()
+            server.wait()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+# Ray -----------------------------------------------------------------------------------
+
+_SECOND_NODE = """\
+import json, sys
+from ray._private.node import Node
+from ray._private.parameter import RayParams
+Node(RayParams(**json.loads(sys.argv[1])), head=False, shutdown_at_exit=False,
+     spawn_reaper=False)
+"""
+"""What ``ray start --address`` does for a node joining a cluster, minus its address
+rewriting (see the module docstring); the node's processes outlive this script."""
+
+RAY_STOP_GRACE = 3.0
+"""Seconds Ray's processes get after SIGTERM: the raylet, GCS server and runtime-env agent
+of a cluster stopped all at once ignore it for longer than :data:`STOP_GRACE` (``ray stop``
+waits 16 s, then kills), and a test cluster has nothing to save."""
+
+OBJECT_STORE_BYTES = 200 * 1024**2
+"""Each node's object store (Ray's default is 30 % of the machine's memory)."""
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """A running Ray cluster on 127.0.0.1, one node per custom resource in :attr:`nodes`
+    (head first), each node holding one unit of its resource."""
+
+    gcs_address: str
+    dashboard_url: str
+    nodes: tuple[str, ...]
+    client_env: dict[str, str]
+    """Environment a client (``ray job submit``, ``ortho sweep submit``) needs."""
+    directory: Path
+    processes: ProcessSet
+
+    def _get(self, path: str) -> Any:
+        token = Path(self.client_env["RAY_AUTH_TOKEN_PATH"]).read_text().strip()
+        request = urllib.request.Request(self.dashboard_url + path,
+                                         headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.load(response)
+
+    def alive_nodes(self) -> list[dict[str, Any]]:
+        """The alive nodes as the dashboard's state API lists them."""
+        reply = self._get("/api/v0/nodes?limit=100&filter_keys=state"
+                          "&filter_predicates=%3D&filter_values=ALIVE")
+        return list(reply["data"]["result"]["result"])
+
+    def node_ids(self) -> dict[str, str]:
+        """Custom resource name → the id of the node that holds it."""
+        ids = {}
+        for node in self.alive_nodes():
+            for name in self.nodes:
+                if name in node["resources_total"]:
+                    ids[name] = node["node_id"]
+        return ids
+
+
+def _ray_ready(cluster: RayCluster) -> bool:
+    try:
+        return len(cluster.node_ids()) == len(cluster.nodes)
+    except (urllib.error.URLError, ConnectionError, TimeoutError, KeyError):
+        return False
+
+
+@contextmanager
+def start_ray_cluster(nodes: tuple[str, ...] = ("node_a", "node_b"), num_cpus: int = 1,
+                      env: Mapping[str, str] | None = None) -> Iterator[RayCluster]:
+    """A Ray cluster of ``len(nodes)`` nodes on 127.0.0.1, each with ``num_cpus`` CPUs, no
+    GPU and one unit of its custom resource; the head (``ray start --head``) runs the
+    dashboard and job API on 127.0.0.1:<free port>. Every port is free-chosen, so clusters
+    of other tests or users on this machine are not disturbed. ``env`` is added to the
+    environment of every Ray process (jobs' drivers and workers inherit it)."""
+    directory = Path(tempfile.mkdtemp(prefix="ortho-ray-", dir="/tmp"))  # short socket paths
+    token = directory / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    client_env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token),
+                  "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, **(env or {}), **client_env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+           "AUTOSCALER_METRIC_PORT": str(free_port()),
+           "DASHBOARD_METRIC_PORT": str(free_port())}
+    gcs_port, dashboard_port = free_port(), free_port()
+    gcs_address = f"127.0.0.1:{gcs_port}"
+    cluster = RayCluster(gcs_address=gcs_address,
+                         dashboard_url=f"http://127.0.0.1:{dashboard_port}", nodes=nodes,
+                         client_env=client_env, directory=directory, processes=ProcessSet())
+    log = directory / "start.log"
+    ray = Path(sys.executable).with_name("ray")
+    try:
+        head = _spawn([str(ray if ray.exists() else shutil.which("ray")), "start", "--head",
+                       "--node-ip-address", "127.0.0.1", "--port", str(gcs_port),
+                       "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard_port),
+                       "--include-dashboard", "true",
+                       "--ray-client-server-port", str(free_port()),
+                       "--dashboard-agent-listen-port", str(free_port()),
+                       "--min-worker-port", "0", "--max-worker-port", "0",
+                       "--num-cpus", str(num_cpus), "--num-gpus", "0",
+                       "--resources", json.dumps({nodes[0]: 1}),
+                       "--object-store-memory", str(OBJECT_STORE_BYTES),
+                       "--temp-dir", str(directory / nodes[0]), "--disable-usage-stats"],
+                      log, env=env, cwd=directory)
+        cluster.processes.groups.add(head.pid)
+        if head.wait(START_TIMEOUT) != 0:
+            raise RuntimeError(f"ray start --head failed{_log_tail(log)}")
+        for name in nodes[1:]:
+            params = {"node_ip_address": "127.0.0.1", "node_name": name,
+                      "gcs_address": gcs_address, "num_cpus": num_cpus, "num_gpus": 0,
+                      "resources": {name: 1}, "object_store_memory": OBJECT_STORE_BYTES,
+                      "min_worker_port": 0, "max_worker_port": 0,
+                      "dashboard_agent_listen_port": free_port(),
+                      "temp_dir": str(directory / name)}
+            node = _spawn([sys.executable, "-c", _SECOND_NODE, json.dumps(params)], log,
+                          env=env, cwd=directory)
+            cluster.processes.groups.add(node.pid)
+            if node.wait(START_TIMEOUT) != 0:
+                raise RuntimeError(f"node {name} failed to start{_log_tail(log)}")
+        _wait_until(lambda: _ray_ready(cluster), f"Ray cluster of nodes {nodes}", log=log)
+        yield cluster
+    finally:
+        cluster.processes.stop(RAY_STOP_GRACE)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+# Fixtures ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A PostgreSQL server for the whole session; skipped where PostgreSQL is missing."""
+    bindir = postgres_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL is not installed (initdb/postgres not found on PATH or "
+                    "under /usr/lib/postgresql/*/bin); .ci/services.sh installs it")
+    with start_postgres(bindir) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(postgres: Postgres) -> Iterator[MLflowServer]:
+    """An MLflow tracking server backed by :func:`postgres` (database ``mlflow``)."""
+    with start_mlflow(postgres.create_database("mlflow")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """A two-node Ray cluster (resources ``node_a`` on the head, ``node_b``; 1 CPU each).
+
+    Its jobs' Tune runs stage up to two trials at once (``TUNE_MAX_PENDING_TRIALS_PG=2``).
+    Tune stages one trial at a time for a custom searcher: the next trial's actor is asked
+    for only once the previous trial runs, and a trial shorter than an actor's start-up then
+    hands its actor on, so every trial of a short sweep stays on one node (seen in 2 of 3
+    submissions of the smoke sweep); with two staged trials both actors start together,
+    one per node.
+    """
+    with start_ray_cluster(env={"TUNE_MAX_PENDING_TRIALS_PG": "2"}) as cluster:
+        yield cluster

@@ -1,0 +1,202 @@
+"""The Ray Tune runner end to end on an embedded Ray: what MLflow holds afterwards, packs,
+retries and failures, Optuna cells, early stopping, and loopback-only listening."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ortho_core.reporting import Outcome
+from sweeps import tracking
+from sweeps.plan import build_plan, split_evenly
+from sweeps.runner import run_sweep
+from sweeps.spec import load_spec, resolve, trial_key
+from sweeps.trial import resolve_device
+from tests.sweeps import toy_experiment
+from tests.sweeps.helpers import child_runs, new_home, store, toy_ray, write_spec
+
+pytestmark = pytest.mark.usefixtures(toy_ray.__name__)
+
+LOOPBACK = {"127.0.0.1", "[::ffff:127.0.0.1]", "[::1]"}
+
+
+def _descendants(pid: int) -> set[int]:
+    """``pid`` and every process below it (from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [p for p, pp in parents.items() if pp == parent and p not in found]
+        found.update(children)
+        frontier.extend(children)
+    return found
+
+
+def test_embedded_ray_listens_on_loopback_only():
+    """What ``ss -ltnp`` shows for this process and its Ray processes: loopback only."""
+    pids = _descendants(os.getpid())
+    table = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True).stdout
+    ours = [line.split()[3] for line in table.splitlines()
+            if {int(p) for p in re.findall(r"pid=(\d+)", line)} & pids]
+    assert len(ours) >= 3, table  # GCS, raylet, workers...
+    assert {address.rsplit(":", 1)[0] for address in ours} <= LOOPBACK, ours
+
+
+def test_synthetic_smoke_end_to_end(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORTHO_DATA_DIR", "/work/shared/data")
+    home = new_home(tmp_path)
+    out = io.StringIO()
+    final = run_sweep("synthetic-max-length", "smoke", home=home, stream=out)
+    spec = resolve(load_spec("synthetic-max-length"), "smoke")
+    cells = spec.cells()
+    assert final.state == "finished" and final.done == len(cells) == 8 and final.failed == 0
+    assert out.getvalue().startswith(f"sweep {final.sweep_id}: synthetic-max-length/smoke, "
+                                     "8 configurations in 2 trials")
+
+    t = store(home)
+    record = t.find_sweep(final.sweep_id)
+    parent = t.client.get_run(record.ref.parent_run_id)
+    assert t.client.get_experiment(parent.info.experiment_id).name == "synthetic-max-length"
+    assert parent.info.status == "FINISHED"
+    tags = parent.data.tags
+    assert tags[tracking.SWEEP_ID] == final.sweep_id
+    assert tags[tracking.SPEC] == "synthetic-max-length"
+    assert tags[tracking.PROFILE] == "smoke"
+    assert tags[tracking.SPEC_SHA256] == spec.sha256
+    assert len(tags[tracking.GIT_SHA]) == 40 or tags[tracking.GIT_SHA] == "unknown"
+    resolved = Path(t.client.download_artifacts(parent.info.run_id, tracking.RESOLVED_ARTIFACT,
+                                                str(tmp_path)))
+    assert resolved.read_text() == spec.text
+
+    runs = child_runs(home, final.sweep_id)
+    by_key = {r.data.tags[tracking.TRIAL_KEY]: r for r in runs}
+    assert len(runs) == len(by_key) == 8
+    assert set(by_key) == {trial_key("synthetic", c.params) for c in cells}
+    for cell in cells:
+        run = by_key[trial_key("synthetic", cell.params)]
+        assert run.data.tags[tracking.PARENT] == parent.info.run_id
+        assert run.data.tags[tracking.OUTCOME] in {o.value for o in Outcome}
+        assert run.data.tags[tracking.NODE_IP] == "127.0.0.1"
+        for key in ("variant", "lr", "penalty", "hidden", "max_iters", "seed"):
+            if key in cell.params:
+                assert float(run.data.params[key]) == float(cell.params[key]) if key in (
+                    "lr", "penalty") else run.data.params[key] == str(cell.params[key])
+        summary = json.loads(run.data.tags[tracking.SUMMARY])
+        assert run.data.metrics["max_seq_len_solved"] == summary["max_seq_len_solved"]
+        history = t.client.get_metric_history(run.info.run_id, "val_error")
+        steps = [m.step for m in history]
+        assert len(steps) >= 4 and steps == sorted(steps)  # every 50 iterations, T = 10 (+20)
+        csv = Path(t.client.download_artifacts(run.info.run_id, tracking.METRICS_CSV,
+                                               str(tmp_path / run.info.run_id))).read_text()
+        header, *rows = csv.splitlines()
+        assert header.startswith("step,") and "val_error" in header.split(",")
+        assert [int(r.split(",")[0]) for r in rows] == steps
+    assert final.best == max(json.loads(r.data.tags[tracking.SUMMARY])["max_seq_len_solved"]
+                             for r in runs)
+
+
+def test_a_raising_trial_is_retried_then_recorded_failed(tmp_path):
+    counters = tmp_path / "counters"
+    counters.mkdir()
+    path = write_spec(
+        tmp_path, fixed={"steps": 2, "counter_dir": str(counters)}, space={},
+        groups=[{"fixed": {"x": 0.2, "fail": 1}},  # fails once, then succeeds on the retry
+                {"fixed": {"x": 0.3, "fail": 9}},  # fails every attempt
+                {"space": {"x": [0.8, 0.9]}}],
+        max_failures=1)
+    home = new_home(tmp_path)
+    final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO())
+    assert (final.state, final.done, final.failed) == ("finished", 4, 1)
+    runs = {float(r.data.params["x"]): r for r in child_runs(home, final.sweep_id)}
+    assert sorted(runs) == [0.2, 0.3, 0.8, 0.9]  # one run per configuration
+    assert runs[0.2].info.status == "FINISHED" and runs[0.2].data.tags[tracking.ATTEMPT] == "2"
+    failed = runs[0.3]
+    assert failed.info.status == "FAILED"
+    assert failed.data.tags[tracking.OUTCOME] == "failed"
+    trace = store(home).client.download_artifacts(failed.info.run_id, tracking.TRACEBACK,
+                                                  str(tmp_path))
+    assert "RuntimeError: toy failure of x=0.3" in Path(trace).read_text()
+    for x, n in ((0.2, 2), (0.3, 2), (0.8, 1), (0.9, 1)):  # 1 + max_failures attempts at most
+        cfg = toy_experiment.Config(x=x, counter_dir=str(counters))
+        assert toy_experiment.attempts(cfg) == n
+    assert runs[0.9].data.tags[tracking.OUTCOME] == "solved"
+    assert runs[0.8].data.metrics["score"] == pytest.approx(8.0)
+
+
+def test_packs_follow_pack_fields_and_split_evenly(tmp_path):
+    path = write_spec(tmp_path, fixed={}, space={"x": [0.1, 0.2, 0.3, 0.4, 0.5],
+                                                  "steps": [2, 3]}, pack_size=3)
+    plan = build_plan(resolve(load_spec(str(path)), "smoke"))
+    shapes = [[(m.params["steps"], m.params["x"]) for m in p] for p in plan.packs]
+    assert shapes == [[(2, 0.1), (2, 0.2), (2, 0.3)], [(2, 0.4), (2, 0.5)],
+                      [(3, 0.1), (3, 0.2), (3, 0.3)], [(3, 0.4), (3, 0.5)]]
+    assert [len(c) for c in split_evenly(range(17), 16)] == [9, 8]
+    assert split_evenly([], 4) == []
+
+
+def test_packed_toy_sweep_trains_each_configuration_once(tmp_path):
+    counters = tmp_path / "counters"
+    counters.mkdir()
+    path = write_spec(tmp_path, fixed={"steps": 2, "counter_dir": str(counters)},
+                      repeats=2, pack_size=3)
+    home = new_home(tmp_path)
+    out = io.StringIO()
+    final = run_sweep(str(path), "smoke", home=home, stream=out)
+    assert "8 configurations in 3 trials" in out.getvalue()
+    assert (final.done, final.failed, final.best) == (8, 0, 9.0)
+    runs = child_runs(home, final.sweep_id)
+    assert sorted((float(r.data.params["x"]), int(r.data.params["seed"])) for r in runs) == \
+        sorted((x, s) for x in (0.1, 0.4, 0.7, 0.9) for s in (0, 1))
+    assert sorted(p.read_text().count("\n") for p in counters.iterdir()) == [1] * 8
+
+
+def test_optuna_searches_within_each_grid_cell(tmp_path):
+    path = write_spec(tmp_path, fixed={}, space={"steps": [1, 2], "x": {"low": 0, "high": 1}},
+                      search={"kind": "optuna", "sampler": "random", "n_trials": 3, "seed": 1})
+    home = new_home(tmp_path)
+    final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO())
+    runs = child_runs(home, final.sweep_id)
+    assert final.done == len(runs) == 6
+    by_cell: dict[str, list[float]] = {}
+    for r in runs:
+        chosen = json.loads(r.data.tags[tracking.OPTUNA_PARAMS])
+        assert float(r.data.params["x"]) == chosen["x"] and 0 <= chosen["x"] <= 1
+        by_cell.setdefault(r.data.tags[tracking.CELL], []).append(chosen["x"])
+    assert sorted(map(len, by_cell.values())) == [3, 3]
+    assert final.best == pytest.approx(10 * max(x for xs in by_cell.values() for x in xs))
+
+
+def test_asha_stops_unpromising_trials_early(tmp_path):
+    path = write_spec(tmp_path, fixed={"steps": 16}, space={"x": [0.1, 0.2, 0.4, 0.6, 0.8]},
+                      scheduler={"kind": "asha", "metric_step": "loss", "mode": "min",
+                                 "grace_period": 2, "reduction_factor": 2})
+    home = new_home(tmp_path)
+    final = run_sweep(str(path), "smoke", home=home, max_concurrent=1, stream=io.StringIO())
+    runs = child_runs(home, final.sweep_id)
+    assert final.done == len(runs) == 5
+    assert all(r.info.status == "FINISHED" for r in runs)
+    stopped = [r for r in runs if r.data.tags.get(tracking.STOPPED_EARLY) == "true"]
+    assert stopped, "ASHA stopped no trial"
+    for r in stopped:
+        assert r.data.tags[tracking.OUTCOME] == "unsolved"
+        assert len(store(home).client.get_metric_history(r.info.run_id, "loss")) < 16
+    best = min(runs, key=lambda r: float(r.data.params["x"]))
+    assert best.data.tags.get(tracking.STOPPED_EARLY) is None  # the lowest loss ran to the end
+
+
+def test_auto_device_follows_the_trials_gpus():
+    assert resolve_device({"device": "auto", "lr": 1})["device"] == "cpu"  # no GPU granted
+    assert resolve_device({"device": "cuda:1"}) == {"device": "cuda:1"}

@@ -1,0 +1,141 @@
+"""MLflow layout and exactly-once bookkeeping (``sweeps.tracking``), without Ray."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from ortho_core.reporting import Outcome, Result
+from sweeps import tracking
+from tests.sweeps.helpers import new_home
+
+
+def test_tracking_uri_is_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ORTHO_TRACKING_URI", raising=False)
+    home = tracking.home_dir(None)
+    assert home == tmp_path / "ortho-runs"
+    assert tracking.tracking_uri(None, home) == f"sqlite:///{tmp_path}/ortho-runs/mlflow.db"
+    assert tracking.tracking_uri("sqlite:///x/m.db", home) == f"sqlite:///{tmp_path}/x/m.db"
+    assert tracking.tracking_uri("sqlite:////abs/m.db", home) == "sqlite:////abs/m.db"
+    assert tracking.tracking_uri("http://127.0.0.1:5000", home) == "http://127.0.0.1:5000"
+    assert tracking.tracking_uri("file:runs", home) == (tmp_path / "runs").as_uri()
+    monkeypatch.setenv("ORTHO_TRACKING_URI", "http://server:5000")
+    assert tracking.tracking_uri(None, home) == "http://server:5000"
+    assert tracking.tracking_uri("sqlite:////abs/m.db", home) == "sqlite:////abs/m.db"
+
+
+def test_home_precedence(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORTHO_HOME", "envhome")
+    assert tracking.home_dir(None) == tmp_path / "envhome"
+    assert tracking.home_dir("flag") == tmp_path / "flag"
+
+
+def test_artifacts_live_beside_a_sqlite_store(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert tracking.artifact_location(uri, "spec") == (tmp_path / "artifacts/spec").as_uri()
+    assert tracking.artifact_location("http://h:5000", "spec") is None
+
+
+def test_metrics_csv_has_a_column_per_metric_in_first_seen_order():
+    rows = [(0, {"loss": 1.0}), (100, {"loss": 0.5, "rho": 1.25}), (200, {"rho": 1.5})]
+    assert tracking.metrics_csv(rows) == "step,loss,rho\n0,1.0,\n100,0.5,1.25\n200,,1.5\n"
+
+
+def _sweep(tmp_path: Path) -> tuple[tracking.Tracker, tracking.SweepRef]:
+    t = tracking.tracker(tracking.tracking_uri(None, new_home(tmp_path)))
+    ref = t.start_sweep(t.experiment_id("spec"), "s1", {tracking.SPEC: "spec"},
+                        {"resolved_spec.yaml": "name: spec\n"})
+    return t, ref
+
+
+def test_claim_skips_finished_and_replaces_failed_runs(tmp_path):
+    t, ref = _sweep(tmp_path)
+    first = t.claim(ref, "k1", {"lr": 0.1, "widths": (3, 4)}, {})
+    assert first.stored is None
+    run = t.client.get_run(first.run_id)
+    assert run.data.params == {"lr": "0.1", "widths": "3,4"}
+    assert run.data.tags[tracking.PARENT] == ref.parent_run_id
+    assert run.data.tags[tracking.ATTEMPT] == "1"
+    t.fail(first.run_id, "Traceback: boom")
+    assert t.client.get_run(first.run_id).info.status == "FAILED"
+
+    second = t.claim(ref, "k1", {"lr": 0.1}, {})  # a retry replaces the failed run
+    assert second.run_id != first.run_id
+    assert t.client.get_run(first.run_id).info.lifecycle_stage == "deleted"
+    assert t.client.get_run(second.run_id).data.tags[tracking.ATTEMPT] == "2"
+    t.finish(second.run_id, Result(Outcome.SOLVED, {"score": 3, "t": 1.5}), 7,
+             [(7, {"score": 2.0})])
+
+    third = t.claim(ref, "k1", {"lr": 0.1}, {})  # a finished run is kept and reused
+    assert third.run_id == second.run_id
+    assert third.stored == Result(Outcome.SOLVED, {"score": 3, "t": 1.5})
+    [run] = t.configurations(ref)
+    assert run.info.run_id == second.run_id
+    assert run.data.tags[tracking.OUTCOME] == "solved"
+    assert [(m.step, m.value) for m in t.client.get_metric_history(run.info.run_id, "score")] \
+        == [(7, 3.0)]
+
+
+def test_failed_run_keeps_its_traceback(tmp_path):
+    t, ref = _sweep(tmp_path)
+    claim = t.claim(ref, "k", {}, {})
+    t.fail(claim.run_id, "Traceback (most recent call last):\nValueError: x", [(0, {"a": 1.0})])
+    path = t.client.download_artifacts(claim.run_id, tracking.TRACEBACK, str(tmp_path))
+    assert Path(path).read_text().endswith("ValueError: x")
+    assert t.client.get_run(claim.run_id).data.tags[tracking.OUTCOME] == "failed"
+
+
+def test_discard_unfinished_and_find_sweep(tmp_path):
+    t, ref = _sweep(tmp_path)
+    done = t.claim(ref, "done", {}, {})
+    t.finish(done.run_id, Result(Outcome.UNSOLVED), 0, [])
+    t.claim(ref, "interrupted", {}, {})
+    assert t.mark_killed(ref) == 1
+    assert t.find_sweep(unfinished=True).ref == ref
+    assert t.discard_unfinished(ref) == 1
+    assert [r.data.tags[tracking.TRIAL_KEY] for r in t.configurations(ref)] == ["done"]
+    t.end_sweep(ref, "FINISHED", {"configs_done": 1})
+    assert t.find_sweep(unfinished=True) is None
+    assert t.find_sweep("s1").status == "FINISHED"
+    assert t.find_sweep("nope") is None
+
+
+WRITERS, RUNS_PER_WRITER, STEPS = 3, 5, 200
+
+
+def _writer(uri: str, ref: tracking.SweepRef, writer: int) -> None:
+    from mlflow.entities import Metric
+
+    t = tracking.Tracker(uri)
+    for i in range(RUNS_PER_WRITER):
+        claim = t.claim(ref, f"w{writer}-{i}", {"writer": writer, "i": i}, {})
+        t.log_metrics(claim.run_id, [Metric("loss", s / STEPS, 0, s) for s in range(STEPS)])
+        t.finish(claim.run_id, Result(Outcome.SOLVED, {"score": float(i)}), STEPS, [])
+
+
+def test_concurrent_sqlite_writers_lose_nothing(tmp_path):
+    t, ref = _sweep(tmp_path)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(t.uri, ref, w)) for w in range(WRITERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=180)
+    assert [p.exitcode for p in procs] == [0] * WRITERS
+    runs = t.configurations(ref)
+    assert sorted(r.data.tags[tracking.TRIAL_KEY] for r in runs) == sorted(
+        f"w{w}-{i}" for w in range(WRITERS) for i in range(RUNS_PER_WRITER))
+    for run in runs:
+        assert run.info.status == "FINISHED"
+        history = t.client.get_metric_history(run.info.run_id, "loss")
+        assert [m.step for m in history] == list(range(STEPS))
+
+
+@pytest.mark.parametrize(("summary", "value"), [
+    ({"m": 2}, 2.0), ({"m": float("nan")}, None), ({"m": True}, None), ({}, None)])
+def test_metric_value(summary, value):
+    assert tracking.metric_value(summary, "m") == value

@@ -1,0 +1,76 @@
+"""A trainer for the sweep tests: instant, deterministic, and able to fail or dawdle on demand.
+
+Registered into ``ortho_core.experiments.EXPERIMENTS`` as ``toy`` by the tests (Ray's
+workers import it by module path). Each member reports ``loss = x / (step + 1)`` and
+``value = x`` at steps 0..steps-1 and ends with summary ``score = 10 x``; ``x > 0.5`` is
+solved. Every call of :func:`train` appends one line per member to
+``<counter_dir>/<key>.count`` so that tests can count how often a configuration was trained.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ortho_core.config import check_pack, non_negative
+from ortho_core.reporting import Outcome, Report, Reporter, Result
+
+PACK_FIELDS = ("device", "steps")
+
+
+@dataclass
+class Config:
+    """A toy configuration."""
+
+    x: float = 0.0
+    """The value the member's metrics are made of."""
+    steps: int = 3
+    """Reports per member."""
+    sleep: float = 0.0
+    """Seconds to sleep after each step (lets a test interrupt a sweep midway)."""
+    fail: int = 0
+    """Raise in the first ``fail`` attempts at this configuration (counted in counter_dir)."""
+    counter_dir: str = ""
+    """Directory of the per-configuration training counters ("" = no counting)."""
+    seed: int = 0
+    """Seed (only part of the key here)."""
+    data_seed: int = 0
+    """Data seed (only part of the key here)."""
+    device: str = "cpu"
+    """Where it would train."""
+
+    def __post_init__(self) -> None:
+        non_negative(self.sleep, "sleep")
+
+
+def counter_file(cfg: Config) -> Path:
+    """The counter of ``cfg``: named after x and seed."""
+    return Path(cfg.counter_dir) / f"x={cfg.x:g}-seed={cfg.seed}.count"
+
+
+def attempts(cfg: Config) -> int:
+    """How often ``cfg`` has been trained so far."""
+    path = counter_file(cfg)
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
+    """Train the toy pack (see the module docstring)."""
+    check_pack(configs, PACK_FIELDS)
+    for cfg in configs:
+        if cfg.counter_dir:
+            with counter_file(cfg).open("a") as f:
+                f.write(f"{os.getpid()}\n")
+    for cfg in configs:
+        if cfg.counter_dir and attempts(cfg) <= cfg.fail:
+            raise RuntimeError(f"toy failure of x={cfg.x} (attempt {attempts(cfg)})")
+    for step in range(configs[0].steps):
+        for i, cfg in enumerate(configs):
+            reporter(Report(member=i, step=step, metrics={"loss": cfg.x / (step + 1),
+                                                          "value": cfg.x}))
+        time.sleep(max(c.sleep for c in configs))
+    return [Result(Outcome.SOLVED if c.x > 0.5 else Outcome.UNSOLVED, summary={"score": 10 * c.x})
+            for c in configs]
