@@ -61,26 +61,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     from sweeps.runner import run_sweep, start_embedded_ray
 
     experiments.EXPERIMENTS["noop"] = "benchmarks.sweep_overhead"
-    tmp = Path(tempfile.mkdtemp(prefix="sweep-overhead-"))
     spec = {"name": "noop", "experiment": "noop", "metric": {"name": "score", "mode": "max"},
             "space": {"x": [i / args.trials for i in range(args.trials)]},
             "resources": {"cpu": 1}, "pack_size": 1,
             "profiles": {"smoke": {}, "cpu": {}, "paper": {}}}
-    (tmp / "noop.yaml").write_text(yaml.safe_dump(spec))
-    t0 = time.perf_counter()
-    start_embedded_ray(num_cpus=args.concurrent)
-    t1 = time.perf_counter()
-    tracking.tracker(tracking.tracking_uri(None, tmp / "home"))
-    t2 = time.perf_counter()
-    final = run_sweep(str(tmp / "noop.yaml"), "smoke", home=tmp / "home", stream=io.StringIO())
-    t3 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="sweep-overhead-") as tmp:
+        (Path(tmp) / "noop.yaml").write_text(yaml.safe_dump(spec))
+        t0 = time.perf_counter()
+        start_embedded_ray(num_cpus=args.concurrent)
+        t1 = time.perf_counter()
+        tracking.tracker(tracking.tracking_uri(None, Path(tmp) / "home"))
+        t2 = time.perf_counter()
+        final = run_sweep(str(Path(tmp) / "noop.yaml"), "smoke", home=Path(tmp) / "home",
+                          stream=io.StringIO())
+        t3 = time.perf_counter()
     assert final.done == args.trials and final.failed == 0, final
     print(f"ray.init {t1 - t0:.1f} s; MLflow database {t2 - t1:.1f} s; run_sweep "
           f"{t3 - t2:.1f} s of which Tune {final.elapsed:.1f} s for {args.trials} trials, "
           f"{args.concurrent} at a time")
     print(f"per-trial overhead: {final.elapsed * args.concurrent / args.trials:.2f} s "
-          "(trainer time ~0)")
-
+          "(trainer time ~0; includes each actor's first start and imports)")
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

@@ -44,7 +44,7 @@ class Member:
 
 
 @dataclass(frozen=True)
-class Trial:
+class PastTrial:
     """A finished configuration of an Optuna cell: what its study is told on resume."""
 
     optuna: dict[str, Any]
@@ -66,7 +66,7 @@ class Plan:
     """Cells searched by Optuna, by cell index."""
     n_trials: int
     """Optuna trials per cell (0 for a grid search)."""
-    history: dict[int, list[Trial]] = field(default_factory=dict)
+    history: dict[int, list[PastTrial]] = field(default_factory=dict)
     """Finished trials per Optuna cell (on resume)."""
     n_configs: int = 0
     """Configurations of the whole sweep (finished ones included)."""
@@ -110,9 +110,10 @@ def pack(members: Sequence[Member], module: ModuleType, pack_size: int) -> list[
 
 
 def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
-               history: Mapping[int, list[Trial]] | None = None) -> Plan:
+               history: Mapping[int, list[PastTrial]] | None = None) -> Plan:
     """The plan of ``spec``, leaving out the grid configurations whose keys are in
-    ``finished`` and giving each Optuna cell its ``history``."""
+    ``finished`` and giving each Optuna cell its ``history``. Raises ``ConfigError`` for
+    a scheduler with packs (early stopping judges one configuration per trial)."""
     if spec.scheduler is not None and spec.pack_size > 1:
         raise ConfigError("pack_size", "1 when a scheduler is set (early stopping judges one "
                           "configuration per trial)", spec.pack_size)

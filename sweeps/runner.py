@@ -1,25 +1,30 @@
 """Run a sweep on Ray Tune, tracked in MLflow (DESIGN.md "The embedded default, and the
 cluster").
 
-Embedded default (no address): Ray starts in this process's machine, every Ray process
-listening on 127.0.0.1 only; MLflow tracks into ``<home>/mlflow.db`` (SQLite) with artifacts
-in ``<home>/artifacts/``; Tune writes its state under ``<home>/ray/``. ``home`` is ``--home``,
-else ``$ORTHO_HOME``, else ``./ortho-runs``. With ``address`` the driver joins an existing
-cluster (``auto`` inside a Ray job); ``tracking_uri`` points at a tracking server; both are
-made absolute before any trial starts.
+Embedded default (no address): Ray starts with this process, every Ray process listening on
+127.0.0.1 only; MLflow tracks into ``<home>/mlflow.db`` (SQLite) with artifacts in
+``<home>/artifacts/``; Tune writes its state under ``<home>/ray/`` (``--storage`` moves it).
+``home`` is ``--home``, else ``$ORTHO_HOME``, else ``./ortho-runs``; it and the tracking URI
+are made absolute before any trial starts. With an ``address`` the driver joins a running
+cluster (``auto`` inside a Ray job): its nodes need this package, as the cluster image has
+it, or use ``ortho sweep submit``, which ships the checkout. ``tracking_uri`` (or
+``$ORTHO_TRACKING_URI``) points the driver and every trial at a tracking server.
 
-Each Tune trial trains one pack (:mod:`sweeps.plan`), handed out by one searcher for the
-whole sweep (:mod:`sweeps.searcher`: grid packs, then an Optuna study per cell). Actors are
-reused between trials, so a trial costs no fresh process and no re-import of torch. A trial
-that raises is retried up to the spec's ``max_failures`` and the sweep goes on; Tune's own
-output is silenced and :class:`~sweeps.status.ProgressCallback` prints one line instead.
+Each Tune trial trains one pack (:mod:`sweeps.plan`) with the spec's resources (fractional
+GPUs allowed; ``device: auto`` becomes ``cuda`` in a trial that got a GPU), handed out by one
+searcher for the whole sweep (:mod:`sweeps.searcher`: grid packs, then an Optuna study per
+cell); an ASHA scheduler stops unpromising trials when the spec asks. Actors are reused
+between trials, so a trial costs no fresh process and no re-import of torch. A trial that
+raises is retried up to the spec's ``max_failures`` and the sweep goes on. Tune's own output
+is silenced; :class:`~sweeps.status.ProgressCallback` prints one line at a time instead.
 
-Resume (:func:`resume_sweep`) reads the sweep back from MLflow, not from Tune's state: the
-spec file stored with the parent run is resolved again (its SHA-256 must match), runs that
-are not FINISHED are deleted, and a new Tune run trains only the configurations without a
-FINISHED run; each Optuna cell's study is rebuilt from its finished trials. An interrupted
-configuration therefore starts again from its beginning. Failed configurations are retried
-by a resume too.
+Resume (:func:`resume_sweep`) reads the sweep back from MLflow, not from Tune's state (which
+is kept for inspection only): the spec file stored with the parent run is resolved again
+(its SHA-256 must match), runs that are not FINISHED are deleted, and a new Tune run trains
+only the configurations without a FINISHED run; each Optuna cell's study is rebuilt from its
+finished trials. So an interrupted configuration starts again from its beginning, a failed
+one is retried, and it works the same for a sweep whose driver was killed or that ran on a
+cluster (given the same tracking URI).
 """
 
 from __future__ import annotations
@@ -38,14 +43,10 @@ from typing import Any, TextIO
 
 from ortho_core.errors import ConfigError, OrthoError
 from sweeps import tracking
-from sweeps.plan import Plan, Trial, build_plan
+from sweeps.plan import PastTrial, Plan, build_plan
 from sweeps.spec import ResolvedSpec, load_spec, resolve
-from sweeps.status import Progress, ProgressCallback, format_line
+from sweeps.status import Progress, ProgressCallback, format_line, from_mlflow
 from sweeps.trial import TrialContext, run_trial
-
-DEFAULT_PROFILE = "cpu"
-"""The profile ``ortho sweep run`` uses unless told: the reduced protocol that finishes in
-under 30 minutes on a laptop (``smoke`` takes seconds; ``paper`` is for a GPU cluster)."""
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 """The checkout the sweeps run from (for ``ortho.git_sha``)."""
@@ -243,39 +244,35 @@ def _backfill_failures(tracker: tracking.Tracker, ref: tracking.SweepRef,
                              "configuration (its Ray actor failed); see the Ray logs.")
 
 
-def _run(spec: ResolvedSpec, plan: Plan, record_ref: tracking.SweepRef, tracker: tracking.Tracker,
+def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracking.Tracker,
          home: Path, storage: str | None, run_name: str, max_concurrent: int | None,
-         progress: Progress, stream: TextIO, embedded: bool) -> Progress:
+         progress: Progress, stream: TextIO) -> Progress:
     """Run what ``plan`` leaves, end the parent run, and print the last line."""
-    if embedded:
-        _check_resources(spec)
     store = Path(storage).expanduser().resolve() if storage else home / "ray"
     interrupted = False
     start = time.monotonic()
     if plan.n_tune_trials:
-        interrupted = _execute(spec, plan, record_ref, tracker.uri, store, run_name,
-                               max_concurrent, progress, stream)
+        interrupted = _execute(spec, plan, ref, tracker.uri, store, run_name, max_concurrent,
+                               progress, stream)
     if interrupted:
-        tracker.mark_killed(record_ref)
+        tracker.mark_killed(ref)
     else:
-        _backfill_failures(tracker, record_ref, plan)
-    from sweeps.status import from_mlflow
-
-    record = tracker.find_sweep(record_ref.sweep_id)
+        _backfill_failures(tracker, ref, plan)
+    record = tracker.find_sweep(ref.sweep_id)
     assert record is not None
     final = from_mlflow(tracker, record)
     final.elapsed = time.monotonic() - start
     final.running = 0
     final.state = "interrupted" if interrupted else "finished"
-    tracker.end_sweep(record_ref, "KILLED" if interrupted else "FINISHED",
+    tracker.end_sweep(ref, "KILLED" if interrupted else "FINISHED",
                       {"configs_done": final.done, "configs_failed": final.failed})
     print(format_line(final), file=stream, flush=True)
     if interrupted or final.failed:
-        print(f"resume with: ortho sweep resume {record_ref.sweep_id}", file=stream, flush=True)
+        print(f"resume with: ortho sweep resume {ref.sweep_id}", file=stream, flush=True)
     return final
 
 
-def run_sweep(spec_ref: str, profile: str = DEFAULT_PROFILE, *, address: str | None = None,
+def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
               tracking_uri: str | None = None, home: str | os.PathLike[str] | None = None,
               storage: str | None = None, max_concurrent: int | None = None,
               stream: TextIO | None = None) -> Progress:
@@ -292,6 +289,8 @@ def run_sweep(spec_ref: str, profile: str = DEFAULT_PROFILE, *, address: str | N
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
     with ray_session(address) as embedded:
+        if embedded:
+            _check_resources(spec)
         tracker = tracking.tracker(uri)
         sweep_id = new_sweep_id()
         source = Path(spec.source)
@@ -307,7 +306,7 @@ def run_sweep(spec_ref: str, profile: str = DEFAULT_PROFILE, *, address: str | N
         progress = Progress(sweep_id=sweep_id, label=f"{spec.name}/{profile}",
                             metric=spec.metric, mode=spec.mode, total=plan.n_configs)
         return _run(spec, plan, ref, tracker, home_path, storage, sweep_id, max_concurrent,
-                    progress, stream, embedded)
+                    progress, stream)
 
 
 def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
@@ -336,13 +335,13 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
                           "differently, so start a new sweep", spec.sha256[:12])
     tracker.discard_unfinished(record.ref)
     finished: dict[str, Any] = {}
-    history: dict[int, list[Trial]] = {}
+    history: dict[int, list[PastTrial]] = {}
     for run in tracker.configurations(record.ref):
         tags = run.data.tags
         finished[tags[tracking.TRIAL_KEY]] = run
         if tracking.OPTUNA_PARAMS in tags:
             result = tracking.stored_result(run)
-            history.setdefault(int(tags[tracking.CELL]), []).append(Trial(
+            history.setdefault(int(tags[tracking.CELL]), []).append(PastTrial(
                 optuna=json.loads(tags[tracking.OPTUNA_PARAMS]),
                 value=tracking.metric_value(result.summary, spec.metric)))
     plan = build_plan(spec, finished, history)
@@ -352,20 +351,20 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     for run in finished.values():
         progress.offer(tracking.metric_value(tracking.stored_result(run).summary, spec.metric))
     with ray_session(address) as embedded:
+        if embedded:
+            _check_resources(spec)
         tracker.reopen_sweep(record.ref)
         print(f"sweep {record.ref.sweep_id}: resuming {spec.name}/{spec.profile}, "
               f"{len(finished)} of {plan.n_configs} configurations done, {plan.n_todo} to run "
               f"in {plan.n_tune_trials} trials; tracking {uri}", file=stream, flush=True)
         run_name = f"{record.ref.sweep_id}-resume-{time.strftime('%H%M%S', time.gmtime())}"
         return _run(spec, plan, record.ref, tracker, home_path, storage, run_name,
-                    max_concurrent, progress, stream, embedded)
+                    max_concurrent, progress, stream)
 
 
 def sweep_status(sweep_id: str | None = None, *, tracking_uri: str | None = None,
                  home: str | os.PathLike[str] | None = None) -> Progress:
     """The progress of sweep ``sweep_id`` (default: the latest) as MLflow holds it."""
-    from sweeps.status import from_mlflow
-
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
     if tracking.sqlite_path(uri) is not None and not tracking.sqlite_path(uri).exists():

@@ -18,38 +18,38 @@ import math
 from collections import deque
 from typing import Any
 
+import optuna
 from ray.tune.search import Searcher
 
-from ortho_core.errors import ConfigError
 from sweeps.plan import Member, Plan
 from sweeps.spec import ChoiceDim, OptunaSettings, trial_key
 
 
 def make_sampler(settings: OptunaSettings, cell_space: dict[str, Any], seed: int) -> Any:
     """The Optuna sampler ``settings.sampler`` for one cell."""
-    import optuna
-
     if settings.sampler == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
     if settings.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if settings.sampler == "grid":
         space = {k: list(d.choice) for k, d in cell_space.items() if isinstance(d, ChoiceDim)}
-        return optuna.samplers.GridSampler(space, seed=seed)
-    try:
-        import cmaes  # noqa: F401  (CmaEsSampler needs it and only fails when sampling)
-    except ImportError:
-        raise ConfigError("search.sampler", "tpe, random or grid (cmaes needs the cmaes "
-                          "package, which is not installed)", settings.sampler) from None
+        return AskTellGridSampler(space, seed=seed)
     return optuna.samplers.CmaEsSampler(seed=seed)
+
+
+class AskTellGridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid sampler without its ``study.stop()`` once the grid is covered: that call
+    only works inside ``study.optimize`` and raises under ask-and-tell; the cell's
+    ``n_trials`` bounds the search instead."""
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        """Nothing to do after a trial."""
 
 
 class _Study:
     """An Optuna study of one cell with its budget."""
 
     def __init__(self, index: int, plan: Plan, settings: OptunaSettings, mode: str) -> None:
-        import optuna
-
         cell = plan.optuna_cells[index]
         self.index = index
         self.params = dict(cell.params)
@@ -70,8 +70,6 @@ class SweepSearcher(Searcher):
 
     def __init__(self, plan: Plan, metric: str, mode: str,
                  settings: OptunaSettings | None) -> None:
-        import optuna
-
         super().__init__(metric=metric, mode=mode)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.plan = plan
@@ -122,8 +120,6 @@ class SweepSearcher(Searcher):
 
     @staticmethod
     def _tell(study: _Study, asked: Any, value: float | None) -> None:
-        import optuna
-
         if value is None:
             study.study.tell(asked, state=optuna.trial.TrialState.FAIL)
         else:

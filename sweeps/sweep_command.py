@@ -35,6 +35,11 @@ class SubmitError(OrthoError):
     """The cluster's job API could not be reached or refused the job."""
 
 
+DEFAULT_PROFILE = "cpu"
+"""The profile ``ortho sweep run`` and ``submit`` use unless told: the reduced protocol that
+finishes in under 30 minutes on a laptop (``smoke`` takes seconds; ``paper`` is for a GPU
+cluster)."""
+
 SUBMIT_EXCLUDES = ["ortho-runs/", ".git/", "data/", "*.egg-info/", "__pycache__/",
                    ".pytest_cache/", ".ruff_cache/"]
 """Paths of the checkout not shipped with a job (gitignore syntax)."""
@@ -42,8 +47,6 @@ SUBMIT_EXCLUDES = ["ortho-runs/", ".git/", "data/", "*.egg-info/", "__pycache__/
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``ortho sweep`` and its four commands to the ``ortho`` parser."""
-    from sweeps.runner import DEFAULT_PROFILE
-
     parser = sub.add_parser("sweep", help="run, submit, resume or inspect a sweep",
                             description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -294,10 +294,12 @@ def start_postgres(bindir: Path | None = None) -> Iterator[Postgres]:
         pwfile.write_text(password + "\n")
         if account is not None:
             os.chown(pwfile, account.pw_uid, account.pw_gid)
-        subprocess.run([str(bindir / "initdb"), "-D", str(directory / "data"), "-U", user,
-                        f"--pwfile={pwfile}", "--auth=scram-sha-256", "--encoding=UTF8",
-                        "--no-locale", "--no-sync"],
-                       check=True, capture_output=True, env=env, cwd=directory, **as_user)
+        init = subprocess.run([str(bindir / "initdb"), "-D", str(directory / "data"),
+                               "-U", user, f"--pwfile={pwfile}", "--auth=scram-sha-256",
+                               "--encoding=UTF8", "--no-locale", "--no-sync"],
+                              capture_output=True, text=True, env=env, cwd=directory, **as_user)
+        if init.returncode != 0:
+            raise RuntimeError(f"initdb failed:\n{init.stdout}{init.stderr}")
         pwfile.unlink()
         server = _spawn([str(bindir / "postgres"), "-D", str(directory / "data"),
                          "-p", str(port), "-c", "listen_addresses=127.0.0.1",

@@ -34,6 +34,7 @@ numbers it would give alone (up to float rounding of batched matrix products).
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -316,6 +317,16 @@ def gradient_diagnostics(model: PackedMLP, x: Tensor, y: Tensor) -> list[dict[st
     return out
 
 
+def glance(artifacts: dict[str, Any]) -> dict[str, float]:
+    """The summary scalars of the initial diagnostics (see :func:`train`)."""
+    angles, rms = artifacts["angles_init"], artifacts["gradients_init"]["grad_rms"]
+    last_hidden = len(angles["layer"]) - 1
+    return {"init_act_std_first": angles["act_std_samples"][0],
+            "init_act_std_last": angles["act_std_samples"][last_hidden],
+            "init_angle_std_neurons_last": angles["angle_std_neurons"][last_hidden],
+            "init_grad_ratio": rms[0] / rms[last_hidden] if rms[last_hidden] > 0 else math.inf}
+
+
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack of lcw-mlp configurations; report after every epoch; one Result each.
 
@@ -334,7 +345,13 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     ``best_test_accuracy``, ``train_loss`` (last epoch), ``seconds_per_epoch`` (mean
     ``epoch_time``), ``pack_size`` (K: a pack's epoch time covers K members), ``epochs`` run,
     ``baseline_accuracy`` (majority-class fraction of the training set) and ``wall_time``.
-    Artifacts (with ``diagnostics``): ``gradients_init``, ``angles_init``, ``angles_final``.
+    With ``diagnostics``, the summary also holds the initial state at a glance:
+    ``init_act_std_first`` and ``init_act_std_last`` (activations' spread over samples in the
+    first and last hidden layer: angle bias makes the last one vanish, K Fig. 2),
+    ``init_angle_std_neurons_last`` (spread of the neurons' mean angles in the last hidden
+    layer, K Fig. 3) and ``init_grad_ratio`` (RMS weight gradient of the first hidden layer
+    over the last one's, K Fig. 13); the artifacts hold ``gradients_init``, ``angles_init``
+    and ``angles_final`` (:func:`gradient_diagnostics`, :func:`angle_diagnostics`).
     """
     check_pack(configs, PACK_FIELDS)
     started = time.monotonic()
@@ -416,6 +433,8 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
                    "epochs": float(epochs_run[member]),
                    "baseline_accuracy": baseline,
                    "wall_time": wall}
+        if cfg.diagnostics:
+            summary.update(glance(artifacts[member]))
         if not bool(active[member]):
             outcome = Outcome.DIVERGED
         elif float(best_train[member]) >= c.solved_accuracy:

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from mlflow.tracking import MlflowClient
 from sweeps import tracking
 from sweeps.plan import build_plan
 from sweeps.spec import load_spec, resolve
-from tests.servers import MLflowServer, RayCluster
+from tests.servers import Listener, MLflowServer, RayCluster, listeners
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = "synthetic-max-length"
@@ -34,14 +35,26 @@ def test_smoke_sweep_as_job_runs_on_both_nodes(ray_cluster: RayCluster,
                                                 tmp_path: Path) -> None:
     plan = build_plan(resolve(load_spec(SPEC), "smoke"))
     assert plan.n_tune_trials >= len(ray_cluster.nodes)
-    submit = subprocess.run(
-        [sys.executable, "-m", "sweeps.cli", "sweep", "submit", SPEC, "--profile", "smoke",
-         "--address", ray_cluster.dashboard_url, "--tracking-uri", mlflow_server.uri,
-         "--home", str(tmp_path / "home")],
-        cwd=ROOT, env={**os.environ, **ray_cluster.client_env}, capture_output=True,
-        text=True, timeout=900)
-    log = submit.stdout + submit.stderr
-    assert submit.returncode == 0, log
+    log_file = tmp_path / "submit.log"
+    with log_file.open("w") as out:
+        submit = subprocess.Popen(
+            [sys.executable, "-m", "sweeps.cli", "sweep", "submit", SPEC, "--profile", "smoke",
+             "--address", ray_cluster.dashboard_url, "--tracking-uri", mlflow_server.uri,
+             "--home", str(tmp_path / "home")],
+            cwd=ROOT, env={**os.environ, **ray_cluster.client_env}, stdout=out,
+            stderr=subprocess.STDOUT)
+        # While the job runs, its driver and the trials' workers listen too: on 127.0.0.1.
+        seen: set[Listener] = set()
+        deadline = time.monotonic() + 900
+        while submit.poll() is None and time.monotonic() < deadline:
+            seen.update(listeners(ray_cluster.processes.pids()))
+            time.sleep(0.5)
+        submit.kill()
+        returncode = submit.wait()
+    log = log_file.read_text()
+    assert returncode == 0, log
+    assert [s for s in seen if not s.loopback] == []
+    assert {s.process for s in seen} >= {"gcs_server", "raylet"}
     assert "SUCCEEDED" in log
     sweep_id = re.search(r"^sweep (\S+): ", log, re.MULTILINE)
     assert sweep_id is not None, log

@@ -76,7 +76,11 @@ def test_schedule_summary_and_artifacts():
     assert [r.metrics["lr"] for r in reports] == pytest.approx([0.1, 0.1, 0.095])
     assert {"train_accuracy", "best_train_accuracy", "test_accuracy", "best_test_accuracy",
             "train_loss", "seconds_per_epoch", "pack_size", "epochs", "baseline_accuracy",
-            "wall_time"} == set(result.summary)
+            "wall_time", "init_act_std_first", "init_act_std_last",
+            "init_angle_std_neurons_last", "init_grad_ratio"} == set(result.summary)
+    angles, rms = result.artifacts["angles_init"], result.artifacts["gradients_init"]["grad_rms"]
+    assert result.summary["init_act_std_last"] == angles["act_std_samples"][5]
+    assert result.summary["init_grad_ratio"] == pytest.approx(rms[0] / rms[5])
     grads = result.artifacts["gradients_init"]
     assert grads["layer"] == list(range(1, 8)) and len(grads["grad_quantiles"][0]) == 5
     angles = result.artifacts["angles_init"]

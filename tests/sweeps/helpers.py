@@ -8,6 +8,7 @@ embedded Ray (2 CPUs) per test module and registers the toy trainer
 
 from __future__ import annotations
 
+import atexit
 import functools
 import shutil
 import tempfile
@@ -43,6 +44,7 @@ def write_spec(directory: Path, name: str = "toy", **fields: Any) -> Path:
 @functools.cache
 def _template_db() -> Path:
     directory = Path(tempfile.mkdtemp(prefix="ortho-template-"))
+    atexit.register(shutil.rmtree, directory, True)
     tracking.Tracker(f"sqlite:///{directory / 'mlflow.db'}")
     return directory / "mlflow.db"
 

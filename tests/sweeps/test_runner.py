@@ -14,7 +14,6 @@ import pytest
 
 from ortho_core.reporting import Outcome
 from sweeps import tracking
-from sweeps.plan import build_plan, split_evenly
 from sweeps.runner import run_sweep
 from sweeps.spec import load_spec, resolve, trial_key
 from sweeps.trial import resolve_device
@@ -134,17 +133,6 @@ def test_a_raising_trial_is_retried_then_recorded_failed(tmp_path):
         assert toy_experiment.attempts(cfg) == n
     assert runs[0.9].data.tags[tracking.OUTCOME] == "solved"
     assert runs[0.8].data.metrics["score"] == pytest.approx(8.0)
-
-
-def test_packs_follow_pack_fields_and_split_evenly(tmp_path):
-    path = write_spec(tmp_path, fixed={}, space={"x": [0.1, 0.2, 0.3, 0.4, 0.5],
-                                                  "steps": [2, 3]}, pack_size=3)
-    plan = build_plan(resolve(load_spec(str(path)), "smoke"))
-    shapes = [[(m.params["steps"], m.params["x"]) for m in p] for p in plan.packs]
-    assert shapes == [[(2, 0.1), (2, 0.2), (2, 0.3)], [(2, 0.4), (2, 0.5)],
-                      [(3, 0.1), (3, 0.2), (3, 0.3)], [(3, 0.4), (3, 0.5)]]
-    assert [len(c) for c in split_evenly(range(17), 16)] == [9, 8]
-    assert split_evenly([], 4) == []
 
 
 def test_packed_toy_sweep_trains_each_configuration_once(tmp_path):

@@ -11,8 +11,13 @@ from pathlib import Path
 import pytest
 
 from sweeps.cli import build_parser, main
-from sweeps.runner import DEFAULT_PROFILE, PROJECT_ROOT
-from sweeps.sweep_command import SUBMIT_EXCLUDES, job_request, job_spec_argument
+from sweeps.runner import PROJECT_ROOT
+from sweeps.sweep_command import (
+    DEFAULT_PROFILE,
+    SUBMIT_EXCLUDES,
+    job_request,
+    job_spec_argument,
+)
 from tests.sweeps.helpers import new_home, toy_ray, write_spec
 
 

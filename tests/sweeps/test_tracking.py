@@ -104,7 +104,7 @@ def test_discard_unfinished_and_find_sweep(tmp_path):
     assert t.find_sweep("nope") is None
 
 
-WRITERS, RUNS_PER_WRITER, STEPS = 3, 5, 200
+WRITERS, RUNS_PER_WRITER, STEPS = 3, 4, 100
 
 
 def _writer(uri: str, ref: tracking.SweepRef, writer: int) -> None:

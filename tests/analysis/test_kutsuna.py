@@ -1,0 +1,165 @@
+"""K's report (lcw-deep-mlp) on a hand-built sweep: accuracy and overhead per shape and model,
+the angle-bias table, and the figures' data read from histories and JSON artifacts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import kutsuna
+from analysis.load import Sweep, SweepRuns
+from analysis.report import REPORTS, builder
+
+# run_id, activation, layers, hidden, variant, outcome, final/best train, test, s/epoch, pack
+RUNS = [
+    ("a", "sigmoid", 100, 128, "plain", "unsolved", 0.11, 0.11, 0.1135, 10.0, 1),
+    ("b", "sigmoid", 100, 128, "lcw", "solved", 0.90, 0.91, 0.93, 15.5, 1),
+    ("c", "sigmoid", 100, 128, "bn", "solved", 0.80, 0.80, 0.70, 30.0, 2),
+    ("d", "relu", 20, 256, "plain", "unsolved", 0.30, 0.30, 0.30, 5.0, 1),
+    ("e", "relu", 20, 256, "lcw", "diverged", 0.10, 0.10, 0.10, 6.0, 1),
+    ("f", "sigmoid", 10, 128, "plain", "unsolved", 0.2, 0.2, 0.2, 1.0, 1),
+    ("g", "sigmoid", 10, 128, "lcw", "solved", 0.7, 0.7, 0.7, 1.0, 1),
+]
+SPEC_TEXT = """\
+name: lcw-deep-mlp
+fixed: {dataset: mnist, activation: sigmoid, epochs: 5}
+groups:
+  - fixed: {layers: 100, hidden: 128}
+    space: {variant: [plain, lcw, bn, wn]}
+  - fixed: {activation: relu, layers: 20, hidden: 256}
+    space: {variant: [plain, lcw]}
+  - fixed: {layers: 10, hidden: 128}
+    space: {variant: [plain, lcw]}
+seed: 0
+"""
+
+
+def sweep_runs() -> SweepRuns:
+    frame = pd.DataFrame({
+        "run_id": [r[0] for r in RUNS], "trial_key": [r[0] for r in RUNS],
+        "status": "FINISHED", "outcome": [r[5] for r in RUNS],
+        "params.activation": [r[1] for r in RUNS], "params.layers": [r[2] for r in RUNS],
+        "params.hidden": [r[3] for r in RUNS], "params.variant": [r[4] for r in RUNS],
+        "params.dataset": "mnist", "params.epochs": 5,
+        "metrics.train_accuracy": [r[6] for r in RUNS],
+        "metrics.best_train_accuracy": [r[7] for r in RUNS],
+        "metrics.test_accuracy": [r[8] for r in RUNS],
+        "metrics.seconds_per_epoch": [r[9] for r in RUNS],
+        "metrics.pack_size": [float(r[10]) for r in RUNS],
+        "metrics.init_act_std_first": 0.1,
+        "metrics.init_act_std_last": [1e-4 if r[4] == "plain" else 0.1 for r in RUNS],
+        "metrics.init_angle_std_neurons_last": [6.0 if r[4] == "plain" else 0.9 for r in RUNS],
+        "metrics.init_grad_ratio": [1.0 if r[4] == "plain" else 30.0 for r in RUNS]})
+    sweep = Sweep(spec="lcw-deep-mlp", sweep_id="k-1", profile="cpu", spec_sha256="",
+                  git_sha="", n_configs=None, parent_run_id="parent", status="FINISHED",
+                  experiment_id="0", start_time=0)
+    return SweepRuns(sweep=sweep, runs=frame, n_runs=len(frame), spec_text=SPEC_TEXT)
+
+
+def gradients(scale: float) -> dict:
+    layers = list(range(1, 22))
+    return {"layer": layers,
+            "grad_quantiles": [[-2 * scale * n, -scale * n, 0.0, scale * n, 2 * scale * n]
+                               for n in layers],
+            "grad_rms": [scale * n for n in layers]}
+
+
+def angles(offset: float) -> dict:
+    detail = [1, 3, 5, 8, 10]
+    return {"layer": list(range(1, 11)), "detail_layers": detail,
+            "angle_quantiles": [[[80 + offset, 85, 90, 95, 100]] * 10 for _ in detail],
+            "activations": [[[offset + s / 10 for _ in range(4)] for s in range(3)]
+                            for _ in detail]}
+
+
+class FakeClient:
+    def __init__(self, root: Path):
+        self.root = root
+
+    def download_artifacts(self, run_id: str, path: str) -> str:
+        file = self.root / run_id / path
+        if not file.is_file():
+            raise OSError(f"no artifact {path}")
+        return str(file)
+
+
+class FakeHistories:
+    def __init__(self, root: Path):
+        self.client = FakeClient(root)
+
+    def get(self, run_id: str, key: str) -> pd.DataFrame:
+        if key == "epoch":
+            return pd.DataFrame({"step": [10, 20], "value": [1.0, 2.0]})
+        base = [r[0] for r in RUNS].index(run_id) / 10
+        return pd.DataFrame({"step": [10, 20], "value": [base, base + 0.05]})
+
+
+@pytest.fixture
+def histories(tmp_path: Path) -> FakeHistories:
+    for run_id, scale in (("d", 1e-6), ("e", 1e-2)):
+        (tmp_path / run_id).mkdir()
+        (tmp_path / run_id / "gradients_init.json").write_text(json.dumps(gradients(scale)))
+    for run_id, offset in (("f", 0.0), ("g", 5.0)):
+        (tmp_path / run_id).mkdir(exist_ok=True)
+        (tmp_path / run_id / "angles_init.json").write_text(json.dumps(angles(offset)))
+    return FakeHistories(tmp_path)
+
+
+def test_registered_as_the_lcw_deep_mlp_report():
+    assert REPORTS["lcw-deep-mlp"] == "analysis.kutsuna:lcw_report"
+    assert builder("lcw-deep-mlp") is kutsuna.lcw_report
+
+
+def test_fig12_table_accuracies_times_and_overheads():
+    table = kutsuna.fig12_table(sweep_runs())
+    rows = {(r[0].text(), r[2].text()): [c.marked() for c in r] for r in table.rows}
+    assert rows[("MLP(100, 128)", "MLP")][3:9] == ["11.0", "11.0", "11.3", "10.00", "–",
+                                                  "unsolved"]
+    assert rows[("MLP(100, 128)", "MLP_LCW")][3:9] == ["90.0", "91.0", "93.0", "15.50",
+                                                      "+55 %", "solved"]
+    # BN trained in a pack of 2: 30 s per epoch for two configurations.
+    assert rows[("MLP(100, 128)", "MLP_BN")][6:8] == ["15.00", "+50 %"]
+    # WN is defined by the spec but has no run: a missing, partial row.
+    assert rows[("MLP(100, 128)", "MLP_WN")][3] == "missing"
+    assert rows[("MLP(100, 128)", "MLP_WN")][-1] == "0/1"
+    assert rows[("MLP(20, 256)", "MLP_LCW")][8:10] == ["diverged",
+                                                      "explodes after a few updates"]
+    assert [k[0] for k in rows][:4] == ["MLP(100, 128)"] * 4
+    assert any("MNIST" in n and "CIFAR-10" in n for n in table.notes)
+
+
+def test_angle_bias_table_shows_the_initial_diagnostics():
+    table = kutsuna.angle_bias_table(sweep_runs())
+    rows = {(r[0].text(), r[2].text()): [c.text() for c in r] for r in table.rows}
+    assert rows[("MLP(10, 128)", "MLP")][3:] == ["0.1", "0.0001", "6", "1"]
+    assert rows[("MLP(20, 256)", "MLP_LCW")][3:] == ["0.1", "0.1", "0.9", "30"]
+
+
+def test_figures_read_histories_and_artifacts(histories, tmp_path):
+    runs = sweep_runs()
+    acc = kutsuna.train_accuracy_figure(runs, histories)
+    assert set(acc.data["network"]) == {"MLP(100, 128)", "MLP(10, 128)"}
+    lcw = acc.data[acc.data["run_id"] == "b"]
+    assert lcw["train_accuracy"].tolist() == pytest.approx([10.0, 15.0])
+
+    grads = kutsuna.gradient_figure(runs, histories)
+    assert len(grads.data) == 42 and not grads.notes
+    lcw = grads.data[grads.data["variant"] == "lcw"]
+    assert lcw["rms"].tolist() == pytest.approx([1e-2 * n for n in range(1, 22)])
+    assert lcw["q99"].iloc[-1] == pytest.approx(2 * 1e-2 * 21)
+
+    theta = kutsuna.angle_figure(runs, histories)
+    assert len(theta.data) == 2 * 5 * 10
+    assert set(theta.data.loc[theta.data["variant"] == "lcw", "q01"]) == {85.0}
+
+    heat = kutsuna.activation_figure(runs, histories)
+    assert len(heat.data) == 2 * 5 * 3 * 4
+    assert heat.data["activation"].max() == pytest.approx(5.2)
+
+    for figure in (acc, grads, theta, heat):
+        assert figure.save(tmp_path / "png").read_bytes().startswith(b"\x89PNG")
+    final = kutsuna.angle_figure(runs, histories, "final")
+    assert final.data.empty and final.notes
