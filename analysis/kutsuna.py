@@ -229,7 +229,8 @@ def train_accuracy_figure(runs: SweepRuns, histories: Histories) -> Figure:
                     ax.plot(series["epoch"], series["train_accuracy"], marker=".", label=name)
             ax.set_title(network, fontsize=9)
             ax.set_xlabel("epoch")
-            ax.legend(fontsize=7)
+            if ax.lines:
+                ax.legend(fontsize=7)
         axes[0].set_ylabel("training accuracy %")
 
     sweep = runs.sweep
@@ -253,16 +254,13 @@ def gradient_figure(runs: SweepRuns, histories: Histories, shape: Shape = FIG13_
     """K Fig. 13: per layer, the distribution of the weight gradients at initialisation
     (boxes: 25-75 %, whiskers 1-99 %) of the plain MLP and MLP_LCW, and their RMS (log)."""
     notes: list[str] = []
-    if shape not in shapes(runs):
-        relu = [s for s in shapes(runs) if s[0] == "relu"]
-        if not relu:
-            notes.append("No ReLU network in this sweep.")
-        else:
-            notes.append(f"No MLP({shape[1]}, {shape[2]}); showing MLP({relu[-1][1]}, "
-                         f"{relu[-1][2]}).")
-            shape = relu[-1]
+    relu = [s for s in shapes(runs) if s[0] == "relu"]
+    if shape not in shapes(runs) and relu:
+        notes.append(f"No MLP({shape[1]}, {shape[2]}); showing MLP({relu[-1][1]}, "
+                     f"{relu[-1][2]}).")
+        shape = relu[-1]
     rows = []
-    for variant in ("plain", "lcw"):
+    for variant in ("plain", "lcw") if shape in shapes(runs) else ():
         best = _chosen(runs, shape, variant)[1]
         grads = None if best is None else _artifact(histories, best["run_id"], "gradients_init")
         if grads is None:
@@ -272,6 +270,8 @@ def gradient_figure(runs: SweepRuns, histories: Histories, shape: Shape = FIG13_
                                  strict=True):
             rows.append({"variant": variant, "run_id": best["run_id"], "layer": layer,
                          **dict(zip(QUANTILE_COLUMNS, q, strict=True)), "rms": rms})
+    if shape not in shapes(runs):
+        notes.append("No ReLU network in this sweep.")
     columns = ["variant", "run_id", "layer", *QUANTILE_COLUMNS, "rms"]
     data = pd.DataFrame.from_records(rows, columns=columns)
 
@@ -293,7 +293,8 @@ def gradient_figure(runs: SweepRuns, histories: Histories, shape: Shape = FIG13_
                 axes[2].semilogy(part["layer"], part["rms"], marker=".", label=MODELS[variant])
         axes[2].set_xlabel("layer")
         axes[2].set_ylabel("RMS weight gradient")
-        axes[2].legend(fontsize=7)
+        if axes[2].lines:
+            axes[2].legend(fontsize=7)
 
     sweep = runs.sweep
     return Figure(name="k-fig13-gradients", data=data, draw=draw, notes=notes, size=(12.0, 4.0),

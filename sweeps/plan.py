@@ -21,7 +21,6 @@ from typing import Any
 
 from ortho_core import experiments
 from ortho_core.config import from_dict
-from ortho_core.errors import ConfigError
 from sweeps.spec import Cell, ResolvedSpec, trial_key
 
 
@@ -112,11 +111,8 @@ def pack(members: Sequence[Member], module: ModuleType, pack_size: int) -> list[
 def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
                history: Mapping[int, list[PastTrial]] | None = None) -> Plan:
     """The plan of ``spec``, leaving out the grid configurations whose keys are in
-    ``finished`` and giving each Optuna cell its ``history``. Raises ``ConfigError`` for
-    a scheduler with packs (early stopping judges one configuration per trial)."""
-    if spec.scheduler is not None and spec.pack_size > 1:
-        raise ConfigError("pack_size", "1 when a scheduler is set (early stopping judges one "
-                          "configuration per trial)", spec.pack_size)
+    ``finished`` and giving each Optuna cell its ``history`` (a scheduler comes with packs
+    of one: :mod:`sweeps.spec` checks it)."""
     finished = finished or {}
     module = experiments.get(spec.experiment)
     grid: list[Member] = []

@@ -3,7 +3,8 @@ cluster").
 
 Embedded default (no address): Ray starts with this process, every Ray process listening on
 127.0.0.1 only; MLflow tracks into ``<home>/mlflow.db`` (SQLite) with artifacts in
-``<home>/artifacts/``; Tune writes its state under ``<home>/ray/`` (``--storage`` moves it).
+``<home>/artifacts/``; Tune writes its state under ``<home>/ray/`` (``--storage`` moves it:
+a local path, or an object store's URI such as ``s3://bucket/ray``, see :func:`storage_path`).
 ``home`` is ``--home``, else ``$ORTHO_HOME``, else ``./ortho-runs``; it and the tracking URI
 are made absolute before any trial starts. With an ``address`` the driver joins a running
 cluster (``auto`` inside a Ray job): its nodes need this package, as the cluster image has
@@ -14,7 +15,10 @@ Each Tune trial trains one pack (:mod:`sweeps.plan`) with the spec's resources (
 GPUs allowed; ``device: auto`` becomes ``cuda`` in a trial that got a GPU), handed out by one
 searcher for the whole sweep (:mod:`sweeps.searcher`: grid packs, then an Optuna study per
 cell); an ASHA scheduler stops unpromising trials when the spec asks. Actors are reused
-between trials, so a trial costs no fresh process and no re-import of torch. A trial that
+between trials, so a trial costs no fresh process and no re-import of torch. Tune asks Ray for
+the resources of every grid trial at once (:func:`staged_trials`), so that a cluster starts
+its actors together, on as many nodes as they need, and an autoscaler sees the whole demand;
+Optuna's trials are staged one at a time (:mod:`sweeps.searcher`). A trial that
 raises is retried up to the spec's ``max_failures`` and the sweep goes on. Tune's own output
 is silenced; :class:`~sweeps.status.ProgressCallback` prints one line at a time instead.
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -60,6 +65,18 @@ QUIET_ENV = {
 }
 """No usage-stats notice, no Tune tables, no per-trial CSV/JSON/TensorBoard files (MLflow
 has everything), no MLflow telemetry or download bars. Set unless the user set them."""
+
+
+PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
+"""Tune's setting of how many trials may wait for resources at once, read when ``fit()``
+starts; for a searcher of its own Tune stages one trial (``max_concurrent_trials`` when set)."""
+
+MAX_STAGED = 200
+"""Most trials staged at once: Tune's own floor for a grid search (its basic variant
+generator stages ``max(200, 1.1 * cluster CPUs)``)."""
+
+URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+"""A URI's scheme (``s3://``, ``gs://``, ``file://``, ...), per RFC 3986."""
 
 
 class SweepNotFound(OrthoError):
@@ -172,6 +189,44 @@ def _check_resources(spec: ResolvedSpec) -> None:
                               "machine's Ray", want)
 
 
+def storage_path(storage: str | None, home: Path) -> str:
+    """Where Tune keeps a sweep's state: ``<home>/ray`` by default; ``storage`` unchanged
+    when it is a URI (``s3://bucket/ray``, ``gs://...``: Ray opens it with pyarrow's file
+    systems, which need the credentials of that store on every node), else the local path
+    made absolute (``~`` expanded), so that every trial agrees on it."""
+    if not storage:
+        return str(home / "ray")
+    if URI_SCHEME.match(storage):
+        return storage
+    return str(Path(storage).expanduser().resolve())
+
+
+def staged_trials(n_trials: int, max_concurrent: int | None) -> int:
+    """How many trials Tune may stage (ask Ray resources for) at once.
+
+    Tune stages one trial at a time for a searcher of its own: the next trial's actor is
+    asked for only once the previous trial runs, so a trial shorter than an actor's start
+    hands its actor on, a cluster starts its actors one by one and an autoscaler sees one
+    trial's demand. Every trial of the plan is staged instead, at most ``max_concurrent``
+    and :data:`MAX_STAGED`; the searcher holds back Optuna's points so that they are still
+    proposed one at a time (:class:`~sweeps.searcher.SweepSearcher`).
+    """
+    return max(1, min(n_trials, max_concurrent or n_trials, MAX_STAGED))
+
+
+@contextmanager
+def _staging(n: int) -> Iterator[None]:
+    """:data:`PENDING_ENV` set to ``n`` while Tune runs, unless the user set it."""
+    if PENDING_ENV in os.environ:
+        yield
+        return
+    os.environ[PENDING_ENV] = str(n)
+    try:
+        yield
+    finally:
+        os.environ.pop(PENDING_ENV, None)
+
+
 def _trial_dirname(trial: Any) -> str:
     return trial.trial_id
 
@@ -188,15 +243,16 @@ def _scheduler(spec: ResolvedSpec) -> Any:
 
 
 def _execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
-             storage: Path, run_name: str, max_concurrent: int | None, progress: Progress,
+             storage: str, run_name: str, max_concurrent: int | None, progress: Progress,
              stream: TextIO) -> bool:
     """Run ``plan`` on Tune; whether it was interrupted before every trial ended."""
     from ray import tune
 
-    from sweeps.searcher import SweepSearcher
+    from sweeps.searcher import SweepSearcher, TrialStarts
 
     context = TrialContext(
         tracking_uri=uri, sweep=ref, module=plan.module, metric=spec.metric, mode=spec.mode,
+        cpus=spec.resources.cpu,
         step_metric=spec.scheduler.metric_step if spec.scheduler else None)
     trainable = tune.with_resources(tune.with_parameters(run_trial, context=context),
                                     {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
@@ -209,9 +265,11 @@ def _execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
             max_concurrent_trials=max_concurrent, reuse_actors=True,
             trial_dirname_creator=_trial_dirname),
         run_config=tune.RunConfig(
-            name=run_name, storage_path=str(storage), verbose=0, callbacks=[callback],
+            name=run_name, storage_path=storage, verbose=0,
+            callbacks=[callback, TrialStarts(searcher)],
             failure_config=tune.FailureConfig(max_failures=spec.max_failures)))
-    tuner.fit()
+    with _staging(staged_trials(plan.n_tune_trials, max_concurrent)):
+        tuner.fit()
     end_stopped_runs(tracking.tracker(uri), ref, callback.stopped_early)
     return not searcher.exhausted or callback.trials_ended < searcher.n_suggested
 
@@ -248,7 +306,7 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
          home: Path, storage: str | None, run_name: str, max_concurrent: int | None,
          progress: Progress, stream: TextIO) -> Progress:
     """Run what ``plan`` leaves, end the parent run, and print the last line."""
-    store = Path(storage).expanduser().resolve() if storage else home / "ray"
+    store = storage_path(storage, home)
     interrupted = False
     start = time.monotonic()
     if plan.n_tune_trials:

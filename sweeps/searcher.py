@@ -7,6 +7,11 @@ the study the trial's metric when the trial ends. A trial with no finite metric 
 diverged without a summary, stopped early) is told as failed. Every study is seeded
 (``search.seed`` + cell index), so a rerun proposes the same points.
 
+Tune stages every grid pack at once (:func:`sweeps.runner.staged_trials`), but Optuna's
+points are proposed one at a time: the next point is asked for only once the trial of the
+previous one has started (:class:`TrialStarts` says when), so that a study is not asked for
+points long before resources free up for them, when more results would inform them.
+
 A point Optuna proposes again (the grid sampler under concurrency, or a categorical space
 exhausted) is not trained twice: the repeat is told the known value, or failed while the
 first is still running, and costs one trial of the cell's budget.
@@ -19,6 +24,7 @@ from collections import deque
 from typing import Any
 
 import optuna
+from ray.tune import Callback
 from ray.tune.search import Searcher
 
 from sweeps.plan import Member, Plan
@@ -78,6 +84,8 @@ class SweepSearcher(Searcher):
                               if settings is not None and plan.remaining(i) > 0)
         self._live: dict[str, tuple[_Study, Any, str]] = {}
         self._known: dict[str, float | None] = {}
+        self._unstarted: set[str] = set()
+        """Optuna trials handed to Tune that have not started yet."""
         self.n_suggested = 0
         """Trial configs handed to Tune so far."""
 
@@ -90,6 +98,8 @@ class SweepSearcher(Searcher):
         if self._packs:
             self.n_suggested += 1
             return {"members": [m.to_dict() for m in self._packs.popleft()]}
+        if self._unstarted:
+            return None  # Tune asks again later
         while self._studies:
             study = self._studies[0]
             self._studies.rotate(-1)
@@ -104,12 +114,18 @@ class SweepSearcher(Searcher):
                 self._tell(study, asked, self._known.get(key))
                 continue
             self._live[trial_id] = (study, asked, key)
+            self._unstarted.add(trial_id)
             self.n_suggested += 1
             return {"members": [Member(key, params, study.index, dict(asked.params)).to_dict()]}
         return Searcher.FINISHED
 
+    def on_trial_start(self, trial_id: str) -> None:
+        """Trial ``trial_id`` got its resources and runs (from :class:`TrialStarts`)."""
+        self._unstarted.discard(trial_id)
+
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None,
                           error: bool = False) -> None:
+        self._unstarted.discard(trial_id)
         if trial_id not in self._live:
             return
         study, asked, key = self._live.pop(trial_id)
@@ -124,3 +140,15 @@ class SweepSearcher(Searcher):
             study.study.tell(asked, state=optuna.trial.TrialState.FAIL)
         else:
             study.study.tell(asked, value)
+
+
+class TrialStarts(Callback):
+    """Tells a :class:`SweepSearcher` when Tune starts a trial (a searcher hears only of
+    results and ends)."""
+
+    def __init__(self, searcher: SweepSearcher) -> None:
+        self.searcher = searcher
+
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any,
+                       **info: Any) -> None:
+        self.searcher.on_trial_start(trial.trial_id)

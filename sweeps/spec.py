@@ -5,7 +5,8 @@ config keys it fixes, the keys it sweeps and the profiles (``smoke``, ``cpu``, `
 override them. Everything is checked before any work starts:
 
 - :func:`load_spec` reads the YAML and checks its structure and every profile's merged
-  shape (unknown keys, types, rates, empty lists, Optuna dimensions in a grid search);
+  shape (unknown keys, types, rates, empty lists, Optuna dimensions in a grid search,
+  packs under an early-stopping scheduler);
 - :func:`resolve` applies one profile, expands the grid into :class:`Cell`\\ s and builds the
   experiment's ``Config`` for every cell (Optuna dimensions at each end or choice), so that
   an unknown config key or a bad value is reported with its field and line.
@@ -404,7 +405,9 @@ def load_spec(name_or_path: str) -> Spec:
                                "a profile (every spec defines " + ", ".join(PROFILES) + ")")
     _check_levels(spec)
     for profile in spec.profiles:
-        _check_search(_Effective.of(spec, profile), source)
+        eff = _Effective.of(spec, profile)
+        _check_search(eff, source)
+        _check_scheduler(eff, source)
     return spec
 
 
@@ -541,6 +544,17 @@ def _check_search(eff: _Effective, source: SpecSource) -> None:
                                    "the grid sampler enumerates choices only")
 
 
+def _check_scheduler(eff: _Effective, source: SpecSource) -> None:
+    """Packs of one under an early-stopping scheduler: it stops a trial on one
+    configuration's reports, and a trial trains a whole pack."""
+    scheduler, scheduler_path = eff.settings["scheduler"]
+    pack_size, pack_path = eff.settings["pack_size"]
+    if scheduler is not None and pack_size > 1:
+        raise source.error(pack_path, f"1 when a scheduler is set (line "
+                           f"{source.line(scheduler_path)}: early stopping judges one "
+                           "configuration per trial)", pack_size)
+
+
 def resolve(spec: Spec, profile: str) -> ResolvedSpec:
     """Apply ``profile``, expand the cells and validate each against the trainer's Config.
 
@@ -553,6 +567,7 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
                            profile)
     eff = _Effective.of(spec, profile)
     _check_search(eff, source)
+    _check_scheduler(eff, source)
     search: Search = eff.value("search")
     if search.sampler == "cmaes" and importlib.util.find_spec("cmaes") is None:
         raise source.error((*eff.settings["search"][1], "sampler"),

@@ -1,9 +1,10 @@
 """``ortho sweep run|submit|resume|status``: sweeps from the command line.
 
     ortho sweep run SPEC [--profile P] [--address A] [--tracking-uri U] [--home DIR]
-                         [--storage PATH] [--max-concurrent N]
+                         [--storage PATH|URI] [--max-concurrent N]
     ortho sweep submit SPEC --address http://HEAD:8265 [--tracking-uri U] [--profile P]
-                         [--storage PATH] [--home DIR] [--python PATH] [--no-wait]
+                         [--storage PATH|URI] [--home DIR] [--data-dir DIR] [--python PATH]
+                         [--no-wait]
     ortho sweep resume [SWEEP] [--address A] [--tracking-uri U] [--home DIR] ...
     ortho sweep status [SWEEP] [--tracking-uri U] [--home DIR]
 
@@ -12,10 +13,18 @@ sweep runs on an embedded Ray bound to 127.0.0.1 and tracks into ``./ortho-runs/
 (``--home`` or ``$ORTHO_HOME`` move ``./ortho-runs``; ``--tracking-uri`` or
 ``$ORTHO_TRACKING_URI`` name another store). ``run`` and ``resume`` exit with 0 when every
 configuration ended, 1 when some failed (``resume`` retries them), 130 when interrupted
-(Ctrl-C; ``resume`` continues). ``submit`` runs the same ``run`` as a Ray job on a cluster,
-shipping this checkout as the job's working directory, and exits with the job's status; it
-authenticates as Ray's job CLI does (``RAY_AUTH_MODE=token`` with ``RAY_AUTH_TOKEN`` or
-``~/.ray/auth_token`` for a cluster with token authentication).
+(Ctrl-C; ``resume`` continues). ``--storage`` takes a local path or an object store's URI
+(``s3://bucket/ray``, ``gs://...``), which is passed to Tune unchanged.
+
+``submit`` runs the same ``run`` as a Ray job on a cluster, shipping this checkout as the
+job's working directory, and exits with the job's status; it authenticates as Ray's job CLI
+does (``RAY_AUTH_MODE=token`` with ``RAY_AUTH_TOKEN`` or ``~/.ray/auth_token`` for a cluster
+with token authentication). Paths it passes on are the cluster's, never this machine's: the
+job runs ``PYTHON -m sweeps.cli`` with ``--python`` (default ``python``, the first on the
+job's PATH on the head; in the cluster image that is ``/home/ray/anaconda3/bin/python``,
+where this package is installed), and the datasets are read from the nodes' own
+``$ORTHO_DATA_DIR`` (the image sets ``/home/ray/data``) unless ``--data-dir`` names a folder
+on the nodes; this machine's ``$ORTHO_DATA_DIR`` is not passed on.
 """
 
 from __future__ import annotations
@@ -40,6 +49,10 @@ DEFAULT_PROFILE = "cpu"
 finishes in under 30 minutes on a laptop (``smoke`` takes seconds; ``paper`` is for a GPU
 cluster)."""
 
+DEFAULT_CLUSTER_PYTHON = "python"
+"""The interpreter a submitted job runs: the first ``python`` on the job's PATH on the head
+(``/home/ray/anaconda3/bin/python`` in the cluster image, cluster/README.md)."""
+
 SUBMIT_EXCLUDES = ["ortho-runs/", ".git/", "data/", "*.egg-info/", "__pycache__/",
                    ".pytest_cache/", ".ruff_cache/"]
 """Paths of the checkout not shipped with a job (gitignore syntax)."""
@@ -62,8 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(default: $ORTHO_HOME, else ./ortho-runs)")
 
     def tune_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--storage", help="Tune's storage path (default HOME/ray; shared "
-                       "storage when trials run on several nodes)")
+        p.add_argument("--storage", help="Tune's storage: a path (default HOME/ray) or an "
+                       "object store URI such as s3://bucket/ray, passed unchanged; shared "
+                       "storage when trials run on several nodes")
         p.add_argument("--max-concurrent", type=int, metavar="N",
                        help="at most N trials at once (default: as resources allow)")
 
@@ -85,12 +99,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: $ORTHO_TRACKING_URI, else SQLite under HOME on the head)")
     submit.add_argument("--home", default="~/ortho-runs",
                         help="HOME on the cluster's head node (default ~/ortho-runs)")
-    submit.add_argument("--storage", help="Tune's storage path on the cluster (shared "
-                        "storage for several nodes)")
-    submit.add_argument("--python", default=os.environ.get("ORTHO_CLUSTER_PYTHON",
-                                                           sys.executable),
-                        help="the interpreter on the cluster (default $ORTHO_CLUSTER_PYTHON, "
-                        "else this one)")
+    submit.add_argument("--storage", help="Tune's storage on the cluster: a path every node "
+                        "mounts, or an object store URI such as s3://bucket/ray")
+    submit.add_argument("--data-dir", metavar="DIR",
+                        help="the datasets' folder on the cluster's nodes (absolute or under "
+                        "~), passed to the job as ORTHO_DATA_DIR (default: the nodes' own "
+                        "$ORTHO_DATA_DIR; this machine's is never passed on)")
+    submit.add_argument("--python", default=DEFAULT_CLUSTER_PYTHON, metavar="PATH",
+                        help="the interpreter the job runs on the head (default "
+                        f"{DEFAULT_CLUSTER_PYTHON!r}: the first on the job's PATH, "
+                        "/home/ray/anaconda3/bin/python in the cluster image)")
     submit.add_argument("--no-wait", action="store_true",
                         help="print the job id and return instead of following its logs")
     submit.set_defaults(func=cmd_submit)
@@ -154,7 +172,8 @@ def job_spec_argument(spec_ref: str, root: Path) -> str:
 
 
 def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    """The entrypoint and runtime environment of the job that runs ``args``' sweep."""
+    """The entrypoint and runtime environment of the job that runs ``args``' sweep; every
+    path in it is the cluster's (the module docstring)."""
     from sweeps import tracking
     from sweeps.runner import QUIET_ENV
 
@@ -169,9 +188,11 @@ def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         env["ORTHO_TRACKING_URI"] = uri
     if args.storage:
         command += ["--storage", args.storage]
-    data = os.environ.get("ORTHO_DATA_DIR")
-    if data:
-        env["ORTHO_DATA_DIR"] = str(Path(data).expanduser().resolve())
+    if args.data_dir:
+        if not args.data_dir.startswith(("/", "~")):
+            raise ConfigError("data_dir", "an absolute path on the cluster's nodes (or one "
+                              "under ~)", args.data_dir)
+        env["ORTHO_DATA_DIR"] = args.data_dir
     return {"entrypoint": shlex.join(command),
             "runtime_env": {"working_dir": str(root), "excludes": SUBMIT_EXCLUDES,
                             "env_vars": env}}

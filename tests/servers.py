@@ -49,7 +49,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -437,20 +437,19 @@ def _ray_ready(cluster: RayCluster) -> bool:
 
 
 @contextmanager
-def start_ray_cluster(nodes: tuple[str, ...] = ("node_a", "node_b"), num_cpus: int = 1,
-                      env: Mapping[str, str] | None = None) -> Iterator[RayCluster]:
+def start_ray_cluster(nodes: tuple[str, ...] = ("node_a", "node_b"),
+                      num_cpus: int = 1) -> Iterator[RayCluster]:
     """A Ray cluster of ``len(nodes)`` nodes on 127.0.0.1, each with ``num_cpus`` CPUs, no
     GPU and one unit of its custom resource; the head (``ray start --head``) runs the
     dashboard and job API on 127.0.0.1:<free port>. Every port is free-chosen, so clusters
-    of other tests or users on this machine are not disturbed. ``env`` is added to the
-    environment of every Ray process (jobs' drivers and workers inherit it)."""
+    of other tests or users on this machine are not disturbed."""
     directory = Path(tempfile.mkdtemp(prefix="ortho-ray-", dir="/tmp"))  # short socket paths
     token = directory / "auth_token"
     token.write_text(secrets.token_hex(32))
     token.chmod(0o600)
     client_env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token),
                   "RAY_USAGE_STATS_ENABLED": "0"}
-    env = {**os.environ, **(env or {}), **client_env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    env = {**os.environ, **client_env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
            "AUTOSCALER_METRIC_PORT": str(free_port()),
            "DASHBOARD_METRIC_PORT": str(free_port())}
     gcs_port, dashboard_port = free_port(), free_port()
@@ -517,14 +516,6 @@ def mlflow_server(postgres: Postgres) -> Iterator[MLflowServer]:
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[RayCluster]:
-    """A two-node Ray cluster (resources ``node_a`` on the head, ``node_b``; 1 CPU each).
-
-    Its jobs' Tune runs stage up to two trials at once (``TUNE_MAX_PENDING_TRIALS_PG=2``).
-    Tune stages one trial at a time for a custom searcher: the next trial's actor is asked
-    for only once the previous trial runs, and a trial shorter than an actor's start-up then
-    hands its actor on, so every trial of a short sweep stays on one node (seen in 2 of 3
-    submissions of the smoke sweep); with two staged trials both actors start together,
-    one per node.
-    """
-    with start_ray_cluster(env={"TUNE_MAX_PENDING_TRIALS_PG": "2"}) as cluster:
+    """A two-node Ray cluster (resources ``node_a`` on the head, ``node_b``; 1 CPU each)."""
+    with start_ray_cluster() as cluster:
         yield cluster

@@ -4,8 +4,9 @@ M's feedforward net (M eq. 6: 784-100×10-10, tanh) and K's MLP(L, M) (K eqs. 1-
 ReLU) are both stacks of fully connected layers. A pack of K members (DESIGN.md "Packs") stores
 layer l's weights as one tensor (K, out_l, in_l) and its biases as (K, out_l); every layer is
 one batched matrix product (``baddbmm``) over the members, the first one reading the shared
-input batch (B, in) through a stride-0 view instead of K copies. Members never mix: member k's
-outputs and gradients depend only on member k's parameters.
+input batch (B, in) through a stride-0 view instead of K copies, and a pack of one member uses
+plain matrix products. Members never mix: member k's outputs and gradients depend only on
+member k's parameters.
 
 Layer weights are plain ``nn.Parameter`` tensors, so reparameterisations attach with PyTorch's
 ``torch.nn.utils.parametrize``: LCW's w = B_m v (:mod:`ortho_core.models.lcw`) and weight
@@ -46,13 +47,29 @@ class PackedLinear(nn.Module):
         self.bias = nn.Parameter(torch.zeros(members, out_features, **kw)) if bias else None
 
     def forward(self, a: Tensor) -> Tensor:
-        """a: (B, in) shared by all members or (K, B, in) per member -> z: (K, B, out)."""
+        """a: (B, in) shared by all members or (K, B, in) per member -> z: (K, B, out).
+
+        A pack of one member computes plain matrix products, cheaper than batched products of
+        one, and keeps the batch two-dimensional: (B, in) -> (B, out) (see :func:`packed`).
+        """
         w = self.weight
+        if w.shape[0] == 1:
+            a = a.reshape(a.shape[-2:]) if a.dim() == 3 else a
+            bias = None if self.bias is None else self.bias.view(-1)
+            return F.linear(a, w.view(w.shape[1:]), bias)
         if a.dim() == 2:
             a = a.expand(w.shape[0], *a.shape)
+        # zᵀ = W aᵀ (+ b): the weight enters untransposed, so its gradient comes out
+        # contiguous (the update then runs at full speed); z is returned as a transposed view.
+        at = a.transpose(1, 2)
         if self.bias is None:
-            return torch.bmm(a, w.transpose(1, 2))
-        return torch.baddbmm(self.bias.unsqueeze(1), a, w.transpose(1, 2))
+            return torch.bmm(w, at).transpose(1, 2)
+        return torch.baddbmm(self.bias.unsqueeze(-1), w, at).transpose(1, 2)
+
+
+def packed(z: Tensor) -> Tensor:
+    """``z`` with its pack dimension: (K, B, n) as is, a one-member pack's (B, n) as (1, B, n)."""
+    return z if z.dim() == 3 else z.unsqueeze(0)
 
 
 @dataclass
@@ -97,8 +114,8 @@ class PackedMLP(nn.Module):
             PackedBatchNorm(members, sizes[i + 1], dtype=dtype, device=device)
             for i in range(n_layers - 1)) if batch_norm else None
 
-    def layer_forward(self, index: int, a: Tensor) -> tuple[Tensor, Tensor]:
-        """(z, f(z)) of layer ``index`` on its input ``a``; the output layer returns (z, z)."""
+    def _apply(self, index: int, a: Tensor) -> tuple[Tensor, Tensor]:
+        """(z, f(z)) of layer ``index``, two-dimensional for a one-member pack."""
         z = self.layers[index](a)
         if index == len(self.layers) - 1:
             return z, z
@@ -106,12 +123,23 @@ class PackedMLP(nn.Module):
             z = self.norms[index](z)
         return z, self._f(z)
 
+    def layer_forward(self, index: int, a: Tensor) -> tuple[Tensor, Tensor]:
+        """(z, f(z)) of layer ``index`` on its input ``a``, each (K, B, out); the output layer
+        returns (z, z)."""
+        z, h = self._apply(index, a)
+        return packed(z), packed(h)
+
     def forward(self, x: Tensor) -> Tensor:
         """Logits (K, B, sizes[-1]) of every member for the shared input x (B, sizes[0])."""
         h = x
-        for index in range(len(self.layers)):
-            h = self.layer_forward(index, h)[1]
-        return h
+        last = len(self.layers) - 1
+        for index, layer in enumerate(self.layers):
+            h = layer(h)
+            if index < last:
+                if self.norms is not None:
+                    h = self.norms[index](h)
+                h = self._f(h)
+        return packed(h)
 
     def trace(self, x: Tensor) -> list[LayerTrace]:
         """Every layer's input, preactivation and activation on x (for diagnostics)."""

@@ -53,7 +53,12 @@ class PackedBatchNorm(nn.Module):
         self.register_buffer("running_var", torch.ones(members, features, **kw))
 
     def forward(self, z: Tensor) -> Tensor:
-        """Normalise z (K, B, M) per member and feature; returns (K, B, M)."""
+        """Normalise z (K, B, M) per member and feature; returns (K, B, M). A one-member
+        pack may pass (B, M)."""
+        if z.dim() == 2:
+            return F.batch_norm(z, self.running_mean.view(-1), self.running_var.view(-1),
+                                self.weight.view(-1), self.bias.view(-1), self.training,
+                                self.momentum, self.eps)
         k, b, m = z.shape
         flat = z.transpose(0, 1).reshape(b, k * m)
         out = F.batch_norm(flat, self.running_mean.view(-1), self.running_var.view(-1),
@@ -93,14 +98,14 @@ def weight_norm_data_init(model: PackedMLP, x: Tensor,
     """
     h: Tensor = x
     for index, layer in enumerate(model.layers):
-        _, out, n = layer.weight.shape
+        k, out, n = layer.weight.shape
         v = torch.stack([torch.randn((out, n), generator=g, dtype=torch.float64) * WN_INIT_STD
                          for g in generators]).to(layer.weight)
         params = layer.parametrizations.weight
         params.original1.copy_(v)
         params.original0.fill_(1.0)
         layer.bias.zero_()
-        t = layer(h)
+        t = layer(h).view(k, -1, out)
         mean = t.mean(dim=1)
         std = t.std(dim=1, correction=0)
         params.original0.copy_((1.0 / std).unsqueeze(-1))

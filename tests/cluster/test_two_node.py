@@ -3,8 +3,10 @@
 Ray cluster on 127.0.0.1, tracked by an MLflow server backed by PostgreSQL.
 
 Each node has one CPU and each Tune trial asks for one, so the smoke profile's two trials
-(packs) run at once only by taking one node each; the Ray node id every child run records
-(``ortho.node``) must therefore name both nodes.
+(packs) run at once only by taking one node each; the runner stages both at once
+(:func:`sweeps.runner.staged_trials`), so the Ray node id every child run records
+(``ortho.node``) must name both nodes. The job runs this interpreter (``--python``), as it
+would the cluster image's.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def test_smoke_sweep_as_job_runs_on_both_nodes(ray_cluster: RayCluster,
         submit = subprocess.Popen(
             [sys.executable, "-m", "sweeps.cli", "sweep", "submit", SPEC, "--profile", "smoke",
              "--address", ray_cluster.dashboard_url, "--tracking-uri", mlflow_server.uri,
-             "--home", str(tmp_path / "home")],
+             "--home", str(tmp_path / "home"), "--python", sys.executable],
             cwd=ROOT, env={**os.environ, **ray_cluster.client_env}, stdout=out,
             stderr=subprocess.STDOUT)
         # While the job runs, its driver and the trials' workers listen too: on 127.0.0.1.

@@ -103,6 +103,18 @@ def test_pack_members_equal_training_alone(variant):
                                                                       rel=1e-4)
 
 
+def test_a_diverging_member_stops_and_leaves_the_others_alone():
+    healthy = small(variant="open", lr=0.05, penalty=0.1, init_std=0.01, seed=2)
+    exploding = small(variant="open", lr=0.1, penalty=0.5, init_std=0.3, seed=1)
+    reports, (bad, good) = collect([exploding, healthy])
+    _, (alone,) = collect([healthy])
+    assert bad.outcome is Outcome.DIVERGED and bad.summary["epochs"] == 0
+    assert all(r.member == 1 for r in reports)
+    assert good.outcome is alone.outcome
+    for key in ("test_accuracy", "train_loss"):
+        assert good.summary[key] == pytest.approx(alone.summary[key], rel=1e-4)
+
+
 def test_plain_stays_at_the_baseline_and_open_leaves_it():
     """M Table III in miniature: 10 layers of 100, σ = 0.001, 200 iterations of batch 20."""
     common = dict(epochs=2, train_size=2000, test_size=1000, lr=0.1)

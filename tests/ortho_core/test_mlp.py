@@ -40,10 +40,10 @@ K, B = 3, 16
 SIZES = [7, 5, 6, 4]
 
 
-def random_mlp(activation: str, *, batch_norm: bool = False, seed: int = 0) -> PackedMLP:
+def random_mlp(activation: str, *, members: int = K, seed: int = 0) -> PackedMLP:
     """A float64 pack with random weights and biases."""
     torch.manual_seed(seed)
-    model = PackedMLP(SIZES, K, activation, batch_norm=batch_norm, dtype=torch.float64)
+    model = PackedMLP(SIZES, members, activation, dtype=torch.float64)
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn_like(p))
@@ -65,16 +65,17 @@ def sequential(model: PackedMLP, member: int) -> nn.Sequential:
     return nn.Sequential(*mods)
 
 
+@pytest.mark.parametrize("members", [1, K])
 @pytest.mark.parametrize("activation", ["tanh", "sigmoid", "relu"])
-def test_forward_and_gradients_equal_nn_linear_stacks(activation):
-    model = random_mlp(activation)
+def test_forward_and_gradients_equal_nn_linear_stacks(activation, members):
+    model = random_mlp(activation, members=members)
     x = torch.randn(B, SIZES[0], dtype=torch.float64)
     y = torch.randint(0, SIZES[-1], (B,))
     logits = model(x)
-    assert logits.shape == (K, B, SIZES[-1])
+    assert logits.shape == (members, B, SIZES[-1])
     loss = member_cross_entropy(logits, y)
     grads = torch.autograd.grad(loss.sum(), list(model.parameters()))
-    for k in range(K):
+    for k in range(members):
         ref = sequential(model, k)
         ref_logits = ref(x)
         torch.testing.assert_close(logits[k], ref_logits)
@@ -85,16 +86,18 @@ def test_forward_and_gradients_equal_nn_linear_stacks(activation):
             torch.testing.assert_close(g[k], rg)
 
 
-def test_per_member_input_and_trace():
-    model = random_mlp("tanh")
+@pytest.mark.parametrize("members", [1, K])
+def test_per_member_input_and_trace(members):
+    model = random_mlp("tanh", members=members)
     x = torch.randn(B, SIZES[0], dtype=torch.float64)
     trace = model.trace(x)
     assert len(trace) == len(SIZES) - 1
     assert trace[0].inputs is x
     torch.testing.assert_close(trace[-1].activation, model(x))
     for i, t in enumerate(trace[1:], start=1):
+        assert t.inputs.shape == (members, B, SIZES[i])
         torch.testing.assert_close(t.inputs, trace[i - 1].activation)
-        torch.testing.assert_close(model.layers[i](t.inputs), t.preactivation)
+        torch.testing.assert_close(model.layer_forward(i, t.inputs)[0], t.preactivation)
 
 
 def test_accuracy_counts():
@@ -157,6 +160,17 @@ def test_batch_norm_matches_batchnorm1d_per_member():
         torch.testing.assert_close(packed.running_mean[k], ref.running_mean)
         torch.testing.assert_close(packed.running_var[k], ref.running_var)
         torch.testing.assert_close(packed(z)[k], ref(z[k]))
+
+
+def test_batch_norm_of_one_member_takes_a_two_dimensional_batch():
+    torch.manual_seed(4)
+    packed, ref = PackedBatchNorm(1, 5, dtype=torch.float64), nn.BatchNorm1d(5, dtype=torch.float64)
+    for _ in range(2):
+        z = torch.randn(B, 5, dtype=torch.float64) * 2 + 1
+        torch.testing.assert_close(packed(z), ref(z))
+    torch.testing.assert_close(packed.running_var[0], ref.running_var)
+    packed.eval()
+    torch.testing.assert_close(packed(z.unsqueeze(0))[0], packed(z))
 
 
 def test_batch_norm_mlp_has_no_hidden_bias():

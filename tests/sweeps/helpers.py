@@ -3,7 +3,10 @@
 Creating an MLflow SQLite database runs its migrations (seconds on a busy machine), so
 :func:`new_home` copies a template made once per test process. :func:`toy_ray` starts one
 embedded Ray (2 CPUs) per test module and registers the toy trainer
-(``tests.sweeps.toy_experiment``) as experiment ``toy``; the runner reuses that Ray.
+(``tests.sweeps.toy_experiment``) as experiment ``toy``; the runner reuses that Ray. Its
+processes inherit ``OMP_NUM_THREADS`` = :data:`INHERITED_THREADS`, as on a machine that sets
+it for every process: Ray then leaves it as it is, so a trial computes with the threads of
+its CPUs only if it sizes its thread pool itself.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from ortho_core import experiments
 from sweeps import tracking
 
 TOY_MODULE = "tests.sweeps.toy_experiment"
+
+INHERITED_THREADS = 3
+"""``OMP_NUM_THREADS`` of the processes of :func:`toy_ray`'s Ray (more than its CPUs)."""
 
 
 def write_spec(directory: Path, name: str = "toy", **fields: Any) -> Path:
@@ -81,7 +87,9 @@ def toy_ray() -> Iterator[None]:
         mp.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
         started = not ray.is_initialized()
         if started:
-            start_embedded_ray(num_cpus=2)
+            with pytest.MonkeyPatch.context() as env:
+                env.setenv("OMP_NUM_THREADS", str(INHERITED_THREADS))
+                start_embedded_ray(num_cpus=2)
         yield
         if started:
             ray.shutdown()

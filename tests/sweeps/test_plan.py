@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from ortho_core import experiments
-from ortho_core.errors import ConfigError
 from sweeps.plan import build_plan, split_evenly
 from sweeps.spec import load_spec, resolve, trial_key
 from tests.sweeps.helpers import TOY_MODULE, write_spec
@@ -39,11 +38,3 @@ def test_split_evenly():
     assert [len(c) for c in split_evenly(range(17), 16)] == [9, 8]
     assert [len(c) for c in split_evenly(range(5), 5)] == [5]
     assert split_evenly([], 4) == []
-
-
-def test_a_scheduler_needs_packs_of_one(tmp_path):
-    path = write_spec(tmp_path, pack_size=2, scheduler={
-        "kind": "asha", "metric_step": "loss", "mode": "min"})
-    with pytest.raises(ConfigError, match="pack_size"):
-        build_plan(resolve(load_spec(str(path)), "smoke"))
-

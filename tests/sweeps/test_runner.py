@@ -1,5 +1,6 @@
 """The Ray Tune runner end to end on an embedded Ray: what MLflow holds afterwards, packs,
-retries and failures, Optuna cells, early stopping, and loopback-only listening."""
+retries and failures, Optuna cells, early stopping, threads per trial, loopback-only
+listening; and Tune's storage and staging settings."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import pytest
 
 from ortho_core.reporting import Outcome
 from sweeps import tracking
-from sweeps.runner import run_sweep
+from sweeps.runner import MAX_STAGED, run_sweep, staged_trials, storage_path
 from sweeps.spec import load_spec, resolve, trial_key
-from sweeps.trial import resolve_device
+from sweeps.trial import resolve_device, trial_threads
 from tests.sweeps import toy_experiment
 from tests.sweeps.helpers import child_runs, new_home, store, toy_ray, write_spec
 
@@ -188,3 +189,60 @@ def test_asha_stops_unpromising_trials_early(tmp_path):
 def test_auto_device_follows_the_trials_gpus():
     assert resolve_device({"device": "auto", "lr": 1})["device"] == "cpu"  # no GPU granted
     assert resolve_device({"device": "cuda:1"}) == {"device": "cuda:1"}
+
+
+@pytest.mark.parametrize(("cpu", "threads"), [(1, 1), (2, 2), (0.5, 1)])
+def test_a_trial_computes_with_the_threads_of_its_cpus(tmp_path, cpu, threads):
+    path = write_spec(tmp_path, space={"x": [0.3]}, resources={"cpu": cpu})
+    home = new_home(tmp_path)
+    final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO())
+    [run] = child_runs(home, final.sweep_id)
+    assert json.loads(run.data.tags[tracking.SUMMARY])["threads"] == threads
+
+
+def test_trial_threads_round_down_to_at_least_one():
+    assert [trial_threads(c) for c in (0.25, 1, 1.5, 2, 7.9)] == [1, 1, 1, 2, 7]
+
+
+def test_storage_uris_pass_unchanged_and_paths_become_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    home = tmp_path / "ortho-runs"
+    assert storage_path(None, home) == str(home / "ray")
+    for uri in ("s3://bucket/ray", "gs://bucket/a/b", "s3://bucket/ray?region=us-west-2",
+                "file:///mnt/shared/ray"):
+        assert storage_path(uri, home) == uri
+    assert storage_path("shared/ray", home) == str(tmp_path / "shared" / "ray")
+    assert storage_path("~/ray", home) == str(tmp_path / "me" / "ray")
+    assert storage_path("/mnt/efs/ray", home) == "/mnt/efs/ray"
+
+
+@pytest.mark.parametrize(("max_concurrent", "staged"), [(None, 3), (2, 2)])
+def test_tune_stages_every_trial_at_once(tmp_path, monkeypatch, max_concurrent, staged):
+    """What Tune reads when it starts: every trial, not its default of one for a searcher
+    of our own (so that a cluster starts the trials' actors together, on several nodes)."""
+    from ray.tune.execution import tune_controller
+
+    read: list[int] = []
+    tune_default = tune_controller._get_max_pending_trials
+
+    def spy(search_alg):
+        read.append(tune_default(search_alg))
+        return read[-1]
+
+    monkeypatch.setattr(tune_controller, "_get_max_pending_trials", spy)
+    monkeypatch.delenv("TUNE_MAX_PENDING_TRIALS_PG", raising=False)
+    path = write_spec(tmp_path, fixed={"steps": 1}, space={"x": [0.1, 0.4, 0.7]})
+    final = run_sweep(str(path), "smoke", home=new_home(tmp_path),
+                      max_concurrent=max_concurrent, stream=io.StringIO())
+    assert final.done == 3
+    assert read and set(read) == {staged}
+    assert "TUNE_MAX_PENDING_TRIALS_PG" not in os.environ  # only while the sweep ran
+
+
+def test_every_trial_is_staged_up_to_max_concurrent():
+    assert staged_trials(7, None) == 7
+    assert staged_trials(7, 3) == 3
+    assert staged_trials(7, 20) == 7
+    assert staged_trials(0, None) == 1
+    assert staged_trials(10 * MAX_STAGED, None) == MAX_STAGED

@@ -66,7 +66,9 @@ def test_a_repeated_point_is_not_trained_twice(tmp_path):
     spec = _spec(tmp_path, {"choice": [0.25]}, sampler="grid")
     searcher = SweepSearcher(build_plan(spec), "score", "max", spec.optuna)
     first = searcher.suggest("a")
+    searcher.on_trial_start("a")
     second = searcher.suggest("b")  # cell 1
+    searcher.on_trial_start("b")
     assert searcher.suggest("c") == Searcher.FINISHED  # the rest repeat live or known points
     assert [c["members"][0]["cell"] for c in (first, second)] == [0, 1]
     assert searcher.n_suggested == 2
@@ -80,3 +82,25 @@ def test_grid_packs_come_first(tmp_path):
     assert [[m["params"]["x"] for m in c["members"]] for c in configs[:2]] == [
         [0.1, 0.4], [0.7, 0.9]]
     assert configs[2] == Searcher.FINISHED
+
+
+def test_optuna_points_wait_until_the_previous_trial_starts(tmp_path):
+    path = write_spec(tmp_path, fixed={}, space={"x": {"low": 0.0, "high": 1.0}},
+                      groups=[{"fixed": {"steps": 1}, "space": {"x": [0.1, 0.2]}},
+                              {"fixed": {"steps": 2}}],
+                      search={"kind": "optuna", "sampler": "random", "n_trials": 2, "seed": 0})
+    spec = resolve(load_spec(str(path)), "smoke")
+    searcher = SweepSearcher(build_plan(spec), "score", "max", spec.optuna)
+    packs = [searcher.suggest(f"g{i}") for i in range(2)]  # grid packs: all at once
+    assert [[m["params"]["x"] for m in c["members"]] for c in packs] == [[0.1], [0.2]]
+    first = searcher.suggest("o1")
+    assert first["members"][0]["optuna"] is not None
+    assert searcher.suggest("o2") is None  # "o1" has not started: ask again later
+    assert searcher.n_suggested == 3
+    searcher.on_trial_start("o1")
+    second = searcher.suggest("o2")
+    assert second["members"][0]["key"] != first["members"][0]["key"]
+    assert searcher.suggest("o3") is None
+    searcher.on_trial_complete("o2", error=True)  # never started (e.g. failed to start)
+    assert searcher.suggest("o3") == Searcher.FINISHED  # the budget of 2 is spent
+    assert searcher.exhausted

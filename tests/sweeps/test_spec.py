@@ -11,6 +11,7 @@ import pytest
 import yaml
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+import sweeps
 from ortho_core import experiments
 from ortho_core.errors import ConfigError
 from sweeps.spec import (
@@ -236,8 +237,10 @@ SHIPPED_CELLS = {
 }
 
 
-def test_available_specs():
-    assert available_specs() == ["orth-pretrain-convergence", "synthetic-max-length"]
+def test_available_specs_lists_every_shipped_file_sorted():
+    shipped = sorted(p.stem for p in (Path(sweeps.__file__).parent / "specs").glob("*.yaml"))
+    assert available_specs() == shipped
+    assert {"orth-pretrain-convergence", "synthetic-max-length"} <= set(shipped)
 
 
 @pytest.mark.parametrize(("name", "profile"), sorted(SHIPPED_CELLS))
@@ -360,6 +363,12 @@ BAD = [
     ("seed in fixed", [("  max_iters: 10\n", "  max_iters: 10\n  seed: 3  #<\n")], "fixed.seed"),
     ("key fixed and swept", [("  max_iters: 10\n", "  max_iters: 10\n  task: adding\n"),
                              (TASK, TASK + "  #<")], "space.task"),
+    ("packs under a scheduler", [("seed: 0\n", "seed: 0\npack_size: 2  #<\n"
+                                              "scheduler: {kind: asha, metric_step: loss, "
+                                              "mode: min}\n")], "pack_size"),
+    ("a profile's packs under the spec's scheduler",
+     [("seed: 0\n", "seed: 0\nscheduler: {kind: asha, metric_step: loss, mode: min}\n"),
+      (CPU, CPU + "  #<")], "profiles.cpu.pack_size"),
     ("the same configuration twice", [("  - fixed: {variant: oinit, pretrain_lr: 0.1}",
                                        "  - fixed: {variant: oinit, pretrain_lr: 0.1}\n"
                                        "  - fixed: {variant: plain}  #<")], "groups[3]"),
@@ -418,3 +427,19 @@ def test_optuna_dimensions_are_checked_at_both_ends(tmp_path):
 def test_exponent_without_dot_reads_as_a_float(tmp_path):
     text = BASE.replace("{log_range: [1.0e-3, 1.0e-1], num: 3}", "[1e-3, 1e-1]")
     assert sorted({c.params["lr"] for c in cells_of(tmp_path, text)}) == [1e-3, 1e-1]
+
+
+
+def test_packs_under_a_scheduler_name_the_scheduler(tmp_path):
+    text = BASE.replace("  paper: {}", "  paper:\n    pack_size: 3\n"
+                        "    scheduler: {kind: asha, metric_step: loss, mode: min}")
+    lines = text.splitlines()
+    pack_line = lines.index("    pack_size: 3") + 1
+    path = write(tmp_path, text)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert (info.value.field, info.value.line, info.value.value) == (
+        "profiles.paper.pack_size", pack_line, 3)
+    assert str(info.value) == (
+        f"{path}:{pack_line}: profiles.paper.pack_size: expected 1 when a scheduler is set "
+        f"(line {pack_line + 1}: early stopping judges one configuration per trial) (got 3)")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
+from ortho_core.errors import ConfigError
 from sweeps.cli import build_parser, main
 from sweeps.runner import PROJECT_ROOT
 from sweeps.sweep_command import (
@@ -35,6 +35,8 @@ def test_defaults():
     (["sweep", "run", "synthetic-max-length", "--profile", "huge"], "profiles"),
     (["sweep", "submit", "synthetic-max-length", "--address", "http://127.0.0.1:9",
       "--profile", "huge"], "profiles"),
+    (["sweep", "submit", "synthetic-max-length", "--address", "http://127.0.0.1:9",
+      "--data-dir", "data"], "data_dir"),
 ])
 def test_bad_input_exits_2_before_any_work(argv, message, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
@@ -67,22 +69,31 @@ def _submit_args(**kw: object) -> argparse.Namespace:
 
 
 def test_submitted_job_runs_the_sweep_on_the_cluster(monkeypatch):
-    monkeypatch.setenv("ORTHO_DATA_DIR", "/work/shared/data")
+    monkeypatch.setenv("ORTHO_DATA_DIR", "/work/shared/data")  # this machine's: not passed on
     monkeypatch.delenv("ORTHO_TRACKING_URI", raising=False)
     args = _submit_args(profile="smoke", tracking_uri="http://127.0.0.1:5000",
-                        storage="/shared/ray")
+                        storage="s3://bucket/ray")
     request = job_request(args, PROJECT_ROOT)
     command = shlex.split(request["entrypoint"])
-    assert command[0] == sys.executable  # the interpreter, named explicitly
-    assert command[1:] == ["-m", "sweeps.cli", "sweep", "run", "synthetic-max-length",
-                           "--profile", "smoke", "--address", "auto", "--home", "~/ortho-runs",
-                           "--tracking-uri", "http://127.0.0.1:5000", "--storage", "/shared/ray"]
+    assert command == ["python", "-m", "sweeps.cli", "sweep", "run", "synthetic-max-length",
+                       "--profile", "smoke", "--address", "auto", "--home", "~/ortho-runs",
+                       "--tracking-uri", "http://127.0.0.1:5000", "--storage", "s3://bucket/ray"]
     env = request["runtime_env"]
     assert env["working_dir"] == str(PROJECT_ROOT)
     assert {"ortho-runs/", ".git/", "data/"} <= set(env["excludes"]) == set(SUBMIT_EXCLUDES)
     assert env["env_vars"]["ORTHO_TRACKING_URI"] == "http://127.0.0.1:5000"
-    assert env["env_vars"]["ORTHO_DATA_DIR"] == "/work/shared/data"
+    assert "ORTHO_DATA_DIR" not in env["env_vars"]
     assert env["env_vars"]["RAY_USAGE_STATS_ENABLED"] == "0"
+
+
+def test_submit_passes_on_the_clusters_interpreter_and_data_dir():
+    args = _submit_args(python="/home/ray/anaconda3/bin/python", data_dir="~/data")
+    request = job_request(args, PROJECT_ROOT)
+    assert shlex.split(request["entrypoint"])[:3] == ["/home/ray/anaconda3/bin/python", "-m",
+                                                      "sweeps.cli"]
+    assert request["runtime_env"]["env_vars"]["ORTHO_DATA_DIR"] == "~/data"  # the node's ~
+    with pytest.raises(ConfigError, match="data_dir"):
+        job_request(_submit_args(data_dir="data"), PROJECT_ROOT)  # relative to what?
 
 
 def test_submitted_spec_must_ship_with_the_checkout(tmp_path):

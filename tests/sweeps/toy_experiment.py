@@ -2,9 +2,10 @@
 
 Registered into ``ortho_core.experiments.EXPERIMENTS`` as ``toy`` by the tests (Ray's
 workers import it by module path). Each member reports ``loss = x / (step + 1)`` and
-``value = x`` at steps 0..steps-1 and ends with summary ``score = 10 x``; ``x > 0.5`` is
-solved. Every call of :func:`train` appends one line per member to
-``<counter_dir>/<key>.count`` so that tests can count how often a configuration was trained.
+``value = x`` at steps 0..steps-1 and ends with summary ``score = 10 x`` and ``threads``
+(``torch.get_num_threads()`` while it trained); ``x > 0.5`` is solved. Every call of
+:func:`train` appends one line per member to ``<counter_dir>/<key>.count`` so that tests can
+count how often a configuration was trained.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch
 
 from ortho_core.config import check_pack, non_negative
 from ortho_core.reporting import Outcome, Report, Reporter, Result
@@ -72,5 +75,6 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
             reporter(Report(member=i, step=step, metrics={"loss": cfg.x / (step + 1),
                                                           "value": cfg.x}))
         time.sleep(max(c.sleep for c in configs))
-    return [Result(Outcome.SOLVED if c.x > 0.5 else Outcome.UNSOLVED, summary={"score": 10 * c.x})
-            for c in configs]
+    threads = torch.get_num_threads()
+    return [Result(Outcome.SOLVED if c.x > 0.5 else Outcome.UNSOLVED,
+                   summary={"score": 10 * c.x, "threads": threads}) for c in configs]
