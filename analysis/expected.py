@@ -3,7 +3,7 @@ as an artifact, so that a report can tell a finished table from a partial one.
 
 The resolved spec (``sweeps.spec.ResolvedSpec.text``) has one profile applied: top-level
 ``fixed`` and ``space``, conditional ``groups``, ``repeats``, ``seed`` and ``search``. This
-expands it the way the runner does (SPEC_FORMAT.md): per group, the group's keys replace the
+expands it the way the runner does (sweeps/specs/README.md): per group, the group's keys replace the
 top level's (a key fixed in a group is no longer swept, and the other way round), the grid
 dimensions' cartesian product gives the cells, each repeated with ``seed + r``, and
 ``data_seed`` defaults to ``seed``. Optuna dimensions are not enumerated: each cell stands for

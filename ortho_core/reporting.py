@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
     """How a configuration ended (the MLflow tag ``ortho.outcome``)."""
 
     SOLVED = "solved"

@@ -2,11 +2,13 @@
 # Install ortho-sweeps into the current Python environment.
 #
 #   bash scripts/install.sh          # the package and the `ortho` command
-#   bash scripts/install.sh --test   # ... plus pytest and ruff
+#   bash scripts/install.sh --test   # ... plus pytest and ruff, and the programs the cluster
+#                                    # tests start (PostgreSQL, ss: scripts/test-services.sh)
 #
 # torch is installed first, so that the package's range `torch>=2.13,<2.14` is already
 # satisfied when pip resolves the rest:
-# - with an NVIDIA GPU (nvidia-smi lists one): torch==2.13.0 from PyPI, a CUDA build;
+# - with an NVIDIA GPU (nvidia-smi lists one): torch==2.13.0 from PyPI, a CUDA build (a CPU
+#   build installed earlier is removed first: pip would count it as satisfying 2.13.0);
 # - without one: the CPU build torch==2.13.0+cpu, taken from pip's configured sources
 #   (find-links, a mirror) when one offers it, else from PyTorch's CPU index
 #   ($ORTHO_TORCH_CPU_INDEX, default https://download.pytorch.org/whl/cpu), so no CUDA
@@ -22,6 +24,9 @@ if [[ "${ORTHO_TORCH:-}" == skip ]]; then
   echo "install: keeping torch ${installed_torch:-(none)} (ORTHO_TORCH=skip)"
 elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   echo "install: NVIDIA GPU found: torch 2.13.0 with CUDA from PyPI"
+  if [[ "$installed_torch" == *+cpu ]]; then
+    "$py" -m pip uninstall -y torch
+  fi
   [[ "$installed_torch" == 2.13.0 || "$installed_torch" == 2.13.0+cu* ]] || "${pip[@]}" "torch==2.13.0"
 elif [[ "$installed_torch" == 2.13.0+cpu ]]; then
   echo "install: no GPU; torch $installed_torch (CPU build) already installed"
@@ -31,7 +36,10 @@ else
     || "${pip[@]}" "torch==2.13.0+cpu" --index-url "${ORTHO_TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"
 fi
 
-extras=""
-[[ "${1:-}" == --test ]] && extras="[test]"
-"${pip[@]}" -e ".${extras}"
+if [[ "${1:-}" == --test ]]; then
+  "${pip[@]}" -e ".[test]"
+  bash scripts/test-services.sh
+else
+  "${pip[@]}" -e .
+fi
 echo "install: done: $("$py" -c 'import torch, ray, mlflow, optuna; print(f"torch {torch.__version__}, ray {ray.__version__}, mlflow {mlflow.__version__}, optuna {optuna.__version__}")')"

@@ -1,4 +1,4 @@
-"""The dimensions of a sweep's space (SPEC_FORMAT.md, ``space:``).
+"""The dimensions of a sweep's space (sweeps/specs/README.md, ``space:``).
 
 A swept key takes one of five forms. Three are *grid* dimensions, expanded to values here;
 the cartesian product over them gives a spec's cells:

@@ -1,6 +1,6 @@
 """Sweep specs: the schema, loading with line-accurate errors, profiles and cells.
 
-A spec (``sweeps/specs/<name>.yaml``, format in SPEC_FORMAT.md) names an experiment, the
+A spec (``sweeps/specs/<name>.yaml``, format in sweeps/specs/README.md) names an experiment, the
 config keys it fixes, the keys it sweeps and the profiles (``smoke``, ``cpu``, ``paper``) that
 override them. Everything is checked before any work starts:
 
@@ -128,7 +128,7 @@ class Metric(StrictModel):
 
 
 class Search(StrictModel):
-    """How the space is searched (SPEC_FORMAT.md "Grid × Optuna")."""
+    """How the space is searched (sweeps/specs/README.md, "Grid × Optuna")."""
 
     kind: Literal["grid", "optuna"] = "grid"
     """``grid``: the cells only. ``optuna``: Optuna searches the Optuna dimensions within each

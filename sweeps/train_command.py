@@ -23,7 +23,9 @@ from ortho_core.reporting import Report, Result
 
 PROGRESS_KEYS = ("seq_len", "train_loss", "val_error", "test_accuracy", "spectral_radius",
                  "grad_norm")
-"""Metrics shown on a progress line, when the experiment reports them."""
+"""Metrics shown on a progress line when the experiment reports any of them; otherwise the
+first ``PROGRESS_WIDTH`` metrics of the report are shown."""
+PROGRESS_WIDTH = 6
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,8 +81,9 @@ class ProgressPrinter:
         if now - self._last < self.interval:
             return
         self._last = now
-        shown = " ".join(f"{k}={report.metrics[k]:.4g}" for k in PROGRESS_KEYS
-                         if k in report.metrics)
+        keys = [k for k in PROGRESS_KEYS if k in report.metrics]
+        keys = keys or list(report.metrics)[:PROGRESS_WIDTH]
+        shown = " ".join(f"{k}={report.metrics[k]:.4g}" for k in keys)
         who = f"member {report.member}/{self.n_members} " if self.n_members > 1 else ""
         print(f"[{now - self.start:7.1f}s] {who}step {report.step} {shown}",
               file=self.stream, flush=True)

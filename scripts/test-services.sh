@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Programs the cluster tests need (tests/servers.py starts and stops the servers itself, on
+# Called by `scripts/install.sh --test`. Programs the cluster tests need (tests/servers.py starts and stops the servers itself, on
 # 127.0.0.1): PostgreSQL's server binaries (Debian's "postgresql" package) and `ss`
 # (iproute2), which tells what the servers listen on. Installs what is missing; starts
 # nothing, and keeps Debian's package from creating and starting its default cluster.
