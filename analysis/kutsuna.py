@@ -66,6 +66,9 @@ PUBLISHED: dict[tuple[str, int, int, str], str] = {
 LCW_OVERHEAD = 0.55
 """K §5.1: MLP_LCW(100, 128) takes about 55 % more time than the plain MLP(100, 128)."""
 
+FIG12_SHAPES: tuple[Shape, ...] = (("sigmoid", 100, 128), ("sigmoid", 50, 256),
+                                   ("sigmoid", 5, 512))
+"""K Fig. 12's networks."""
 FIG13_SHAPE: Shape = ("relu", 20, 256)
 """K Fig. 13's network."""
 FIG2_SHAPES: tuple[Shape, ...] = (("sigmoid", 10, 128), ("relu", 50, 128))
@@ -202,9 +205,11 @@ def angle_bias_table(runs: SweepRuns) -> Table:
 
 
 def train_accuracy_figure(runs: SweepRuns, histories: Histories) -> Figure:
-    """K Fig. 12 (a, d, g): training accuracy per epoch, one panel per sigmoid shape."""
+    """K Fig. 12 (a, d, g): training accuracy per epoch, one panel per network of Fig. 12 (every
+    sigmoid network when the sweep has none of them)."""
+    sigmoid = [s for s in shapes(runs) if s[0] == "sigmoid"]
     rows = []
-    for shape in [s for s in shapes(runs) if s[0] == "sigmoid"]:
+    for shape in [s for s in sigmoid if s in FIG12_SHAPES] or sigmoid:
         for variant in MODELS:
             best = _chosen(runs, shape, variant)[1]
             if best is None:

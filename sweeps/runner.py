@@ -28,7 +28,13 @@ is kept for inspection only): the spec file stored with the parent run is resolv
 only the configurations without a FINISHED run; each Optuna cell's study is rebuilt from its
 finished trials. So an interrupted configuration starts again from its beginning, a failed
 one is retried, and it works the same for a sweep whose driver was killed or that ran on a
-cluster (given the same tracking URI).
+cluster (given the same tracking URI). A sweep whose driver is still alive (it runs on this
+host, or its heartbeat is recent: :func:`sweeps.tracking.driver_alive`) is not resumed
+unless forced, since a resume deletes the runs in flight.
+
+A sweep id given by the user must have the form of :func:`new_sweep_id`; an unknown one is
+a ``ConfigError`` (field ``sweep``) that lists the latest sweeps of the store. Tracking URIs
+are printed with their credentials masked (:func:`sweeps.tracking.redact`).
 """
 
 from __future__ import annotations
@@ -50,7 +56,14 @@ from ortho_core.errors import ConfigError, OrthoError
 from sweeps import tracking
 from sweeps.plan import PastTrial, Plan, build_plan
 from sweeps.spec import ResolvedSpec, load_spec, resolve
-from sweeps.status import Progress, ProgressCallback, format_line, from_mlflow
+from sweeps.status import (
+    Progress,
+    ProgressCallback,
+    duration,
+    format_line,
+    from_mlflow,
+    state_of,
+)
 from sweeps.trial import TrialContext, run_trial
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -79,13 +92,31 @@ URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 """A URI's scheme (``s3://``, ``gs://``, ``file://``, ...), per RFC 3986."""
 
 
+SWEEP_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
+"""The form of a sweep id (:func:`new_sweep_id`)."""
+
+LISTED_SWEEPS = 5
+"""Sweeps an unknown sweep id's error lists."""
+
+AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+"""Where Ray warns, at every start of a local Ray, that it enabled token authentication."""
+
+
 class SweepNotFound(OrthoError):
-    """``ortho sweep resume|status`` found no such sweep in the tracking store."""
+    """``ortho sweep resume|status`` without an id found no sweep to show or resume."""
 
 
 def new_sweep_id() -> str:
     """``<UTC date>-<time>-<4 hex>``: sortable, and short enough to type."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+def check_sweep_id(sweep_id: str) -> str:
+    """``sweep_id`` if it has the form of :func:`new_sweep_id`, else ``ConfigError``."""
+    if not SWEEP_ID.fullmatch(sweep_id):
+        raise ConfigError("sweep", "a sweep id such as 20261121-070102-ab12 "
+                          "(UTC date-time-4 hex digits)", sweep_id)
+    return sweep_id
 
 
 @contextmanager
@@ -146,14 +177,26 @@ def quiet_environment() -> None:
 
 
 def start_embedded_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
-    """Start Ray in this process, on 127.0.0.1 only, without dashboard or driver logs."""
+    """Start Ray in this process, on 127.0.0.1 only, without dashboard or driver logs.
+
+    Ray turns token authentication on for the local Ray it starts (unless ``RAY_AUTH_MODE``
+    says otherwise) and warns that it did; that warning (:data:`AUTH_LOGGER`) is silenced
+    while it starts, authentication itself is left as Ray sets it, and connections to a
+    cluster (:func:`ray_session` with an address) keep every warning.
+    """
     import ray
 
     quiet_environment()
-    with _loopback_only():
-        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
-                 log_to_driver=False, logging_level=logging.WARNING, num_cpus=num_cpus,
-                 num_gpus=num_gpus)
+    auth_logger = logging.getLogger(AUTH_LOGGER)
+    level = auth_logger.level
+    auth_logger.setLevel(logging.ERROR)
+    try:
+        with _loopback_only():
+            ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+                     log_to_driver=False, logging_level=logging.WARNING, num_cpus=num_cpus,
+                     num_gpus=num_gpus)
+    finally:
+        auth_logger.setLevel(level)
 
 
 @contextmanager
@@ -257,7 +300,8 @@ def _execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
     trainable = tune.with_resources(tune.with_parameters(run_trial, context=context),
                                     {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
     searcher = SweepSearcher(plan, spec.metric, spec.mode, spec.optuna)
-    callback = ProgressCallback(progress, stream)
+    tracker = tracking.tracker(uri)
+    callback = ProgressCallback(progress, stream, beat=lambda: tracker.heartbeat(ref))
     tuner = tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(
@@ -270,7 +314,7 @@ def _execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
             failure_config=tune.FailureConfig(max_failures=spec.max_failures)))
     with _staging(staged_trials(plan.n_tune_trials, max_concurrent)):
         tuner.fit()
-    end_stopped_runs(tracking.tracker(uri), ref, callback.stopped_early)
+    end_stopped_runs(tracker, ref, callback.stopped_early)
     return not searcher.exhausted or callback.trials_ended < searcher.n_suggested
 
 
@@ -360,30 +404,78 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
                  f"{tracking.SPEC_ARTIFACT_DIR}/{source.name}": source.read_text()}
         ref = tracker.start_sweep(tracker.experiment_id(spec.name), sweep_id, tags, texts)
         print(f"sweep {sweep_id}: {spec.name}/{profile}, {plan.n_configs} configurations in "
-              f"{plan.n_tune_trials} trials; tracking {uri}", file=stream, flush=True)
+              f"{plan.n_tune_trials} trials; tracking {tracking.redact(uri)}", file=stream,
+              flush=True)
         progress = Progress(sweep_id=sweep_id, label=f"{spec.name}/{profile}",
                             metric=spec.metric, mode=spec.mode, total=plan.n_configs)
         return _run(spec, plan, ref, tracker, home_path, storage, sweep_id, max_concurrent,
                     progress, stream)
 
 
+def _open_store(uri: str, sweep_id: str | None) -> tracking.Tracker:
+    """The tracker of ``uri``, once ``sweep_id`` (when given) has the form of a sweep id; an
+    embedded store that does not exist yet is not created: ``ConfigError`` when a sweep id
+    was given, else :class:`SweepNotFound`."""
+    if sweep_id is not None:
+        check_sweep_id(sweep_id)
+    db = tracking.sqlite_path(uri)
+    if db is not None and not db.exists():
+        if sweep_id is not None:
+            raise ConfigError("sweep", f"the id of a sweep in {tracking.redact(uri)} (it holds "
+                              "no sweeps yet)", sweep_id)
+        raise SweepNotFound(f"no sweeps yet: {db} does not exist")
+    return tracking.tracker(uri)
+
+
+def _find(tracker: tracking.Tracker, sweep_id: str | None,
+          unfinished: bool = False) -> tracking.SweepRecord | None:
+    """Sweep ``sweep_id``, or the latest one (the latest not FINISHED when ``unfinished``);
+    ``ConfigError`` listing the latest sweeps when ``sweep_id`` is unknown."""
+    if sweep_id is None:
+        return tracker.find_sweep(unfinished=unfinished)
+    record = tracker.find_sweep(sweep_id)
+    if record is not None:
+        return record
+    known = [f"{r.ref.sweep_id} {r.spec}/{r.profile} {state_of(r)}"
+             for r in tracker.list_sweeps(LISTED_SWEEPS)]
+    held = f"the latest: {'; '.join(known)}" if known else "it holds no sweeps yet"
+    raise ConfigError("sweep", f"the id of a sweep in {tracking.redact(tracker.uri)} ({held})",
+                      sweep_id)
+
+
+def _refuse_alive(record: tracking.SweepRecord) -> None:
+    """``ConfigError`` (field ``sweep``) if the sweep's driver is still alive."""
+    if not record.alive:
+        return
+    beat = (f", heartbeat {duration(max(0.0, time.time() - record.heartbeat))} ago"
+            if record.heartbeat is not None else "")
+    raise ConfigError(
+        "sweep", f"a sweep whose driver has stopped: {record.ref.sweep_id} "
+        f"({record.spec}/{record.profile}) is still running (driver {record.driver}{beat}); "
+        "wait for it or stop it, or pass --force to resume it anyway (its runs in flight "
+        "are then deleted and trained again)", record.ref.sweep_id)
+
+
 def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
                  tracking_uri: str | None = None, home: str | os.PathLike[str] | None = None,
                  storage: str | None = None, max_concurrent: int | None = None,
-                 stream: TextIO | None = None) -> Progress:
+                 force: bool = False, stream: TextIO | None = None) -> Progress:
     """Continue sweep ``sweep_id`` (default: the latest one that did not finish).
 
     Configurations with a FINISHED run are not trained again; every other run of the sweep
     is deleted and its configuration trained anew, so each configuration ends with one run.
+    A sweep whose driver is still alive is refused (``ConfigError``, field ``sweep``) unless
+    ``force``.
     """
     stream = stream or sys.stdout
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
-    tracker = tracking.tracker(uri)
-    record = tracker.find_sweep(sweep_id, unfinished=sweep_id is None)
+    tracker = _open_store(uri, sweep_id)
+    record = _find(tracker, sweep_id, unfinished=True)
     if record is None:
-        raise SweepNotFound(f"no sweep {sweep_id} in {uri}" if sweep_id
-                            else f"no unfinished sweep in {uri}")
+        raise SweepNotFound(f"no unfinished sweep in {tracking.redact(uri)}")
+    if not force:
+        _refuse_alive(record)
     with tempfile.TemporaryDirectory() as tmp:
         spec = resolve(load_spec(str(tracker.download_spec(record.ref, Path(tmp)))),
                        record.profile)
@@ -414,7 +506,8 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         tracker.reopen_sweep(record.ref)
         print(f"sweep {record.ref.sweep_id}: resuming {spec.name}/{spec.profile}, "
               f"{len(finished)} of {plan.n_configs} configurations done, {plan.n_todo} to run "
-              f"in {plan.n_tune_trials} trials; tracking {uri}", file=stream, flush=True)
+              f"in {plan.n_tune_trials} trials; tracking {tracking.redact(uri)}",
+              file=stream, flush=True)
         run_name = f"{record.ref.sweep_id}-resume-{time.strftime('%H%M%S', time.gmtime())}"
         return _run(spec, plan, record.ref, tracker, home_path, storage, run_name,
                     max_concurrent, progress, stream)
@@ -423,12 +516,9 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
 def sweep_status(sweep_id: str | None = None, *, tracking_uri: str | None = None,
                  home: str | os.PathLike[str] | None = None) -> Progress:
     """The progress of sweep ``sweep_id`` (default: the latest) as MLflow holds it."""
-    home_path = tracking.home_dir(home)
-    uri = tracking.tracking_uri(tracking_uri, home_path)
-    if tracking.sqlite_path(uri) is not None and not tracking.sqlite_path(uri).exists():
-        raise SweepNotFound(f"no sweeps yet: {tracking.sqlite_path(uri)} does not exist")
-    tracker = tracking.tracker(uri)
-    record = tracker.find_sweep(sweep_id)
+    uri = tracking.tracking_uri(tracking_uri, tracking.home_dir(home))
+    tracker = _open_store(uri, sweep_id)
+    record = _find(tracker, sweep_id)
     if record is None:
-        raise SweepNotFound(f"no sweep {sweep_id} in {uri}" if sweep_id else f"no sweep in {uri}")
+        raise SweepNotFound(f"no sweep in {tracking.redact(uri)}")
     return from_mlflow(tracker, record)

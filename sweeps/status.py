@@ -17,6 +17,7 @@ import math
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -112,14 +113,21 @@ def failure_line(trial: Any) -> str:
 
 class ProgressCallback(Callback):
     """Prints :func:`format_line` while Tune runs: when trials end (at most every
-    ``min_interval`` seconds) and at least every ``heartbeat`` seconds."""
+    ``min_interval`` seconds) and at least every ``print_every`` seconds; calls ``beat`` (the
+    driver's heartbeat in MLflow, :meth:`sweeps.tracking.Tracker.heartbeat`) every
+    ``beat_interval`` seconds."""
 
     def __init__(self, progress: Progress, stream: TextIO | None = None,
-                 min_interval: float = 2.0, heartbeat: float = 30.0) -> None:
+                 min_interval: float = 2.0, print_every: float = 30.0,
+                 beat: Callable[[], None] | None = None,
+                 beat_interval: float = tracking.HEARTBEAT_SECONDS) -> None:
         self.progress = progress
         self.stream = stream
         self.min_interval = min_interval
-        self.heartbeat = heartbeat
+        self.print_every = print_every
+        self.beat = beat
+        self.beat_interval = beat_interval
+        self._beaten_at = time.monotonic()
         self.start = time.monotonic()
         self.done_before = progress.done
         self.trials_ended = 0
@@ -130,8 +138,9 @@ class ProgressCallback(Callback):
         self._changed = False
 
     def __getstate__(self) -> dict[str, Any]:
-        """Tune pickles its callbacks with the experiment state; the stream stays here."""
-        return {**self.__dict__, "stream": None}
+        """Tune pickles its callbacks with the experiment state; the stream and the
+        heartbeat (which holds the tracker) stay here."""
+        return {**self.__dict__, "stream": None, "beat": None}
 
     def _update(self, trials: list[Any]) -> None:
         p = self.progress
@@ -167,13 +176,26 @@ class ProgressCallback(Callback):
         self._changed = True
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
-        since = time.monotonic() - self._printed_at
-        if (self._changed and since >= self.min_interval) or since >= self.heartbeat:
+        now = time.monotonic()
+        if self.beat is not None and now - self._beaten_at >= self.beat_interval:
+            self.beat()
+            self._beaten_at = now
+        since = now - self._printed_at
+        if (self._changed and since >= self.min_interval) or since >= self.print_every:
             self.print_line(trials)
 
 
+def state_of(record: tracking.SweepRecord) -> str:
+    """``finished``, ``running`` (its driver is alive) or ``interrupted`` (ended KILLED, or
+    RUNNING in MLflow after its driver died: :func:`sweeps.tracking.driver_alive`)."""
+    if record.status == "FINISHED":
+        return "finished"
+    return "running" if record.alive else "interrupted"
+
+
 def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord) -> Progress:
-    """The progress of a sweep as MLflow holds it."""
+    """The progress of a sweep as MLflow holds it. A sweep whose driver died counts no
+    configuration as running and its time up to the driver's last heartbeat."""
     p = Progress(sweep_id=record.ref.sweep_id, label=f"{record.spec}/{record.profile}",
                  metric=record.metric, mode=record.mode, total=record.n_configs)
     for run in tracker.configurations(record.ref):
@@ -190,9 +212,15 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord) -> Prog
         elif status == "FAILED":
             p.done += 1
             p.failed += 1
-    end = record.end_time if record.status != "RUNNING" and record.end_time else time.time()
+    p.state = state_of(record)
+    if p.state == "running":
+        end = time.time()
+    elif record.status == "RUNNING":  # the driver died without ending the run
+        end = record.heartbeat or record.start_time
+        p.running = 0
+    else:
+        end = record.end_time or record.start_time
     p.elapsed = end - record.start_time
-    p.state = {"FINISHED": "finished", "RUNNING": "running"}.get(record.status, "interrupted")
     if p.state == "running":
         p.eta = estimate(p.done, p.elapsed, p.total - p.done)
     return p

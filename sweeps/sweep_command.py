@@ -5,7 +5,7 @@
     ortho sweep submit SPEC --address http://HEAD:8265 [--tracking-uri U] [--profile P]
                          [--storage PATH|URI] [--home DIR] [--data-dir DIR] [--python PATH]
                          [--no-wait]
-    ortho sweep resume [SWEEP] [--address A] [--tracking-uri U] [--home DIR] ...
+    ortho sweep resume [SWEEP] [--force] [--address A] [--tracking-uri U] [--home DIR] ...
     ortho sweep status [SWEEP] [--tracking-uri U] [--home DIR]
 
 The default profile is ``cpu`` (``--profile smoke`` runs in seconds). With no address the
@@ -16,6 +16,10 @@ configuration ended, 1 when some failed (``resume`` retries them), 130 when inte
 (Ctrl-C; ``resume`` continues). ``--storage`` takes a local path or an object store's URI
 (``s3://bucket/ray``, ``gs://...``), which is passed to Tune unchanged.
 
+``resume`` refuses (exit 2) a sweep whose driver is still alive (``status`` shows it
+``running``; a driver that was killed leaves it ``interrupted``) unless given ``--force``.
+A sweep id that does not exist is bad input (exit 2; the message lists the latest sweeps).
+
 ``submit`` runs the same ``run`` as a Ray job on a cluster, shipping this checkout as the
 job's working directory, and exits with the job's status; it authenticates as Ray's job CLI
 does (``RAY_AUTH_MODE=token`` with ``RAY_AUTH_TOKEN`` or ``~/.ray/auth_token`` for a cluster
@@ -24,7 +28,9 @@ job runs ``PYTHON -m sweeps.cli`` with ``--python`` (default ``python``, the fir
 job's PATH on the head; in the cluster image that is ``/home/ray/anaconda3/bin/python``,
 where this package is installed), and the datasets are read from the nodes' own
 ``$ORTHO_DATA_DIR`` (the image sets ``/home/ray/data``) unless ``--data-dir`` names a folder
-on the nodes; this machine's ``$ORTHO_DATA_DIR`` is not passed on.
+on the nodes; this machine's ``$ORTHO_DATA_DIR`` is not passed on. The tracking URI reaches
+the job in its environment (``ORTHO_TRACKING_URI``), not on its command line, which Ray shows
+in its job list; what is printed has its credentials masked.
 """
 
 from __future__ import annotations
@@ -115,6 +121,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     resume = commands.add_parser("resume", help="continue an interrupted sweep")
     resume.add_argument("sweep", nargs="?", help="sweep id (default: the latest unfinished)")
+    resume.add_argument("--force", action="store_true",
+                        help="resume even a sweep whose driver still runs (its runs in flight "
+                        "are deleted and trained again)")
     where(resume)
     tune_options(resume)
     resume.set_defaults(func=cmd_resume)
@@ -146,7 +155,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     return _exit_status(resume_sweep(
         args.sweep, address=args.address, tracking_uri=args.tracking_uri, home=args.home,
-        storage=args.storage, max_concurrent=args.max_concurrent))
+        storage=args.storage, max_concurrent=args.max_concurrent, force=args.force))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -173,7 +182,8 @@ def job_spec_argument(spec_ref: str, root: Path) -> str:
 
 def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     """The entrypoint and runtime environment of the job that runs ``args``' sweep; every
-    path in it is the cluster's (the module docstring)."""
+    path in it is the cluster's, and the tracking URI is in its environment only (the module
+    docstring)."""
     from sweeps import tracking
     from sweeps.runner import QUIET_ENV
 
@@ -183,9 +193,7 @@ def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     env = dict(QUIET_ENV)
     uri = args.tracking_uri or os.environ.get("ORTHO_TRACKING_URI")
     if uri:
-        uri = tracking.tracking_uri(uri, Path.cwd())
-        command += ["--tracking-uri", uri]
-        env["ORTHO_TRACKING_URI"] = uri
+        env["ORTHO_TRACKING_URI"] = tracking.tracking_uri(uri, Path.cwd())
     if args.storage:
         command += ["--storage", args.storage]
     if args.data_dir:
@@ -210,6 +218,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from sweeps.plan import build_plan
     from sweeps.runner import PROJECT_ROOT, quiet_environment
     from sweeps.spec import load_spec, resolve
+    from sweeps.tracking import redact
 
     build_plan(resolve(load_spec(args.spec), args.profile))
     quiet_environment()
@@ -219,9 +228,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         job_id = client.submit_job(**request, metadata={"ortho.spec": args.spec,
                                                          "ortho.profile": args.profile})
     except Exception as err:  # connection, authentication, upload: Ray's own wording
-        raise SubmitError(f"cannot submit to {args.address}: {err}") from err
-    print(f"submitted job {job_id} to {args.address}: {request['entrypoint']}", flush=True)
-    follow = f"ray job logs --address {args.address} --follow {job_id}"
+        raise SubmitError(redact(f"cannot submit to {args.address}: {err}")) from err
+    print(redact(f"submitted job {job_id} to {args.address}: {request['entrypoint']}"),
+          flush=True)
+    follow = redact(f"ray job logs --address {args.address} --follow {job_id}")
     if args.no_wait:
         print(f"follow it with: {follow}")
         return 0

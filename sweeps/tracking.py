@@ -22,7 +22,16 @@ the attempts.
 Concurrent writers: every call goes through :meth:`Tracker.call`, which retries "database
 is locked" with exponential backoff and, for a SQLite store, also holds an exclusive lock on
 ``<db>.lock`` so that the trial processes of one machine write one at a time (SQLite has a
-single writer anyway). No environment variables or credentials are ever logged.
+single writer anyway). No environment variables or credentials are ever logged: a URI
+printed by ``sweeps`` goes through :func:`redact` first, and values put into a search filter
+through :func:`quote`.
+
+Liveness: the parent run of a sweep names its driver (``ortho.driver`` = ``host:pid``) and
+carries a heartbeat (``ortho.heartbeat``, seconds since the epoch, refreshed every
+:data:`HEARTBEAT_SECONDS` while Tune runs). A RUNNING sweep is alive when its driver's
+process exists on this host, or, driven from another host, when its heartbeat is younger
+than :data:`ALIVE_SECONDS` (:func:`driver_alive`); one that is not was killed without ending
+its run (SIGKILL, a lost node) and may be resumed.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import json
 import math
 import os
 import random
+import re
 import socket
 import subprocess
 import threading
@@ -76,6 +86,10 @@ SUMMARY = "ortho.summary"
 """Child: JSON of ``Result.summary`` (exact types; also logged as metrics)."""
 STOPPED_EARLY = "ortho.stopped_early"
 """Child: ``true`` when the early-stopping scheduler ended it."""
+DRIVER = "ortho.driver"
+"""Parent: ``host:pid`` of the process that drives the sweep (set again by a resume)."""
+HEARTBEAT = "ortho.heartbeat"
+"""Parent: when the driver last said it was alive (seconds since the epoch)."""
 PARENT = "mlflow.parentRunId"
 
 RESOLVED_ARTIFACT = "resolved_spec.yaml"
@@ -89,6 +103,36 @@ PARAM_BATCH = 100
 """MLflow's limit of params per ``log_batch`` call."""
 RETRIES = 12
 """Attempts of one call on a locked database: backoff 0.05 s doubling to 2 s, about 15 s."""
+HEARTBEAT_SECONDS = 30.0
+"""How often a running driver refreshes its heartbeat."""
+ALIVE_SECONDS = 120.0
+"""A driver on another host whose heartbeat is younger than this counts as alive (four
+heartbeats, for a busy driver and clocks a little apart)."""
+
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:]*):(\S*)@")
+"""``scheme://user:password@``; the password runs to the last ``@`` of the word, so that one
+written with a raw ``@``, ``/`` or ``?`` in it is masked whole."""
+_SECRET_QUERY = re.compile(r"([?&][^\s=&#]*(?:password|passwd|pwd|secret|token)[^\s=&#]*=)"
+                           r"[^\s&#]*", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """``text`` with the credentials of every URI in it masked: the password of
+    ``scheme://user:password@host`` and the values of query parameters that name a password,
+    secret or token (``postgresql://u:***@db/mlflow``, ``...?sslpassword=***``)."""
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1\2:***@", text))
+
+
+def quote(value: str) -> str:
+    """``value`` as a string literal of an MLflow search filter.
+
+    MLflow strips the quotes of a literal and unescapes nothing, so a value is quoted with
+    the quote it does not contain; one with both quotes or a backslash cannot be written
+    (``ValueError``)."""
+    if "\\" in value or ("'" in value and '"' in value):
+        raise ValueError(f"cannot search MLflow for {value!r}: quotes of both kinds or a "
+                         "backslash")
+    return f'"{value}"' if "'" in value else f"'{value}'"
 
 
 def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
@@ -157,6 +201,39 @@ def node_tags() -> dict[str, str]:
     return tags
 
 
+def driver_tag() -> str:
+    """``host:pid`` of this process (the :data:`DRIVER` tag)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _pid_exists(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host and is not a zombie (a killed process
+    that its parent has not reaped yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (not Linux), or it just ended: trust kill()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def driver_alive(driver: str, heartbeat: float | None, now: float | None = None) -> bool:
+    """Whether the driver ``host:pid`` still runs: its process exists, when ``host`` is this
+    host; its ``heartbeat`` is younger than :data:`ALIVE_SECONDS`, when it is another."""
+    host, _, pid = driver.rpartition(":")
+    if not host or not pid.isdigit():
+        return False
+    if host == socket.gethostname():
+        return _pid_exists(int(pid))
+    now = time.time() if now is None else now
+    return heartbeat is not None and now - heartbeat < ALIVE_SECONDS
+
+
 @dataclass(frozen=True)
 class SweepRef:
     """What a trial needs to find its sweep in MLflow."""
@@ -183,6 +260,29 @@ class SweepRecord:
     n_configs: int
     metric: str
     mode: str
+    driver: str = ""
+    """``host:pid`` of the driver that last ran it ("" when unknown)."""
+    heartbeat: float | None = None
+    """When that driver last said it was alive (seconds since the epoch)."""
+
+    @property
+    def alive(self) -> bool:
+        """Whether it is RUNNING and its driver alive (:func:`driver_alive`)."""
+        return self.status == "RUNNING" and driver_alive(self.driver, self.heartbeat)
+
+
+def _sweep_record(run: Any) -> SweepRecord:
+    tags = run.data.tags
+    beat = tags.get(HEARTBEAT)
+    return SweepRecord(
+        ref=SweepRef(run.info.experiment_id, tags[SWEEP_ID], run.info.run_id),
+        spec=tags.get(SPEC, ""), profile=tags.get(PROFILE, ""),
+        spec_sha256=tags.get(SPEC_SHA256, ""), status=run.info.status,
+        start_time=run.info.start_time / 1000,
+        end_time=run.info.end_time / 1000 if run.info.end_time else None,
+        n_configs=int(tags.get(N_CONFIGS, "0")), metric=tags.get(METRIC, ""),
+        mode=tags.get(MODE, "max"), driver=tags.get(DRIVER, ""),
+        heartbeat=float(beat) if beat else None)
 
 
 @dataclass(frozen=True)
@@ -224,6 +324,11 @@ class _FileLock:
 @contextmanager
 def _no_lock() -> Any:
     yield
+
+
+def _now() -> str:
+    """Seconds since the epoch, as a tag value."""
+    return f"{time.time():.0f}"
 
 
 def _is_transient(err: Exception) -> bool:
@@ -311,18 +416,26 @@ class Tracker:
 
     def start_sweep(self, experiment_id: str, sweep_id: str, tags: Mapping[str, str],
                     texts: Mapping[str, str]) -> SweepRef:
-        """Create the parent run of a new sweep with ``tags`` (plus role and sweep id) and
-        the text artifacts ``texts`` (artifact path -> content)."""
+        """Create the parent run of a new sweep with ``tags`` (plus role, sweep id, this
+        process as its driver and a first heartbeat) and the text artifacts ``texts``
+        (artifact path -> content)."""
         run = self.call(self.client.create_run, experiment_id, run_name=sweep_id,
-                        tags={**tags, SWEEP_ID: sweep_id, ROLE: "sweep"})
+                        tags={**tags, SWEEP_ID: sweep_id, ROLE: "sweep",
+                              DRIVER: driver_tag(), HEARTBEAT: _now()})
         run_id = run.info.run_id
         for path, text in texts.items():
             self.call(self.client.log_text, run_id, text, path)
         return SweepRef(experiment_id, sweep_id, run_id)
 
     def reopen_sweep(self, ref: SweepRef) -> None:
-        """Mark a resumed sweep's parent run as running again."""
+        """Mark a resumed sweep's parent run as running again, driven by this process."""
         self.call(self.client.update_run, ref.parent_run_id, status="RUNNING")
+        self.call(self.client.set_tag, ref.parent_run_id, DRIVER, driver_tag())
+        self.heartbeat(ref)
+
+    def heartbeat(self, ref: SweepRef) -> None:
+        """Say that the sweep's driver is alive now."""
+        self.call(self.client.set_tag, ref.parent_run_id, HEARTBEAT, _now())
 
     def end_sweep(self, ref: SweepRef, status: str, metrics: Mapping[str, float]) -> None:
         """End the parent run with ``status`` (FINISHED or KILLED) and summary ``metrics``."""
@@ -333,34 +446,32 @@ class Tracker:
         self.call(self.client.log_batch, ref.parent_run_id, metrics=batch)
         self.call(self.client.set_terminated, ref.parent_run_id, status)
 
-    def find_sweep(self, sweep_id: str | None = None, *,
-                   unfinished: bool = False) -> SweepRecord | None:
-        """The sweep ``sweep_id``, or the latest one (the latest not FINISHED when
-        ``unfinished``), or None."""
+    def _sweep_runs(self, query: str, limit: int) -> list[Any]:
         from mlflow.entities import ViewType
 
         exps = self.call(self.client.search_experiments, view_type=ViewType.ACTIVE_ONLY)
         if not exps:
-            return None
-        query = f"tags.`{ROLE}` = 'sweep'"
+            return []
+        return self.call(self.client.search_runs, [e.experiment_id for e in exps],
+                         f"tags.`{ROLE}` = 'sweep'{query}", max_results=limit,
+                         order_by=["attributes.start_time DESC"])
+
+    def find_sweep(self, sweep_id: str | None = None, *,
+                   unfinished: bool = False) -> SweepRecord | None:
+        """The sweep ``sweep_id``, or the latest one (the latest not FINISHED when
+        ``unfinished``), or None."""
+        query = ""
         if sweep_id is not None:
-            query += f" and tags.`{SWEEP_ID}` = '{sweep_id}'"
+            query += f" and tags.`{SWEEP_ID}` = {quote(sweep_id)}"
         if unfinished:
             query += " and attributes.status != 'FINISHED'"
-        runs = self.call(self.client.search_runs, [e.experiment_id for e in exps], query,
-                         max_results=1, order_by=["attributes.start_time DESC"])
-        if not runs:
-            return None
-        run = runs[0]
-        tags = run.data.tags
-        return SweepRecord(
-            ref=SweepRef(run.info.experiment_id, tags[SWEEP_ID], run.info.run_id),
-            spec=tags.get(SPEC, ""), profile=tags.get(PROFILE, ""),
-            spec_sha256=tags.get(SPEC_SHA256, ""), status=run.info.status,
-            start_time=run.info.start_time / 1000,
-            end_time=run.info.end_time / 1000 if run.info.end_time else None,
-            n_configs=int(tags.get(N_CONFIGS, "0")), metric=tags.get(METRIC, ""),
-            mode=tags.get(MODE, "max"))
+        runs = self._sweep_runs(query, 1)
+        return _sweep_record(runs[0]) if runs else None
+
+    def list_sweeps(self, limit: int) -> list[SweepRecord]:
+        """The latest ``limit`` sweeps, latest first."""
+        return [_sweep_record(r) for r in self._sweep_runs("", limit)
+                if SWEEP_ID in r.data.tags]
 
     def download_spec(self, ref: SweepRef, dest: Path) -> Path:
         """Download the spec file a sweep was started from into ``dest``; its path."""
@@ -374,7 +485,8 @@ class Tracker:
 
     def configurations(self, ref: SweepRef) -> list[Any]:
         """Every active child run of the sweep (MLflow ``Run`` objects)."""
-        query = f"tags.`{SWEEP_ID}` = '{ref.sweep_id}' and tags.`{ROLE}` = 'configuration'"
+        query = (f"tags.`{SWEEP_ID}` = {quote(ref.sweep_id)} "
+                 f"and tags.`{ROLE}` = 'configuration'")
         runs: list[Any] = []
         token = None
         while True:
@@ -409,8 +521,8 @@ class Tracker:
         and ``tags`` (see the module docstring)."""
         from mlflow.entities import Param
 
-        query = (f"tags.`{SWEEP_ID}` = '{ref.sweep_id}' and tags.`{TRIAL_KEY}` = '{key}' "
-                 f"and tags.`{ROLE}` = 'configuration'")
+        query = (f"tags.`{SWEEP_ID}` = {quote(ref.sweep_id)} and tags.`{TRIAL_KEY}` = "
+                 f"{quote(key)} and tags.`{ROLE}` = 'configuration'")
         with self._locked():
             runs = self.call(self.client.search_runs, [ref.experiment_id], query,
                              order_by=["attributes.start_time ASC"])

@@ -141,7 +141,8 @@ def test_angle_bias_table_shows_the_initial_diagnostics():
 def test_figures_read_histories_and_artifacts(histories, tmp_path):
     runs = sweep_runs()
     acc = kutsuna.train_accuracy_figure(runs, histories)
-    assert set(acc.data["network"]) == {"MLP(100, 128)", "MLP(10, 128)"}
+    # Only Fig. 12's networks: MLP(10, 128) is a diagnostic group.
+    assert set(acc.data["network"]) == {"MLP(100, 128)"}
     lcw = acc.data[acc.data["run_id"] == "b"]
     assert lcw["train_accuracy"].tolist() == pytest.approx([10.0, 15.0])
 

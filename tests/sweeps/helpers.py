@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -29,6 +30,10 @@ TOY_MODULE = "tests.sweeps.toy_experiment"
 
 INHERITED_THREADS = 3
 """``OMP_NUM_THREADS`` of the processes of :func:`toy_ray`'s Ray (more than its CPUs)."""
+
+DATA_DIR = os.environ.get("ORTHO_DATA_DIR") or str(
+    Path(__file__).resolve().parents[2].parent / "shared" / "data")
+"""The datasets: ``$ORTHO_DATA_DIR`` when set, else ``shared/data`` beside the checkout."""
 
 
 def write_spec(directory: Path, name: str = "toy", **fields: Any) -> Path:

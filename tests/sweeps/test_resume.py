@@ -1,19 +1,24 @@
-"""Interrupt a sweep, resume it, and check that MLflow holds one run per configuration and
-that finished configurations were not trained again."""
+"""Interrupt a sweep (Ctrl-C, or SIGKILL of its driver and every process of it), resume it,
+and check that MLflow holds one run per configuration and that finished configurations were
+not trained again; a sweep whose driver is alive is resumed only when forced."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from sweeps.runner import resume_sweep
+from ortho_core.errors import ConfigError
+from sweeps import tracking
+from sweeps.runner import resume_sweep, run_sweep, sweep_status
 from tests.sweeps import toy_experiment
 from tests.sweeps.helpers import TOY_MODULE, child_runs, new_home, store, toy_ray, write_spec
 
@@ -25,24 +30,72 @@ FAILING = 0.05
 """Fails at its first attempt (``max_failures: 0``): a resume trains it again."""
 
 
-def _ortho(args: list[str], home: Path) -> subprocess.Popen[str]:
-    """``ortho ARGS`` in a subprocess that knows the toy experiment."""
+def _ortho(args: list[str], home: Path, output: int = subprocess.PIPE) -> subprocess.Popen[str]:
+    """``ortho ARGS`` in a subprocess that knows the toy experiment, in a process group of
+    its own (with the embedded Ray it starts), writing to ``output``."""
     code = ("import sys; from ortho_core import experiments; "
             f"experiments.EXPERIMENTS['toy'] = {TOY_MODULE!r}; "
             "from sweeps.cli import main; sys.exit(main(sys.argv[1:]))")
     env = {**os.environ, "ORTHO_HOME": str(home), "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _statuses(home: Path) -> list[str]:
+    """The statuses of the latest sweep's configuration runs."""
+    record = store(home).find_sweep()
+    if record is None:
+        return []
+    return [r.info.status for r in store(home).configurations(record.ref)]
 
 
 def _finished(home: Path) -> int:
-    record = store(home).find_sweep()
-    if record is None:
-        return 0
-    return sum(r.info.status == "FINISHED" for r in store(home).configurations(record.ref))
+    return _statuses(home).count("FINISHED")
 
 
-def test_interrupt_then_resume_runs_each_configuration_once(tmp_path):
+def _left_behind(group: int, home: Path) -> list[int]:
+    """Live processes of process group ``group`` or whose environment names ``home`` (every
+    process the driver started, Ray's included, inherited ``ORTHO_HOME``)."""
+    marker = f"ORTHO_HOME={home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            state, _, pgrp = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+            mine = int(pgrp) == group or marker in (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue  # ended meanwhile
+        if mine and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def _kill_all(group: int, home: Path, timeout: float = 60.0) -> None:
+    """SIGKILL process group ``group`` and every process left from it until none is left."""
+    deadline = time.monotonic() + timeout
+    while pids := _left_behind(group, home):
+        assert time.monotonic() < deadline, f"processes left behind: {pids}"
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def drivers() -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
+    """(driver, its home) of the drivers a test starts: each is killed with all it started
+    when the test ends, whatever happened."""
+    started: list[tuple[subprocess.Popen[str], Path]] = []
+    yield started
+    for proc, home in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        _kill_all(proc.pid, home)
+
+
+def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
     counters = tmp_path / "counters"
     counters.mkdir()
     spec = write_spec(tmp_path, fixed={"steps": 3, "sleep": 0.3, "counter_dir": str(counters)},
@@ -50,6 +103,7 @@ def test_interrupt_then_resume_runs_each_configuration_once(tmp_path):
                                         {"space": {"x": XS}}])
     home = new_home(tmp_path)
     proc = _ortho(["sweep", "run", str(spec), "--profile", "smoke"], home)
+    drivers.append((proc, home))
     deadline = time.monotonic() + 240
     while _finished(home) < 2 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -85,6 +139,83 @@ def test_interrupt_then_resume_runs_each_configuration_once(tmp_path):
             assert trained == 2
     assert store(home).find_sweep(record.ref.sweep_id).status == "FINISHED"
     assert store(home).find_sweep(unfinished=True) is None
+
+
+SLOW = [0.3, 0.4]
+"""Configurations still training when the driver is killed (a pack of 3 steps of 1 s, which
+runs once the pack of 0.1 and 0.2 has ended)."""
+
+
+def test_a_killed_driver_leaves_a_sweep_that_resumes(tmp_path, drivers):
+    """SIGKILL of the driver and its Ray (its process group) after 2 configurations ended
+    leaves the sweep and the runs in flight RUNNING in MLflow; ``status`` calls it
+    interrupted, and a resume trains what did not finish, once, keeping what did."""
+    counters = tmp_path / "counters"
+    counters.mkdir()
+    spec = write_spec(tmp_path, fixed={"steps": 3, "counter_dir": str(counters)}, space={},
+                      groups=[{"space": {"x": [0.1, 0.2]}},
+                              {"fixed": {"sleep": 1.0}, "space": {"x": SLOW}}], pack_size=2)
+    home = new_home(tmp_path)
+    log = tmp_path / "driver.log"
+    with log.open("w") as output:
+        proc = _ortho(["sweep", "run", str(spec), "--profile", "smoke", "--max-concurrent",
+                       "1"], home, output)
+    drivers.append((proc, home))
+    deadline = time.monotonic() + 240
+    while (statuses := _statuses(home)).count("FINISHED") < 2 or "RUNNING" not in statuses:
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    _kill_all(proc.pid, home)
+    lines = log.read_text().splitlines()
+    assert lines and all(line.startswith("sweep ") for line in lines), lines  # ours only
+
+    record = store(home).find_sweep()
+    assert record.status == "RUNNING" and not record.alive
+    before = {float(r.data.params["x"]): r for r in child_runs(home, record.ref.sweep_id)}
+    finished_before = {x: r.info.run_id for x, r in before.items()
+                       if r.info.status == "FINISHED"}
+    assert len(finished_before) >= 2 and "RUNNING" in {r.info.status for r in before.values()}
+    status = sweep_status(home=home)
+    assert (status.state, status.running, status.done) == ("interrupted", 0,
+                                                           len(finished_before))
+
+    final = resume_sweep(home=home, stream=io.StringIO())  # the latest, now interrupted
+    assert (final.sweep_id, final.state, final.done, final.failed) == (
+        record.ref.sweep_id, "finished", 4, 0)
+    after = child_runs(home, record.ref.sweep_id)
+    assert sorted(float(r.data.params["x"]) for r in after) == [0.1, 0.2, *SLOW]  # one each
+    assert all(r.info.status == "FINISHED" for r in after)
+    for r in after:
+        x = float(r.data.params["x"])
+        trained = toy_experiment.attempts(toy_experiment.Config(x=x, counter_dir=str(counters)))
+        if x in finished_before:  # kept, and not trained again
+            assert (r.info.run_id, trained) == (finished_before[x], 1)
+        else:
+            assert trained == 1 + (x in before)  # again from its beginning if it had begun
+    for x, run in before.items():
+        if x not in finished_before:  # the runs in flight are gone
+            assert store(home).client.get_run(run.info.run_id).info.lifecycle_stage == "deleted"
+    assert store(home).find_sweep(record.ref.sweep_id).status == "FINISHED"
+
+
+def test_a_sweep_whose_driver_is_alive_is_resumed_only_when_forced(tmp_path):
+    home = new_home(tmp_path)
+    first = run_sweep(str(write_spec(tmp_path, space={"x": [0.2, 0.9]})), "smoke", home=home,
+                      stream=io.StringIO())
+    t = store(home)
+    ref = t.find_sweep(first.sweep_id).ref
+    t.client.update_run(ref.parent_run_id, status="RUNNING")  # as while this process drives
+    kept = t.claim(ref, "in-flight", {}, {})
+    with pytest.raises(ConfigError, match="--force") as err:
+        resume_sweep(first.sweep_id, home=home, stream=io.StringIO())
+    assert err.value.field == "sweep"
+    assert t.client.get_run(kept.run_id).info.lifecycle_stage == "active"
+    final = resume_sweep(first.sweep_id, home=home, force=True, stream=io.StringIO())
+    assert (final.state, final.done) == ("finished", 2)
+    assert t.client.get_run(kept.run_id).info.lifecycle_stage == "deleted"
+    assert t.find_sweep(first.sweep_id).driver == tracking.driver_tag()
 
 
 def test_resume_without_an_unfinished_sweep_says_so(tmp_path):

@@ -1,6 +1,7 @@
 """The Ray Tune runner end to end on an embedded Ray: what MLflow holds afterwards, packs,
 retries and failures, Optuna cells, early stopping, threads per trial, loopback-only
-listening; and Tune's storage and staging settings."""
+listening, the driver's tags and a tracking URI's credentials kept out of sight; and Tune's
+storage and staging settings."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from sweeps.runner import MAX_STAGED, run_sweep, staged_trials, storage_path
 from sweeps.spec import load_spec, resolve, trial_key
 from sweeps.trial import resolve_device, trial_threads
 from tests.sweeps import toy_experiment
-from tests.sweeps.helpers import child_runs, new_home, store, toy_ray, write_spec
+from tests.sweeps.helpers import DATA_DIR, child_runs, new_home, store, toy_ray, write_spec
 
 pytestmark = pytest.mark.usefixtures(toy_ray.__name__)
 
@@ -56,7 +58,7 @@ def test_embedded_ray_listens_on_loopback_only():
 
 
 def test_synthetic_smoke_end_to_end(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORTHO_DATA_DIR", "/work/shared/data")
+    monkeypatch.setenv("ORTHO_DATA_DIR", DATA_DIR)
     home = new_home(tmp_path)
     out = io.StringIO()
     final = run_sweep("synthetic-max-length", "smoke", home=home, stream=out)
@@ -106,6 +108,29 @@ def test_synthetic_smoke_end_to_end(tmp_path, monkeypatch):
         assert [int(r.split(",")[0]) for r in rows] == steps
     assert final.best == max(json.loads(r.data.tags[tracking.SUMMARY])["max_seq_len_solved"]
                              for r in runs)
+
+
+def test_credentials_of_the_tracking_uri_are_never_shown_or_tracked(tmp_path, monkeypatch):
+    """The header masks the password; no tag or param holds it. (The URI's tracker is the
+    embedded store's, so that the sweep runs without a PostgreSQL server.)"""
+    uri = "postgresql://ortho:hunter2@db.example:5432/mlflow"
+    home = new_home(tmp_path)
+    monkeypatch.setitem(tracking._TRACKERS, uri, store(home))
+    out = io.StringIO()
+    final = run_sweep(str(write_spec(tmp_path, space={"x": [0.3]})), "smoke", home=home,
+                      tracking_uri=uri, stream=out)
+    assert final.done == 1
+    assert out.getvalue().splitlines()[0] == (
+        f"sweep {final.sweep_id}: toy/smoke, 1 configurations in 1 trials; "
+        "tracking postgresql://ortho:***@db.example:5432/mlflow")
+    assert "hunter2" not in out.getvalue()
+    record = store(home).find_sweep(final.sweep_id)
+    parent = store(home).client.get_run(record.ref.parent_run_id)
+    for run in [parent, *child_runs(home, final.sweep_id)]:
+        values = [*run.data.tags.values(), *run.data.params.values()]
+        assert not any("hunter2" in v or "db.example" in v for v in values)
+    assert parent.data.tags[tracking.DRIVER] == tracking.driver_tag()
+    assert float(parent.data.tags[tracking.HEARTBEAT]) == pytest.approx(time.time(), abs=120)
 
 
 def test_a_raising_trial_is_retried_then_recorded_failed(tmp_path):

@@ -1,15 +1,20 @@
-"""``ortho sweep``: arguments, exit statuses, bad input before any work, the job a submit
-sends, and run -> status -> resume through the command line."""
+"""``ortho sweep``: arguments, exit statuses, bad input before any work (unknown or malformed
+sweep ids, a sweep still running), the job a submit sends and what it prints, and run ->
+status -> resume through the command line."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
+import socket
+import subprocess
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
 from ortho_core.errors import ConfigError
+from sweeps import tracking
 from sweeps.cli import build_parser, main
 from sweeps.runner import PROJECT_ROOT
 from sweeps.sweep_command import (
@@ -18,7 +23,7 @@ from sweeps.sweep_command import (
     job_request,
     job_spec_argument,
 )
-from tests.sweeps.helpers import new_home, toy_ray, write_spec
+from tests.sweeps.helpers import DATA_DIR, new_home, store, toy_ray, write_spec
 
 
 def test_defaults():
@@ -59,6 +64,71 @@ def test_bad_spec_file_names_field_and_line(tmp_path, monkeypatch, capsys):
 def test_status_without_sweeps(tmp_path, capsys):
     assert main(["sweep", "status", "--home", str(tmp_path / "empty")]) == 1
     assert "no sweeps yet" in capsys.readouterr().err
+    assert main(["sweep", "status", "20261121-070102-ab12", "--home", str(tmp_path / "e")]) == 2
+    assert "invalid sweep: expected the id of a sweep in sqlite:///" in capsys.readouterr().err
+    assert not (tmp_path / "e").exists()  # no store created
+
+
+def _tracked_sweep(home: Path, sweep_id: str, spec: str = "toy") -> tracking.SweepRef:
+    """A sweep of ``spec`` (profile smoke) as its driver, this process, starts it."""
+    t = store(home)
+    return t.start_sweep(t.experiment_id(spec), sweep_id, {
+        tracking.SPEC: spec, tracking.PROFILE: "smoke", tracking.N_CONFIGS: "2",
+        tracking.METRIC: "score", tracking.MODE: "max"}, {})
+
+
+def test_an_unknown_sweep_is_bad_input_that_lists_the_sweeps(tmp_path, capsys):
+    home = new_home(tmp_path)
+    _tracked_sweep(home, "20261120-100000-aaaa", "ff-mnist")
+    done = _tracked_sweep(home, "20261121-100000-bbbb")
+    store(home).end_sweep(done, "FINISHED", {})
+    for action in ("status", "resume"):
+        assert main(["sweep", action, "20261121-100000-cccc", "--home", str(home)]) == 2
+        err = capsys.readouterr().err
+        assert f"ortho sweep: invalid sweep: expected the id of a sweep in sqlite:///{home}/" \
+            in err
+        assert ("(the latest: 20261121-100000-bbbb toy/smoke finished; "
+                "20261120-100000-aaaa ff-mnist/smoke running) (got '20261121-100000-cccc')") \
+            in err
+
+
+@pytest.mark.parametrize("sweep_id", ["zzz", "a'b", "x' or tags.`ortho.role` = 'sweep",
+                                      '20261121-100000-bbbb"', "20261121-100000-BBBB"])
+def test_a_malformed_sweep_id_is_bad_input(sweep_id, tmp_path, capsys):
+    home = new_home(tmp_path)
+    _tracked_sweep(home, "20261121-100000-bbbb")
+    for action in ("status", "resume"):
+        assert main(["sweep", action, sweep_id, "--home", str(home)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("ortho sweep: invalid sweep: expected a sweep id such as "), err
+        assert "Traceback" not in err
+    assert store(home).find_sweep("20261121-100000-bbbb").status == "RUNNING"  # untouched
+
+
+def test_resume_refuses_a_sweep_that_is_still_running(tmp_path, capsys):
+    home = new_home(tmp_path)
+    ref = _tracked_sweep(home, "20261121-100000-bbbb")  # driven by this (live) process
+    in_flight = store(home).claim(ref, "k", {}, {})
+    for argv in (["20261121-100000-bbbb"], []):  # by id, and the latest unfinished
+        assert main(["sweep", "resume", *argv, "--home", str(home)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("ortho sweep: invalid sweep: expected a sweep whose driver has "
+                              "stopped: 20261121-100000-bbbb (toy/smoke) is still running "
+                              f"(driver {socket.gethostname()}:"), err
+        assert "pass --force to resume it anyway" in err
+    [run] = store(home).configurations(ref)  # nothing deleted
+    assert (run.info.run_id, run.info.status) == (in_flight.run_id, "RUNNING")
+    assert main(["sweep", "status", "--home", str(home)]) == 0
+    assert capsys.readouterr().out.startswith(
+        "sweep 20261121-100000-bbbb toy/smoke: 0/2 done, 1 running, ")
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    store(home).client.set_tag(ref.parent_run_id, tracking.DRIVER,
+                               f"{socket.gethostname()}:{dead.pid}")
+    assert main(["sweep", "status", "--home", str(home)]) == 0
+    assert capsys.readouterr().out.startswith(
+        "sweep 20261121-100000-bbbb toy/smoke: 0/2 done, interrupted after ")
 
 
 def _submit_args(**kw: object) -> argparse.Namespace:
@@ -69,7 +139,7 @@ def _submit_args(**kw: object) -> argparse.Namespace:
 
 
 def test_submitted_job_runs_the_sweep_on_the_cluster(monkeypatch):
-    monkeypatch.setenv("ORTHO_DATA_DIR", "/work/shared/data")  # this machine's: not passed on
+    monkeypatch.setenv("ORTHO_DATA_DIR", DATA_DIR)  # this machine's: not passed on
     monkeypatch.delenv("ORTHO_TRACKING_URI", raising=False)
     args = _submit_args(profile="smoke", tracking_uri="http://127.0.0.1:5000",
                         storage="s3://bucket/ray")
@@ -77,13 +147,42 @@ def test_submitted_job_runs_the_sweep_on_the_cluster(monkeypatch):
     command = shlex.split(request["entrypoint"])
     assert command == ["python", "-m", "sweeps.cli", "sweep", "run", "synthetic-max-length",
                        "--profile", "smoke", "--address", "auto", "--home", "~/ortho-runs",
-                       "--tracking-uri", "http://127.0.0.1:5000", "--storage", "s3://bucket/ray"]
+                       "--storage", "s3://bucket/ray"]  # the tracking URI: in env_vars only
     env = request["runtime_env"]
     assert env["working_dir"] == str(PROJECT_ROOT)
     assert {"ortho-runs/", ".git/", "data/"} <= set(env["excludes"]) == set(SUBMIT_EXCLUDES)
     assert env["env_vars"]["ORTHO_TRACKING_URI"] == "http://127.0.0.1:5000"
     assert "ORTHO_DATA_DIR" not in env["env_vars"]
     assert env["env_vars"]["RAY_USAGE_STATS_ENABLED"] == "0"
+
+
+class _FakeJobClient:
+    """Stands for Ray's ``JobSubmissionClient``: keeps what was submitted."""
+
+    submitted: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def submit_job(self, **request: Any) -> str:
+        _FakeJobClient.submitted = request
+        return "raysubmit_1"
+
+
+def test_submit_prints_no_credentials(monkeypatch, capsys):
+    from ray import job_submission
+
+    monkeypatch.setattr(job_submission, "JobSubmissionClient", _FakeJobClient)
+    uri = "postgresql://ortho:hunter2@db.example:5432/mlflow"
+    assert main(["sweep", "submit", "synthetic-max-length", "--profile", "smoke",
+                 "--address", "http://admin:s3cret@head:8265", "--tracking-uri", uri,
+                 "--no-wait"]) == 0
+    out = capsys.readouterr().out
+    assert "submitted job raysubmit_1 to http://admin:***@head:8265: python -m sweeps.cli" in out
+    assert "hunter2" not in out and "s3cret" not in out
+    request = _FakeJobClient.submitted
+    assert "hunter2" not in request["entrypoint"]  # Ray lists entrypoints with the jobs
+    assert request["runtime_env"]["env_vars"]["ORTHO_TRACKING_URI"] == uri  # the job needs it
 
 
 def test_submit_passes_on_the_clusters_interpreter_and_data_dir():

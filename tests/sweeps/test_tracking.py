@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -139,3 +144,85 @@ def test_concurrent_sqlite_writers_lose_nothing(tmp_path):
     ({"m": 2}, 2.0), ({"m": float("nan")}, None), ({"m": True}, None), ({}, None)])
 def test_metric_value(summary, value):
     assert tracking.metric_value(summary, "m") == value
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    ("postgresql://ortho:hunter2@db:5432/mlflow", "postgresql://ortho:***@db:5432/mlflow"),
+    ("https://me:p@ss/w?rd@mlflow.example.org/x", "https://me:***@mlflow.example.org/x"),
+    ("postgresql://db/mlflow?user=u&password=hunter2&sslmode=require",
+     "postgresql://db/mlflow?user=u&password=***&sslmode=require"),
+    ("http://h:5000/?token=abc#top", "http://h:5000/?token=***#top"),
+    ("run --tracking-uri mysql+pymysql://u:pw@h/db --storage s3://bucket/ray",
+     "run --tracking-uri mysql+pymysql://u:***@h/db --storage s3://bucket/ray"),
+    ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+    ("sqlite:////abs/ortho-runs/mlflow.db", "sqlite:////abs/ortho-runs/mlflow.db"),
+    ("https://user@mlflow.example.org", "https://user@mlflow.example.org"),
+])
+def test_redact_masks_the_credentials_of_uris(text, masked):
+    assert tracking.redact(text) == masked
+
+
+def test_filter_values_are_quoted_so_that_quotes_match_literally(tmp_path):
+    assert tracking.quote("20261121-070102-ab12") == "'20261121-070102-ab12'"
+    assert tracking.quote("a'b") == '"a\'b"'
+    for bad in ("a'\"b", "a\\"):
+        with pytest.raises(ValueError, match="cannot search"):
+            tracking.quote(bad)
+    t = tracking.tracker(tracking.tracking_uri(None, new_home(tmp_path)))
+    exp = t.experiment_id("spec")
+    odd = t.start_sweep(exp, "it's", {}, {})
+    plain = t.start_sweep(exp, "its", {}, {})
+    assert t.find_sweep("it's").ref == odd
+    assert t.find_sweep("its").ref == plain
+    claim = t.claim(odd, 'k"1', {}, {})
+    assert [r.info.run_id for r in t.configurations(odd)] == [claim.run_id]
+    assert t.claim(odd, 'k"1', {}, {}).run_id != claim.run_id  # found and replaced
+    assert t.configurations(plain) == []
+
+
+def test_a_sweep_names_its_driver_and_beats(tmp_path):
+    t, ref = _sweep(tmp_path)
+    record = t.find_sweep("s1")
+    assert record.driver == tracking.driver_tag() == f"{socket.gethostname()}:{os.getpid()}"
+    assert record.heartbeat == pytest.approx(time.time(), abs=60)
+    assert record.alive
+    t.client.set_tag(ref.parent_run_id, tracking.HEARTBEAT, "1000")
+    t.heartbeat(ref)
+    assert t.find_sweep("s1").heartbeat == pytest.approx(time.time(), abs=60)
+    t.end_sweep(ref, "KILLED", {})
+    assert not t.find_sweep("s1").alive  # ended: not running, whatever its driver
+
+
+def test_list_sweeps_latest_first(tmp_path):
+    t, first = _sweep(tmp_path)
+    time.sleep(0.01)
+    second = t.start_sweep(first.experiment_id, "s2", {}, {})
+    assert [r.ref for r in t.list_sweeps(5)] == [second, first]
+    assert [r.ref for r in t.list_sweeps(1)] == [second]
+
+
+def test_a_driver_is_alive_while_its_process_exists_on_this_host():
+    host = socket.gethostname()
+    assert tracking.driver_alive(f"{host}:{os.getpid()}", None)
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    assert not tracking.driver_alive(f"{host}:{ended.pid}", time.time())  # heartbeat ignored
+    zombie = subprocess.Popen(["sleep", "30"])
+    try:
+        os.kill(zombie.pid, signal.SIGKILL)
+        os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)  # dead, not reaped yet
+        assert not tracking.driver_alive(f"{host}:{zombie.pid}", None)
+    finally:
+        zombie.kill()
+        zombie.wait()
+    assert not tracking.driver_alive("", time.time())
+    assert not tracking.driver_alive(f"{host}:nan", time.time())
+
+
+def test_a_driver_elsewhere_is_alive_while_its_heartbeat_is_recent():
+    now = 1_000_000.0
+    elsewhere = "not-" + socket.gethostname() + ":1"
+    assert tracking.driver_alive(elsewhere, now - 10, now)
+    assert tracking.driver_alive(elsewhere, now - tracking.ALIVE_SECONDS + 1, now)
+    assert not tracking.driver_alive(elsewhere, now - tracking.ALIVE_SECONDS - 1, now)
+    assert not tracking.driver_alive(elsewhere, None, now)
