@@ -25,16 +25,17 @@ an overhead compares trials of equal pack size only when the spec packs none (``
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 
 from analysis.figures import Figure
+from analysis.groups import Group, group
 from analysis.load import DONE, Histories, SweepRuns, param_values
-from analysis.manchev_ff import group
 from analysis.report import Report, provenance
 from analysis.tables import Cell, Table
 
@@ -93,7 +94,7 @@ def _values(shape: Shape, variant: str) -> dict[str, object]:
     return {"activation": activation, "layers": layers, "hidden": hidden, "variant": variant}
 
 
-def _chosen(runs: SweepRuns, shape: Shape, variant: str) -> tuple[Any, pd.Series | None]:
+def _chosen(runs: SweepRuns, shape: Shape, variant: str) -> tuple[Group, pd.Series | None]:
     """The group of (shape, variant) and its configuration with the best training accuracy."""
     g = group(runs, _values(shape, variant))
     done = g.runs[g.runs["outcome"].isin(DONE)]
@@ -341,6 +342,29 @@ def angle_figure(runs: SweepRuns, histories: Histories, when: str = "init") -> F
                              "neuron": neuron + 1, **dict(zip(QUANTILE_COLUMNS, q, strict=True))})
     columns = ["network", "variant", "run_id", "layer", "neuron", *QUANTILE_COLUMNS]
     data = pd.DataFrame.from_records(rows, columns=columns)
+
+    def boxes(ax: Axes, part: pd.DataFrame) -> None:
+        ax.bxp([{"whislo": p.q01, "q1": p.q25, "med": p.q50, "q3": p.q75, "whishi": p.q99,
+                 "label": str(p.neuron)} for p in part.itertuples()], showfliers=False)
+
+    sweep = runs.sweep
+    return _panel_figure(f"k-fig2-angles-{when}", data, boxes, "θ (degrees)", 12.0,
+                         f"K Figs. 3, 5, 7, 11 — angle θ per neuron ({when}) · {sweep.spec} · "
+                         f"{sweep.profile} · sweep {sweep.sweep_id}")
+
+
+def _panels(data: pd.DataFrame) -> list[tuple[tuple[str, str], list[int]]]:
+    """((network, variant), its layers) in the data's order."""
+    keys = list(dict.fromkeys(zip(data["network"], data["variant"], strict=True)))
+    return [(key, sorted(set(data.loc[(data["network"] == key[0])
+                                      & (data["variant"] == key[1]), "layer"])))
+            for key in keys]
+
+
+def _panel_figure(name: str, data: pd.DataFrame, plot: Callable[[Axes, pd.DataFrame], None],
+                  ylabel: str, width: float, title: str) -> Figure:
+    """A figure of K Figs. 2-11's kind: one row of axes per (network, variant) of ``data``, one
+    column per layer; ``plot`` draws a panel's rows of ``data`` on its axes."""
     panels = _panels(data)
 
     def draw(data: pd.DataFrame, fig: MplFigure) -> None:
@@ -350,30 +374,16 @@ def angle_figure(runs: SweepRuns, histories: Histories, when: str = "init") -> F
         axes = np.atleast_2d(fig.subplots(len(panels), n_cols, squeeze=False))
         for r, ((network, variant), layers) in enumerate(panels):
             for c, layer in enumerate(layers):
-                part = data[(data["network"] == network) & (data["variant"] == variant)
-                            & (data["layer"] == layer)]
-                stats = [{"whislo": p.q01, "q1": p.q25, "med": p.q50, "q3": p.q75,
-                          "whishi": p.q99, "label": str(p.neuron)} for p in part.itertuples()]
-                axes[r, c].bxp(stats, showfliers=False)
+                plot(axes[r, c], data[(data["network"] == network)
+                                      & (data["variant"] == variant) & (data["layer"] == layer)])
                 axes[r, c].set_title(f"{MODELS[variant]}, {network}, layer {layer}",
                                      fontsize=7)
                 axes[r, c].tick_params(labelsize=6)
-            axes[r, 0].set_ylabel("θ (degrees)", fontsize=7)
+            axes[r, 0].set_ylabel(ylabel, fontsize=7)
 
-    sweep = runs.sweep
-    return Figure(name=f"k-fig2-angles-{when}", data=data, draw=draw,
-                  size=(12.0, 2.2 * max(len(panels), 1)),
+    return Figure(name=name, data=data, draw=draw, size=(width, 2.2 * max(len(panels), 1)),
                   notes=[] if panels else ["No plain/LCW pair of K Figs. 2-11's networks."],
-                  title=f"K Figs. 3, 5, 7, 11 — angle θ per neuron ({when}) · {sweep.spec} · "
-                        f"{sweep.profile} · sweep {sweep.sweep_id}")
-
-
-def _panels(data: pd.DataFrame) -> list[tuple[tuple[str, str], list[int]]]:
-    """((network, variant), its layers) in the data's order."""
-    keys = list(dict.fromkeys(zip(data["network"], data["variant"], strict=True)))
-    return [(key, sorted(set(data.loc[(data["network"] == key[0])
-                                      & (data["variant"] == key[1]), "layer"])))
-            for key in keys]
+                  title=title)
 
 
 def activation_figure(runs: SweepRuns, histories: Histories, when: str = "init") -> Figure:
@@ -390,31 +400,15 @@ def activation_figure(runs: SweepRuns, histories: Histories, when: str = "init")
                 "neuron": neurons.ravel(), "activation": values.ravel()}))
     columns = ["network", "variant", "run_id", "layer", "sample", "neuron", "activation"]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
-    panels = _panels(data)
 
-    def draw(data: pd.DataFrame, fig: MplFigure) -> None:
-        if not panels:
-            return
-        n_cols = max(len(layers) for _, layers in panels)
-        axes = np.atleast_2d(fig.subplots(len(panels), n_cols, squeeze=False))
-        for r, ((network, variant), layers) in enumerate(panels):
-            for c, layer in enumerate(layers):
-                part = data[(data["network"] == network) & (data["variant"] == variant)
-                            & (data["layer"] == layer)]
-                grid = part.pivot(index="neuron", columns="sample", values="activation")
-                image = axes[r, c].imshow(grid.to_numpy(), aspect="auto", cmap="viridis")
-                fig.colorbar(image, ax=axes[r, c])
-                axes[r, c].set_title(f"{MODELS[variant]}, {network}, layer {layer}",
-                                     fontsize=7)
-                axes[r, c].tick_params(labelsize=6)
-            axes[r, 0].set_ylabel("neuron", fontsize=7)
+    def heatmap(ax: Axes, part: pd.DataFrame) -> None:
+        grid = part.pivot(index="neuron", columns="sample", values="activation")
+        ax.figure.colorbar(ax.imshow(grid.to_numpy(), aspect="auto", cmap="viridis"), ax=ax)
 
     sweep = runs.sweep
-    return Figure(name=f"k-fig2-activations-{when}", data=data, draw=draw,
-                  size=(14.0, 2.2 * max(len(panels), 1)),
-                  notes=[] if panels else ["No plain/LCW pair of K Figs. 2-11's networks."],
-                  title=f"K Figs. 2, 4, 6, 10 — activations, samples across, neurons down "
-                        f"({when}) · {sweep.spec} · {sweep.profile} · sweep {sweep.sweep_id}")
+    return _panel_figure(f"k-fig2-activations-{when}", data, heatmap, "neuron", 14.0,
+                         f"K Figs. 2, 4, 6, 10 — activations, samples across, neurons down "
+                         f"({when}) · {sweep.spec} · {sweep.profile} · sweep {sweep.sweep_id}")
 
 
 def lcw_report(runs: SweepRuns, histories: Histories | None) -> Report:

@@ -1,6 +1,6 @@
 """Paper M (Manchev & Spratling, learned orthogonality): published values, tables and figures.
 
-Specs and what their reports hold (EXPERIMENTS.md, M-pre, M-T1, M-F2):
+Specs and what their reports hold (EXPERIMENTS.md, M-pre, M-T1, M-F2, M-T3, M-T4):
 
 - ``orth-pretrain-convergence``: convergence of orthogonal pre-training (§II-A) per
   distribution of the initial matrix: success rate, mean/min/max/std steps and repeats,
@@ -8,6 +8,13 @@ Specs and what their reports hold (EXPERIMENTS.md, M-pre, M-T1, M-F2):
 - ``synthetic-max-length``: Table I, the largest sequence length T each model solves on each
   problem with the α (and λ) that reached it, beside the published table; the same as a bar
   chart; and Fig. 2, ρ(W_hh) and ‖∇W_hh‖ over training at one T for the three models.
+- ``ff-mnist``: Tables III and IV, the best MNIST test accuracy of the deep feedforward nets
+  FF, FF+OPEN and FF+OINIT (784-100×10-10, tanh, W ~ N(0, 0.001²), SGD with batch 20, 100
+  epochs) beside the published values, and the test accuracy per epoch of each model's
+  chosen configuration. The trainer logs ``test_accuracy`` (a fraction) after every epoch
+  and the summaries ``best_test_accuracy`` and ``baseline_accuracy`` (the majority-class
+  fraction of the test set it used: 11.35 % on the full MNIST test set); tables show
+  percentages.
 
 Choice rule (Table I): the paper reports, per problem and model, "the maximum T" over its
 grid and the parameters that reached it, without a tie-break. Here the configuration with the
@@ -15,12 +22,17 @@ largest ``max_seq_len_solved`` wins; ties go to the fewest ``iters_to_solve`` (r
 sooner), then the smaller α, then the smaller λ, then the run id (only for determinism).
 With repeats, each seed is its own configuration, so the best seed counts, as a single run
 did in the paper.
+
+Choice rule (Table III): M reports per model "the best accuracy" over its grid with the
+parameters that reached it. Here the configuration with the highest ``best_test_accuracy``
+(best over epochs) wins; ties go to the smaller α, then the smaller λ, then the run id (only
+for determinism). Table IV is FF+OPEN with λ = 1, one row per α, the best over seeds.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +40,7 @@ import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
 from analysis.figures import Figure
+from analysis.groups import Group, count_text, expected_count, group, matching
 from analysis.load import DONE, Histories, SweepRuns, param_values
 from analysis.report import Report, expected, provenance
 from analysis.tables import Cell, Table
@@ -102,38 +115,25 @@ PRETRAIN: dict[str, PublishedPretrain] = {
 """Distribution of the initial matrix (N(0, 0.1²), U(−0.1, 0.1)) -> published result."""
 
 
-def _mask(frame: pd.DataFrame, values: Mapping[str, object]) -> pd.Series | None:
-    """Rows of ``frame`` whose columns equal ``values``; None if a column is absent."""
-    mask = pd.Series(True, index=frame.index)
-    for key, value in values.items():
-        if key not in frame:
-            return None
-        mask &= frame[key] == value
-    return mask
-
-
-def _runs_mask(runs: pd.DataFrame, values: Mapping[str, object]) -> pd.Series:
-    mask = pd.Series(True, index=runs.index)
-    for key, value in values.items():
-        mask &= param_values(runs, key) == value
-    return mask
-
-
-def rank(cell: pd.DataFrame) -> pd.DataFrame:
-    """The cell's configurations that trained to their end and logged ``max_seq_len_solved``,
-    best first by the module's choice rule."""
+def rank(cell: pd.DataFrame, metric: str = MAX_LEN,
+         fewer: Sequence[str] = (ITERS,)) -> pd.DataFrame:
+    """The cell's configurations that trained to their end and logged the summary ``metric``,
+    best first: the largest ``metric``; ties go to the smallest of the summaries ``fewer`` in
+    turn (missing: last), then the smaller α, then the smaller λ, then the run id. The
+    defaults are Table I's rule; Table III ranks by ``best_test_accuracy`` alone."""
     runs = cell[cell["outcome"].isin(DONE)]
-    if f"metrics.{MAX_LEN}" not in runs:
+    if f"metrics.{metric}" not in runs:
         return runs.iloc[0:0]
-    runs = runs[runs[f"metrics.{MAX_LEN}"].notna()]
+    runs = runs[runs[f"metrics.{metric}"].notna()]
     nan = pd.Series(np.nan, index=runs.index)
-    keys = pd.DataFrame({
-        "t": -runs[f"metrics.{MAX_LEN}"],
-        "iters": runs.get(f"metrics.{ITERS}", nan).fillna(math.inf),
+    keys = {"best": -runs[f"metrics.{metric}"]}
+    keys |= {f"fewer {name}": runs.get(f"metrics.{name}", nan).fillna(math.inf)
+             for name in fewer}
+    keys |= {
         "lr": pd.to_numeric(param_values(runs, "lr"), errors="coerce").fillna(math.inf),
         "penalty": pd.to_numeric(param_values(runs, "penalty"), errors="coerce").fillna(0.0),
-        "run_id": runs["run_id"]})
-    order = keys.sort_values(["t", "iters", "lr", "penalty", "run_id"], kind="stable").index
+        "run_id": runs["run_id"]}
+    order = pd.DataFrame(keys).sort_values(list(keys), kind="stable").index
     return runs.loc[order]
 
 
@@ -157,19 +157,11 @@ def max_length_cells(runs: SweepRuns) -> pd.DataFrame:
                 pairs.append(pair)
     rows = []
     for task, variant in sorted(pairs, key=_order):
-        cell = frame[_runs_mask(frame, {"task": task, "variant": variant})]
-        n_expected = None
-        if spec is not None:
-            mask = _mask(spec, {"task": task, "variant": variant})
-            n_expected = None if mask is None else int(spec.loc[mask, "trials"].sum())
-        ranked = rank(cell)
+        g = group(runs, {"task": task, "variant": variant})
+        ranked = rank(g.runs)
         best = ranked.iloc[0] if len(ranked) else None
-        n_done = int(cell["outcome"].isin(DONE).sum())
         rows.append({
-            "task": task, "variant": variant, "n_expected": n_expected, "n_runs": len(cell),
-            "n_done": n_done, "n_failed": int((cell["outcome"] == "failed").sum()),
-            "n_diverged": int((cell["outcome"] == "diverged").sum()),
-            "partial": n_done < (len(cell) if n_expected is None else n_expected),
+            "task": task, "variant": variant, **g.counts(),
             "run_id": None if best is None else best["run_id"],
             "max_len": None if best is None else int(best[f"metrics.{MAX_LEN}"]),
             "lr": None if best is None else best.get("params.lr"),
@@ -188,9 +180,9 @@ def _order(pair: tuple[str, str]) -> tuple[int, str, int, str]:
 
 
 def _count_text(row: Mapping[str, object]) -> str:
+    """The count of a :func:`max_length_cells` row (see :func:`analysis.groups.count_text`)."""
     of = row["n_runs"] if row["n_expected"] is None else row["n_expected"]
-    extra = [f"{row[k]} {k.removeprefix('n_')}" for k in ("n_failed", "n_diverged") if row[k]]
-    return f"{row['n_done']}/{of}" + (f" ({', '.join(extra)})" if extra else "")
+    return count_text(row["n_done"], of, row["n_failed"], row["n_diverged"])
 
 
 def max_length_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Table:
@@ -218,7 +210,7 @@ def max_length_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Tabl
         "Published: Manchev & Spratling, Table I (SRNN, SRNN+OPEN, SRNN+OINIT; tanh, 100 "
         "hidden units, SGD, batch 20, ≤ 100,000 iterations).",
     ]
-    notes += _protocol_notes(runs) + _threshold_notes(runs)
+    notes += _protocol_notes(runs, PAPER_PROTOCOL, "T") + _threshold_notes(runs)
     missing = sorted({t for t, _ in TABLE_I} - set(cells["task"]), key=list(PROBLEMS).index)
     if missing:
         notes.append(f"Not in profile {runs.sweep.profile}: "
@@ -229,18 +221,25 @@ def max_length_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Tabl
                  rows=rows, provenance=provenance(runs), notes=notes)
 
 
-def _protocol_notes(runs: SweepRuns) -> list[str]:
-    """The protocol settings of the sweep that differ from M's (a reduced profile)."""
+def _protocol_notes(runs: SweepRuns, paper: Mapping[str, float], what: str,
+                    subsets: Sequence[str] = ()) -> list[str]:
+    """The protocol settings of the sweep that differ from M's ``paper`` ones (a reduced
+    profile), and the keys among ``subsets`` the sweep set (a subset of a data split where M
+    used all of it); ``what`` names the results that are then not comparable."""
     diffs = []
-    for key, paper in PAPER_PROTOCOL.items():
+    for key, value in paper.items():
         values = sorted({v for v in param_values(runs.runs, key)
                          if isinstance(v, (int, float)) and v == v})
-        if values and values != [paper]:
+        if values and values != [value]:
             diffs.append(f"{key} = {', '.join(format(v, 'g') for v in values)} "
-                         f"(paper {paper:g})")
+                         f"(paper {value:g})")
+    for key in subsets:
+        values = sorted({v for v in param_values(runs.runs, key) if isinstance(v, int)})
+        if values:
+            diffs.append(f"{key} = {', '.join(map(str, values))} (paper: the whole split)")
     if not diffs:
         return []
-    return ["Protocol differs from the paper's, so T is not comparable one to one: "
+    return [f"Protocol differs from the paper's, so {what} is not comparable one to one: "
             + "; ".join(diffs) + "."]
 
 
@@ -323,8 +322,7 @@ def fig2_data(runs: SweepRuns, histories: Histories, seq_len: int | None = None,
     used, and notes on what was chosen or is missing.
     """
     frame = runs.runs
-    ranked = {v: rank(frame[_runs_mask(frame, {"task": task, "variant": v})])
-              for v in MODELS}
+    ranked = {v: rank(frame[matching(frame, {"task": task, "variant": v})]) for v in MODELS}
     ranked = {v: r for v, r in ranked.items() if len(r)}
     notes = [f"No {MODELS[v]} run of {task} trained to its end."
              for v in MODELS if v not in ranked]
@@ -460,23 +458,16 @@ def pretrain_table(runs: SweepRuns) -> Table:
         and spec[c].astype(str).nunique() > 1])))
     groups: dict[tuple, pd.DataFrame] = {}
     if keys:
-        for values, group in frame.groupby([param_values(frame, k) for k in keys],
-                                           dropna=False, sort=True):
-            groups[values if isinstance(values, tuple) else (values,)] = group
+        for values, members in frame.groupby([param_values(frame, k) for k in keys],
+                                             dropna=False, sort=True):
+            groups[values if isinstance(values, tuple) else (values,)] = members
     else:
         groups[()] = frame
     rows = []
-    for values, group in groups.items():
-        n_done = int(group["outcome"].isin(DONE).sum())
-        n_expected = None
-        if spec is not None:
-            mask = _mask(spec, dict(zip(keys, values, strict=True)))
-            n_expected = None if mask is None else int(spec.loc[mask, "trials"].sum())
-        partial = n_done < (len(group) if n_expected is None else n_expected)
-        counts = {"n_done": n_done, "n_runs": len(group), "n_expected": n_expected,
-                  "n_failed": int((group["outcome"] == "failed").sum()),
-                  "n_diverged": int((group["outcome"] == "diverged").sum())}
-        done = group[group["outcome"].isin(DONE)]
+    for values, members in groups.items():
+        g = Group(members, expected_count(spec, dict(zip(keys, values, strict=True))))
+        partial = g.partial
+        done = g.runs[g.runs["outcome"].isin(DONE)]
         for dist in _distributions(frame, spec):
             pub = PRETRAIN[dist]
             s = pool_pretrain(done, dist) or dict.fromkeys(
@@ -488,7 +479,7 @@ def pretrain_table(runs: SweepRuns) -> Table:
                          Cell(pub.mean_steps, ".2f"), Cell(s["std"], ".2f", partial),
                          Cell(s["min"], "d", partial), Cell(s["max"], "d", partial),
                          Cell(s["repeats"], "d", partial), Cell(pub.repeats, "d"),
-                         _count_text(counts)])
+                         g.count_text()])
     return Table(
         name="pretrain-convergence",
         title="M §II-A — convergence of orthogonal pre-training",
@@ -509,3 +500,160 @@ def pretrain_table(runs: SweepRuns) -> Table:
 def pretrain_report(runs: SweepRuns, histories: Histories | None) -> Report:
     """Report of ``orth-pretrain-convergence``: the convergence table (no figures)."""
     return Report(runs=runs, tables=[pretrain_table(runs)])
+
+
+FF_MODELS: dict[str, str] = {"plain": "FF", "open": "FF+OPEN", "oinit": "FF+OINIT"}
+"""Variant -> the paper's name of the feedforward model."""
+
+ACCURACY = "best_test_accuracy"
+"""Trial summary that Tables III and IV report (a fraction)."""
+
+
+@dataclass(frozen=True)
+class PublishedAccuracy:
+    """One row of M Table III."""
+
+    accuracy: float
+    """Best test accuracy, in %."""
+    lr: float | None = None
+    """α that reached it (None: the paper lists no parameters)."""
+    penalty: float | None = None
+    """λ (FF+OPEN only)."""
+
+
+TABLE_III: dict[str, PublishedAccuracy] = {
+    "plain": PublishedAccuracy(11.35),
+    "open": PublishedAccuracy(97.03, 0.01, 0.01),
+    "oinit": PublishedAccuracy(96.77, 0.01),
+}
+"""M Table III: variant -> published best accuracy and parameters."""
+
+TABLE_IV: dict[float, float] = {1e-1: 91.40, 1e-2: 91.65, 1e-3: 90.66, 1e-4: 88.80, 1e-5: 72.81}
+"""M Table IV: FF+OPEN with λ = 1, α -> published accuracy (%)."""
+
+TABLE_IV_PENALTY = 1.0
+"""λ of Table IV."""
+
+FF_PAPER_PROTOCOL: dict[str, float] = {"layers": 10, "hidden": 100, "init_std": 0.001,
+                                       "batch_size": 20, "epochs": 100}
+"""M §III-C's protocol, config key -> value (to flag a reduced profile)."""
+
+FF_SUBSETS = ("train_size", "test_size")
+"""Config keys that train or test on a subset of MNIST (M: the whole splits)."""
+
+
+def _best_accuracy(g: Group) -> pd.Series | None:
+    """The configuration of ``g`` with the best test accuracy (Table III's rule), if any
+    finished."""
+    ranked = rank(g.runs, ACCURACY, ())
+    return ranked.iloc[0] if len(ranked) else None
+
+
+def _percent(row: pd.Series | None, partial: bool) -> Cell:
+    value = None if row is None else 100.0 * float(row[f"metrics.{ACCURACY}"])
+    return Cell(value, ".2f", partial)
+
+
+def _baseline(runs: SweepRuns) -> list[str]:
+    column = runs.runs.get("metrics.baseline_accuracy")
+    values = sorted({round(100.0 * v, 2) for v in column.dropna()}) if column is not None else []
+    if not values:
+        return []
+    return ["Majority-class baseline of the test set used: "
+            + ", ".join(f"{v:.2f} %" for v in values) + " (M: 11.35 % on all 10,000)."]
+
+
+def _ff_protocol_notes(runs: SweepRuns) -> list[str]:
+    return _protocol_notes(runs, FF_PAPER_PROTOCOL, "accuracy", FF_SUBSETS)
+
+
+def table_iii(runs: SweepRuns) -> Table:
+    """M Table III: the best test accuracy of FF, FF+OPEN and FF+OINIT with its α and λ."""
+    rows = []
+    for variant, name in FF_MODELS.items():
+        g = group(runs, {"variant": variant})
+        best, pub = _best_accuracy(g), TABLE_III[variant]
+        has_penalty = variant == "open"
+        rows.append([
+            name, _percent(best, g.partial), Cell(pub.accuracy, ".2f"),
+            Cell(None if best is None else best.get("params.lr"), "g", g.partial),
+            Cell(pub.lr, "g"),
+            Cell(None if best is None or not has_penalty else best.get("params.penalty"), "g",
+                 g.partial and has_penalty),
+            Cell(pub.penalty, "g"), g.count_text()])
+    notes = ["Accuracy: the best test accuracy over epochs of the configuration chosen per "
+             "model (highest; ties to the smaller α, then λ), in %.",
+             "configurations = trained to their end / defined by the spec.",
+             "Published: Manchev & Spratling, Table III (784-100×10-10, tanh, σ = 0.001, "
+             "SGD, batch 20, 100 epochs; FF: no α left the baseline)."]
+    return Table(name="ff-table-iii", title="M Table III — best MNIST accuracy of the "
+                 "feedforward nets",
+                 columns=["Network", "accuracy %", "paper %", "α", "α (paper)", "λ",
+                          "λ (paper)", "configurations"],
+                 rows=rows, provenance=provenance(runs),
+                 notes=notes + _baseline(runs) + _ff_protocol_notes(runs))
+
+
+def table_iv(runs: SweepRuns) -> Table:
+    """M Table IV: FF+OPEN with λ = 1, best test accuracy per α beside the published one."""
+    frame = runs.runs
+    open_runs = frame[matching(frame, {"variant": "open", "penalty": TABLE_IV_PENALTY})]
+    present = {float(v) for v in param_values(open_runs, "lr") if isinstance(v, (int, float))}
+    rows = []
+    for lr in sorted(set(TABLE_IV) | present, reverse=True):
+        g = group(runs, {"variant": "open", "penalty": TABLE_IV_PENALTY, "lr": lr})
+        if g.n_expected == 0 and g.runs.empty:
+            rows.append([format(lr, "g"), Cell(None), Cell(TABLE_IV.get(lr), ".2f"),
+                         "not in this profile"])
+            continue
+        rows.append([format(lr, "g"), _percent(_best_accuracy(g), g.partial),
+                     Cell(TABLE_IV.get(lr), ".2f"), g.count_text()])
+    return Table(name="ff-table-iv", title="M Table IV — FF+OPEN with λ = 1 across α",
+                 columns=["α", "accuracy %", "paper %", "configurations"],
+                 rows=rows, provenance=provenance(runs),
+                 notes=["Published: Manchev & Spratling, Table IV.", *_ff_protocol_notes(runs)])
+
+
+def accuracy_curves(runs: SweepRuns, histories: Histories) -> Figure:
+    """Test accuracy after every epoch of each model's chosen configuration (Table III's)."""
+    rows, notes = [], []
+    for variant, name in FF_MODELS.items():
+        best = _best_accuracy(group(runs, {"variant": variant}))
+        if best is None:
+            notes.append(f"No {name} configuration trained to its end.")
+            continue
+        acc = histories.get(best["run_id"], "test_accuracy")
+        epochs = histories.get(best["run_id"], "epoch").rename(columns={"value": "epoch"})
+        merged = acc.merge(epochs, on="step", how="left")
+        rows.append(pd.DataFrame({"variant": variant, "run_id": best["run_id"],
+                                  "epoch": merged["epoch"], "step": merged["step"],
+                                  "accuracy": 100.0 * merged["value"]}))
+    columns = ["variant", "run_id", "epoch", "step", "accuracy"]
+    data = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
+    baseline = runs.runs.get("metrics.baseline_accuracy")
+    level = float(baseline.dropna().iloc[0]) * 100 if baseline is not None and \
+        baseline.notna().any() else np.nan
+
+    def draw(data: pd.DataFrame, fig: MplFigure) -> None:
+        ax = fig.add_subplot()
+        for variant, name in FF_MODELS.items():
+            series = data[data["variant"] == variant]
+            if len(series):
+                ax.plot(series["epoch"], series["accuracy"], marker=".", label=name)
+        if level == level:
+            ax.axhline(level, color="grey", linestyle="--", linewidth=0.8,
+                       label="majority class")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("test accuracy %")
+        ax.legend(fontsize=8)
+
+    sweep = runs.sweep
+    return Figure(name="ff-accuracy", data=data[columns], draw=draw, notes=notes,
+                  title=f"M §III-C — test accuracy per epoch of the chosen configurations · "
+                        f"{sweep.spec} · {sweep.profile} · sweep {sweep.sweep_id}")
+
+
+def ff_mnist_report(runs: SweepRuns, histories: Histories | None) -> Report:
+    """Report of ``ff-mnist``: Tables III and IV; with histories, the accuracy curves."""
+    figures = [] if histories is None else [accuracy_curves(runs, histories)]
+    return Report(runs=runs, tables=[table_iii(runs), table_iv(runs)], figures=figures)

@@ -28,7 +28,7 @@ from ortho_core.errors import ConfigError
 REPORTS: dict[str, str] = {
     "synthetic-max-length": "analysis.manchev:max_length_report",
     "orth-pretrain-convergence": "analysis.manchev:pretrain_report",
-    "ff-mnist": "analysis.manchev_ff:ff_mnist_report",
+    "ff-mnist": "analysis.manchev:ff_mnist_report",
     "lcw-deep-mlp": "analysis.kutsuna:lcw_report",
 }
 """Spec name -> ``module:function`` building its report."""

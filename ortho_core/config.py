@@ -42,6 +42,26 @@ def non_negative(value: float, field: str) -> None:
             field, "a finite number >= 0", value)
 
 
+def fraction(value: float, field: str) -> None:
+    """Require a number in [0, 1]."""
+    require(isinstance(value, (int, float)) and 0 <= value <= 1, field, "a fraction in [0, 1]",
+            value)
+
+
+def integer_at_least(value: object, field: str, minimum: int) -> None:
+    """Require an integer (not a bool) >= ``minimum``."""
+    require(isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
+            field, f"an integer >= {minimum}", value)
+
+
+def optional_integer_in(value: object, field: str, low: int, high: int) -> None:
+    """Require None or an integer (not a bool) in ``low``..``high`` (a size where None means
+    "all")."""
+    require(value is None or (isinstance(value, int) and not isinstance(value, bool)
+                              and low <= value <= high),
+            field, f"None or an integer in {low}..{high}", value)
+
+
 def one_of(value: object, choices: Sequence[object], field: str) -> None:
     """Require ``value`` to be one of ``choices``."""
     require(value in choices, field, "one of " + ", ".join(map(str, choices)), value)

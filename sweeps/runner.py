@@ -111,14 +111,6 @@ def new_sweep_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
-def check_sweep_id(sweep_id: str) -> str:
-    """``sweep_id`` if it has the form of :func:`new_sweep_id`, else ``ConfigError``."""
-    if not SWEEP_ID.fullmatch(sweep_id):
-        raise ConfigError("sweep", "a sweep id such as 20261121-070102-ab12 "
-                          "(UTC date-time-4 hex digits)", sweep_id)
-    return sweep_id
-
-
 @contextmanager
 def _loopback_only() -> Iterator[None]:
     """Make Ray's address detection answer 127.0.0.1 while a local node starts.
@@ -413,11 +405,8 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
 
 
 def _open_store(uri: str, sweep_id: str | None) -> tracking.Tracker:
-    """The tracker of ``uri``, once ``sweep_id`` (when given) has the form of a sweep id; an
-    embedded store that does not exist yet is not created: ``ConfigError`` when a sweep id
-    was given, else :class:`SweepNotFound`."""
-    if sweep_id is not None:
-        check_sweep_id(sweep_id)
+    """The tracker of ``uri``. An embedded store that does not exist yet is not created:
+    ``ConfigError`` when a sweep id was given, else :class:`SweepNotFound`."""
     db = tracking.sqlite_path(uri)
     if db is not None and not db.exists():
         if sweep_id is not None:
@@ -429,18 +418,22 @@ def _open_store(uri: str, sweep_id: str | None) -> tracking.Tracker:
 
 def _find(tracker: tracking.Tracker, sweep_id: str | None,
           unfinished: bool = False) -> tracking.SweepRecord | None:
-    """Sweep ``sweep_id``, or the latest one (the latest not FINISHED when ``unfinished``);
-    ``ConfigError`` listing the latest sweeps when ``sweep_id`` is unknown."""
+    """Sweep ``sweep_id``, or the latest one (the latest not FINISHED when ``unfinished``).
+    A ``sweep_id`` that does not have the form of :func:`new_sweep_id` (it is never put into
+    a search) or that is unknown is a ``ConfigError`` listing the latest sweeps."""
     if sweep_id is None:
         return tracker.find_sweep(unfinished=unfinished)
-    record = tracker.find_sweep(sweep_id)
-    if record is not None:
-        return record
+    if SWEEP_ID.fullmatch(sweep_id):
+        record = tracker.find_sweep(sweep_id)
+        if record is not None:
+            return record
+        expected = f"the id of a sweep in {tracking.redact(tracker.uri)}"
+    else:
+        expected = "a sweep id (UTC date-time-4 hex digits, e.g. 20261121-070102-ab12)"
     known = [f"{r.ref.sweep_id} {r.spec}/{r.profile} {state_of(r)}"
              for r in tracker.list_sweeps(LISTED_SWEEPS)]
-    held = f"the latest: {'; '.join(known)}" if known else "it holds no sweeps yet"
-    raise ConfigError("sweep", f"the id of a sweep in {tracking.redact(tracker.uri)} ({held})",
-                      sweep_id)
+    held = f"the latest: {'; '.join(known)}" if known else "there are no sweeps yet"
+    raise ConfigError("sweep", f"{expected} ({held})", sweep_id)
 
 
 def _refuse_alive(record: tracking.SweepRecord) -> None:

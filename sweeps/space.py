@@ -23,6 +23,7 @@ from typing import Annotated, Any
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -83,23 +84,18 @@ def _num(value: int) -> int:
     return value
 
 
+GridSize = Annotated[int, AfterValidator(_num)]
+"""``num`` of a grid dimension: how many values (>= 2)."""
+
+
 class Range(StrictModel):
     """``{range: [a, b], num: n}``: a grid of n evenly spaced values."""
 
-    range: tuple[int | float, int | float]
+    range: Annotated[tuple[int | float, int | float],
+                     BeforeValidator(lambda value: _pair(value, positive=False))]
     """Both ends, included; low < high."""
-    num: int
+    num: GridSize
     """How many values (>= 2)."""
-
-    @field_validator("range", mode="before")
-    @classmethod
-    def _check_range(cls, value: Any) -> Any:
-        return _pair(value, positive=False)
-
-    @field_validator("num")
-    @classmethod
-    def _check_num(cls, value: int) -> int:
-        return _num(value)
 
     def values(self) -> list[int | float]:
         """The grid values, low to high; integers when both ends and the step are integers."""
@@ -113,20 +109,11 @@ class Range(StrictModel):
 class LogRange(StrictModel):
     """``{log_range: [a, b], num: n}``: a grid of n values evenly spaced in log10."""
 
-    log_range: tuple[float, float]
+    log_range: Annotated[tuple[float, float],
+                         BeforeValidator(lambda value: _pair(value, positive=True))]
     """Both ends, included; 0 < low < high."""
-    num: int
+    num: GridSize
     """How many values (>= 2)."""
-
-    @field_validator("log_range", mode="before")
-    @classmethod
-    def _check_range(cls, value: Any) -> Any:
-        return _pair(value, positive=True)
-
-    @field_validator("num")
-    @classmethod
-    def _check_num(cls, value: int) -> int:
-        return _num(value)
 
     def values(self) -> list[float]:
         """The grid values, low to high (``[1e-4, 1e-1]``, 4 -> 1e-4, 1e-3, 1e-2, 1e-1)."""

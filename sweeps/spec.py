@@ -9,7 +9,10 @@ override them. Everything is checked before any work starts:
   packs under an early-stopping scheduler);
 - :func:`resolve` applies one profile, expands the grid into :class:`Cell`\\ s and builds the
   experiment's ``Config`` for every cell (Optuna dimensions at each end or choice), so that
-  an unknown config key or a bad value is reported with its field and line.
+  an unknown config key or a bad value is reported with its field and line;
+- :func:`expand_resolved` expands a resolved spec's text (the artifact a sweep keeps) into
+  the same cells by the same code, without building any ``Config``: what ``analysis``
+  compares a sweep's runs against.
 
 Errors are :class:`SpecError` (a ``ConfigError``: the CLI exits with status 2), e.g.
 ``synthetic-max-length.yaml:14: space.lr.log_range: expected two positive numbers low < high
@@ -26,18 +29,27 @@ that ``analysis`` may read specs too.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import itertools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+)
 
 from ortho_core import experiments
 from ortho_core.config import from_dict, to_dict
@@ -64,6 +76,7 @@ __all__ = [
     "Spec",
     "SpecError",
     "available_specs",
+    "expand_resolved",
     "load_spec",
     "resolve",
     "trial_key",
@@ -86,30 +99,22 @@ def _check(ok: Any, expected: str) -> None:
         raise ValueError(expected)
 
 
-def _positive_int(value: int) -> int:
-    _check(value > 0, "an integer > 0")
-    return value
+def _at_least(low: float, strict: bool, kind: str) -> AfterValidator:
+    """A validator of values > ``low`` (``strict``) or >= ``low``; ``kind``: "an integer" or
+    "a number", for the message."""
+
+    def check(value: Any) -> Any:
+        _check(value > low if strict else value >= low,
+               f"{kind} {'>' if strict else '>='} {low:g}")
+        return value
+
+    return AfterValidator(check)
 
 
-def _non_negative_int(value: int) -> int:
-    _check(value >= 0, "an integer >= 0")
-    return value
-
-
-def _positive(value: float) -> float:
-    _check(value > 0, "a number > 0")
-    return value
-
-
-def _non_negative(value: float) -> float:
-    _check(value >= 0, "a number >= 0")
-    return value
-
-
-PositiveInt = Annotated[int, AfterValidator(_positive_int)]
-NonNegativeInt = Annotated[int, AfterValidator(_non_negative_int)]
-PositiveFloat = Annotated[float, AfterValidator(_positive)]
-NonNegativeFloat = Annotated[float, AfterValidator(_non_negative)]
+PositiveInt = Annotated[int, _at_least(0, True, "an integer")]
+NonNegativeInt = Annotated[int, _at_least(0, False, "an integer")]
+PositiveFloat = Annotated[float, _at_least(0, True, "a number")]
+NonNegativeFloat = Annotated[float, _at_least(0, False, "a number")]
 
 
 def _not_null(value: Any) -> Any:
@@ -578,7 +583,14 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
     except ImportError as err:
         raise source.error(("experiment",), f"a trainer that imports ({err})",
                            spec.experiment) from err
-    cells = _cells(eff, source, spec.experiment, config_cls)
+    known = sorted(f.name for f in dataclasses.fields(config_cls) if f.init)
+    for index in range(len(eff.groups)):
+        fixed, space = eff.group(index)
+        for key, (_, path) in (fixed | space).items():
+            if key not in known:
+                raise source.error(path, f"a config key of {spec.experiment}: "
+                                   + ", ".join(known), key)
+    cells = _expand(eff, source, functools.partial(_validate, config_cls, source))
     text = yaml.dump(_resolved_document(spec, eff), Dumper=_PlainDumper, sort_keys=False,
                      allow_unicode=True)
     optuna = None
@@ -595,22 +607,24 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
         all_cells=tuple(cells))
 
 
-def _cells(eff: _Effective, source: SpecSource, experiment: str,
-           config_cls: type) -> list[Cell]:
-    """Expand and validate every cell of every group, in order."""
+PointCheck = Callable[[dict[str, Any], Mapping[str, Dimension], Mapping[str, Location],
+                      Location], None]
+"""Called on each grid point before its repeats become cells: its params (without ``seed``),
+its Optuna dimensions, the path each param was written at, and its group's path."""
+
+
+def _expand(eff: _Effective, source: SpecSource, check: PointCheck | None = None) -> list[Cell]:
+    """Every cell of every group, in order (group, grid point, repeat); ``check`` sees every
+    grid point first. Raises :class:`SpecError` where two groups give one configuration."""
     repeats: int = eff.value("repeats")
     seed, seed_path = eff.settings["seed"]
-    known = sorted(f.name for f in dataclasses.fields(config_cls) if f.init)
     cells: list[Cell] = []
     seen: dict[str, Location] = {}
     for index, (_, group_path) in enumerate(eff.groups):
         fixed, space = eff.group(index)
-        for key, (_, path) in (fixed | space).items():
-            if key not in known:
-                raise source.error(path, f"a config key of {experiment}: " + ", ".join(known),
-                                   key)
         for point, where, optuna in _points(fixed, space, seed, seed_path):
-            _validate(config_cls, point, optuna, where, group_path, source)
+            if check is not None:
+                check(point, optuna, where, group_path)
             for r in range(repeats):
                 params = {**point, "seed": seed + r}
                 identity = json.dumps([params, sorted(optuna)], sort_keys=True, default=str)
@@ -621,6 +635,57 @@ def _cells(eff: _Effective, source: SpecSource, experiment: str,
                 seen[identity] = group_path
                 cells.append(Cell(params=params, optuna_space=dict(optuna)))
     return cells
+
+
+class _ResolvedLevels(BaseModel):
+    """The keys of a resolved spec's text that decide its cells; the others are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    fixed: dict[str, Any] = Field(default_factory=dict)
+    """Config keys fixed in every group (a resolved spec writes them in its groups)."""
+    space: dict[str, SpaceEntry] = Field(default_factory=dict)
+    """Config keys swept in every group (likewise)."""
+    groups: list[Group] = Field(default_factory=list)
+    """The groups, each with the keys in force in it (none: one implicit group)."""
+    repeats: PositiveInt = 1
+    """Seeds per configuration."""
+    seed: NonNegativeInt = 0
+    """Base of ``seed``; also ``data_seed`` unless fixed or swept."""
+
+
+RESOLVED_FILE = "<resolved spec>"
+"""How messages name a resolved spec's text (it has no file of its own)."""
+
+
+def expand_resolved(text: str) -> list[Cell]:
+    """The cells of a resolved spec's ``text`` (:attr:`ResolvedSpec.text`, the artifact a
+    sweep's parent run keeps), by :func:`resolve`'s rules and in its order, without building
+    any ``Config`` (no trainer is imported): values are as the text writes them.
+
+    The text's own top-level ``fixed`` and ``space``, if any, hold in each of its ``groups``
+    with the group's keys replacing them; ``repeats`` and ``seed`` default to 1 and 0; other
+    keys are not read. Raises :class:`SpecError` for a text that is not such a spec.
+    """
+    source = SpecSource(file=RESOLVED_FILE, path=Path(RESOLVED_FILE))
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise SpecError(RESOLVED_FILE, None, "yaml", f"well-formed YAML ({err})") from err
+    if not isinstance(doc, dict):
+        raise source.error((), "a mapping of spec keys", doc)
+    try:
+        levels = _ResolvedLevels.model_validate(
+            {key: value for key, value in doc.items() if value is not None})
+    except ValidationError as err:
+        raise _pydantic_error(err, source) from None
+    eff = _Effective(
+        profile=str(doc.get("profile", "")),
+        settings={"repeats": (levels.repeats, ("repeats",)), "seed": (levels.seed, ("seed",))},
+        top=((levels.fixed, levels.space, ()), ({}, {}, ())),
+        groups=[(g, ("groups", i)) for i, g in enumerate(levels.groups)] or [(Group(), ())],
+        own_groups=False)
+    return _expand(eff, source)
 
 
 def _points(fixed: dict[str, tuple[Any, Location]], space: dict[str, tuple[Any, Location]],
@@ -646,8 +711,9 @@ def _points(fixed: dict[str, tuple[Any, Location]], space: dict[str, tuple[Any, 
         yield point, where, optuna
 
 
-def _validate(config_cls: type, point: dict[str, Any], optuna: Mapping[str, Dimension],
-              where: Mapping[str, Location], group_path: Location, source: SpecSource) -> None:
+def _validate(config_cls: type, source: SpecSource, point: dict[str, Any],
+              optuna: Mapping[str, Dimension], where: Mapping[str, Location],
+              group_path: Location) -> None:
     """Build the Config of ``point`` with the Optuna dimensions at each end or choice."""
     low = {key: dim.edges()[0] for key, dim in optuna.items()}
     variants = [low] + [{**low, key: edge} for key, dim in optuna.items()

@@ -32,7 +32,15 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from ortho_core.config import check_pack, non_negative, one_of, positive, require
+from ortho_core.config import (
+    check_pack,
+    fraction,
+    integer_at_least,
+    non_negative,
+    one_of,
+    optional_integer_in,
+    positive,
+)
 from ortho_core.data.datasets import DATASETS, load_dataset
 from ortho_core.devices import check_device, resolve_device
 from ortho_core.experiments.feedforward import train_step
@@ -98,22 +106,16 @@ class Config:
     def __post_init__(self) -> None:
         one_of(self.variant, VARIANTS, "variant")
         for name in ("layers", "hidden", "batch_size", "epochs", "pretrain_max_steps"):
-            value = getattr(self, name)
-            require(isinstance(value, int) and value >= 1, name, "an integer >= 1", value)
+            integer_at_least(getattr(self, name), name, 1)
         positive(self.lr, "lr")
         non_negative(self.penalty, "penalty")
         positive(self.init_std, "init_std")
         positive(self.pretrain_lr, "pretrain_lr")
         positive(self.pretrain_tol, "pretrain_tol")
         info = DATASETS["mnist"]
-        for name, limit in (("train_size", info.n_train), ("test_size", info.n_test)):
-            value = getattr(self, name)
-            require(value is None or (isinstance(value, int) and 1 <= value <= limit), name,
-                    f"None or an integer in 1..{limit}", value)
-        require(self.train_size is None or self.train_size >= self.batch_size, "train_size",
-                f"at least batch_size ({self.batch_size})", self.train_size)
-        require(0.0 <= self.solved_accuracy <= 1.0, "solved_accuracy", "a fraction in [0, 1]",
-                self.solved_accuracy)
+        optional_integer_in(self.train_size, "train_size", self.batch_size, info.n_train)
+        optional_integer_in(self.test_size, "test_size", 1, info.n_test)
+        fraction(self.solved_accuracy, "solved_accuracy")
         check_device(self.device)
 
 

@@ -44,7 +44,15 @@ import torch
 from torch import Tensor
 from torch.nn.utils import parametrize
 
-from ortho_core.config import check_pack, one_of, positive, require
+from ortho_core.config import (
+    check_pack,
+    fraction,
+    integer_at_least,
+    one_of,
+    optional_integer_in,
+    positive,
+    require,
+)
 from ortho_core.data.datasets import DATASETS, dataset_info, load_dataset
 from ortho_core.devices import check_device, resolve_device
 from ortho_core.experiments.feedforward import train_step
@@ -141,24 +149,16 @@ class Config:
         one_of(self.input_range, ("unit", "symmetric"), "input_range")
         for name in ("layers", "hidden", "lr_decay_every", "batch_size", "epochs",
                      "diag_samples"):
-            value = getattr(self, name)
-            require(isinstance(value, int) and value >= 1, name, "an integer >= 1", value)
+            integer_at_least(getattr(self, name), name, 1)
         require(self.batch_size >= 2, "batch_size", "at least 2 (batch statistics)",
                 self.batch_size)
         positive(self.lr, "lr")
         positive(self.lr_decay, "lr_decay")
         positive(self.sigma_z, "sigma_z")
         info = DATASETS[self.dataset]
-        require(self.train_size is None or (isinstance(self.train_size, int)
-                                            and self.batch_size <= self.train_size
-                                            <= info.n_train),
-                "train_size", f"None or an integer in batch_size..{info.n_train}",
-                self.train_size)
-        require(self.test_size is None or (isinstance(self.test_size, int)
-                                           and 1 <= self.test_size <= info.n_test),
-                "test_size", f"None or an integer in 1..{info.n_test}", self.test_size)
-        require(0.0 <= self.solved_accuracy <= 1.0, "solved_accuracy", "a fraction in [0, 1]",
-                self.solved_accuracy)
+        optional_integer_in(self.train_size, "train_size", self.batch_size, info.n_train)
+        optional_integer_in(self.test_size, "test_size", 1, info.n_test)
+        fraction(self.solved_accuracy, "solved_accuracy")
         check_device(self.device)
 
 

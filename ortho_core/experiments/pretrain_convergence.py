@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ortho_core.config import check_pack, one_of, positive, require
+from ortho_core.config import check_pack, integer_at_least, one_of, positive, require
 from ortho_core.devices import check_device, resolve_device
 from ortho_core.init import orthogonal_pretrain
 from ortho_core.reporting import Outcome, Report, Reporter, Result
@@ -69,8 +69,8 @@ class Config:
 
     def __post_init__(self) -> None:
         for name in ("repeats", "batch", "pretrain_max_steps"):
-            _integer(getattr(self, name), name, 1)
-        _integer(self.size, "size", 2)
+            integer_at_least(getattr(self, name), name, 1)
+        integer_at_least(self.size, "size", 2)
         require(isinstance(self.distributions, tuple) and len(self.distributions) > 0,
                 "distributions", "one or more of " + ", ".join(DISTRIBUTIONS),
                 self.distributions)
@@ -82,8 +82,8 @@ class Config:
         positive(self.uniform_bound, "uniform_bound")
         positive(self.pretrain_lr, "pretrain_lr")
         positive(self.pretrain_tol, "pretrain_tol")
-        _integer(self.seed, "seed", 0)
-        _integer(self.data_seed, "data_seed", 0)
+        integer_at_least(self.seed, "seed", 0)
+        integer_at_least(self.data_seed, "data_seed", 0)
         check_device(self.device)
 
 
@@ -95,11 +95,6 @@ PACK_FIELDS: tuple[str, ...] = (
 
 ROUND_STEPS = 8
 """Updates between two compactions of the batch in :func:`orthogonalise` (speed only)."""
-
-
-def _integer(value: object, name: str, low: int) -> None:
-    require(isinstance(value, int) and not isinstance(value, bool) and value >= low, name,
-            f"an integer >= {low}", value)
 
 
 def draw_matrices(config: Config, distribution: str, generator: torch.Generator,

@@ -52,7 +52,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ortho_core.config import check_pack, non_negative, one_of, positive, require
+from ortho_core.config import (
+    check_pack,
+    integer_at_least,
+    non_negative,
+    one_of,
+    positive,
+    require,
+)
 from ortho_core.data.synthetic import DEFAULT_ERROR_THRESHOLD, Task, get_task
 from ortho_core.devices import check_device, resolve_device
 from ortho_core.init import PretrainResult, orthogonal_pretrain, require_converged
@@ -162,16 +169,16 @@ class Config:
         one_of(self.protocol, ("max_length", "fixed"), "protocol")
         for name in ("pretrain_max_steps", "seq_len_step", "hidden", "batch_size", "max_iters",
                      "eval_every", "val_size"):
-            _integer(getattr(self, name), name, 1)
-        _integer(self.max_seq_len, "max_seq_len",
+            integer_at_least(getattr(self, name), name, 1)
+        integer_at_least(self.max_seq_len, "max_seq_len",
                  self.seq_len if self.protocol == "max_length" else 1)
         positive(self.error_threshold, "error_threshold")
         if self.clip is not None:
             non_negative(self.clip, "clip")
         require(isinstance(self.warm_start, bool), "warm_start", "true or false",
                 self.warm_start)
-        _integer(self.seed, "seed", 0)
-        _integer(self.data_seed, "data_seed", 0)
+        integer_at_least(self.seed, "seed", 0)
+        integer_at_least(self.data_seed, "data_seed", 0)
         check_device(self.device)
         one_of(self.dtype, tuple(DTYPES), "dtype")
 
@@ -182,11 +189,6 @@ PACK_FIELDS: tuple[str, ...] = (
     "warm_start",
 )
 """Fields equal across a pack; α, λ, variant, pre-training, init, σ, ρ, τ and seed may differ."""
-
-
-def _integer(value: object, name: str, low: int) -> None:
-    require(isinstance(value, int) and not isinstance(value, bool) and value >= low, name,
-            f"an integer >= {low}", value)
 
 
 def stream_seed(data_seed: int, seq_len: int, stream: int) -> int:

@@ -26,7 +26,7 @@ grow with T. The same code runs on CPU and CUDA.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,9 +38,6 @@ from ortho_core.config import one_of, positive, require
 from ortho_core.init.gaussian import gaussian
 from ortho_core.init.normalised import normalised
 from ortho_core.init.spectral import rescale_spectral_radius
-
-LossFn = Callable[[Tensor], Tensor]
-"""Maps the pack's outputs (K, B, O) to each member's loss (K,) (or to their sum)."""
 
 
 @dataclass(frozen=True)
@@ -151,59 +148,14 @@ class PackedSRNN(nn.Module):
         x = x.to(self.w_xh.dtype)
         weights = (self.w_xh, self.w_hh, self.b_h)
         if torch.is_grad_enabled() and any(t.requires_grad for t in (x, *weights)):
-            h_last = _Recurrence.apply(x, *weights, False, self._workspace)
+            h_last = _Recurrence.apply(x, *weights, self._workspace)
         else:
             h_last = _last_state(x, *(w.detach() for w in weights))
         return self.readout(h_last)
 
-    def hidden_states(self, x: Tensor) -> Tensor:
-        """All hidden states h_1 … h_T as (K, T, B, H), differentiable (for per-step losses);
-        a fresh tensor at every call."""
-        x = x.to(self.w_xh.dtype)
-        return _Recurrence.apply(x, self.w_xh, self.w_hh, self.b_h, True, self._workspace)
-
     def readout(self, h: Tensor) -> Tensor:
         """W_hy h + b_y for hidden states ``h`` (K, B, H) → (K, B, O)."""
         return torch.baddbmm(self.b_y.unsqueeze(1), h, self.w_hy.transpose(1, 2))
-
-    def hidden_grad_norms(self, x: Tensor, loss_fn: LossFn) -> Tensor:
-        """‖∂L/∂h_t‖ for t = 1 … T, shape (K, T): the total derivative of each member's loss
-        ``loss_fn(self(x))`` with respect to its hidden state at step t, normed over batch and
-        units. Leaves the parameters' ``.grad`` untouched."""
-        _, dh, _ = self._trace(x, loss_fn)
-        return dh.square().sum(dim=(2, 3)).sqrt()
-
-    def temporal_gradient_norms(self, x: Tensor, loss_fn: LossFn) -> Tensor:
-        """Norms of G's temporal gradients (G eq. 3.1), shape (K, T).
-
-        The temporal gradient for step t is the gradient with respect to the t-th replicate
-        of the recurrent layer's variables: ∂a_tᵀx_t for W_xh, ∂a_tᵀh_{t-1} for W_hh, Σ_b ∂a_t
-        for b_h (∂a_t = ∂L/∂a_t, a_t the pre-activation); they sum over t to the gradient
-        (G eq. 3.2). Returned is the joint norm over these three variables. The readout's
-        temporal gradient (G eq. 3.3) is nonzero only at the last step for a last-step loss
-        and is left out. Uses ‖∂aᵀZ‖²_F = ⟨∂a ∂aᵀ, Z Zᵀ⟩ over the batch (B × B Gram
-        matrices), so no per-step weight-shaped tensor is formed. Leaves ``.grad`` untouched.
-        """
-        x = x.to(self.w_xh.dtype)
-        hs, _, da = self._trace(x, loss_fn)
-        h_prev = torch.cat([torch.zeros_like(hs[:, :1]), hs[:, :-1]], dim=1)
-        gram_da = _gram(da)
-        gram_in = _gram(h_prev) + _gram(x.transpose(0, 1).unsqueeze(0)) + 1.0
-        return (gram_da * gram_in).sum(dim=(-2, -1)).sqrt()
-
-    def _trace(self, x: Tensor, loss_fn: LossFn) -> tuple[Tensor, Tensor, Tensor]:
-        """Hidden states, ∂L/∂h_t and ∂L/∂a_t, each (K, T, B, H), by the same manual BPTT as
-        training, without touching the parameters' gradients."""
-        x = x.to(self.w_xh.dtype)
-        with torch.no_grad():
-            hs = _forward_states(x, self.w_xh, self.w_hh, self.b_h)
-        h_last = hs[:, -1].clone().requires_grad_()
-        with torch.enable_grad():
-            loss = loss_fn(self.readout(h_last)).sum()
-            (grad_last,) = torch.autograd.grad(loss, h_last)
-        dh = torch.empty_like(hs)
-        da = _backward_states(hs, self.w_hh.detach(), grad_last, all_steps=False, dh_out=dh)
-        return hs, dh, da
 
 
 class _Workspace:
@@ -229,11 +181,6 @@ class _Workspace:
             buffer = torch.empty(shape, dtype=like.dtype, device=like.device)
             self._buffers[name] = buffer
         return buffer
-
-
-def _gram(z: Tensor) -> Tensor:
-    """Z Zᵀ over the last dim for z (..., B, n) → (..., B, B)."""
-    return z @ z.transpose(-2, -1)
 
 
 def _states_shape(x: Tensor, w_hh: Tensor) -> tuple[int, int, int, int]:
@@ -295,38 +242,24 @@ def _tanh_into(a: Tensor, out: Tensor, one: Tensor) -> None:
     torch.sub(one, a, alpha=2.0, out=out)
 
 
-def _backward_states(
-    hs: Tensor,
-    w_hh: Tensor,
-    grad: Tensor,
-    all_steps: bool,
-    dh_out: Tensor | None = None,
-    out: Tensor | None = None,
-) -> Tensor:
-    """∂L/∂a_t for all steps (K, T, B, H), from the hidden states ``hs`` and ``grad``:
-    ∂L/∂h_T (K, B, H), or ∂L/∂h_t for every step (K, T, B, H) when ``all_steps``.
-    Written into ``out`` if given; if ``dh_out`` (K, T, B, H) is given, the total ∂L/∂h_t
-    is also written there."""
+def _backward_states(hs: Tensor, w_hh: Tensor, grad: Tensor, out: Tensor | None = None) -> Tensor:
+    """∂L/∂a_t for all steps (K, T, B, H), from the hidden states ``hs`` and ∂L/∂h_T ``grad``
+    (K, B, H); written into ``out`` if given."""
     steps = hs.shape[1]
     da = out if out is not None else torch.empty_like(hs)
     torch.addcmul(hs.new_ones(()), hs, hs, value=-1.0, out=da)
-    dh = (grad[:, -1] if all_steps else grad).clone(memory_format=torch.contiguous_format)
+    dh = grad.clone(memory_format=torch.contiguous_format)
     for t in range(steps - 1, -1, -1):
-        if dh_out is not None:
-            dh_out[:, t].copy_(dh)
         da[:, t].mul_(dh)
         if t == 0:
             break
         torch.bmm(da[:, t], w_hh, out=dh)
-        if all_steps:
-            dh.add_(grad[:, t - 1])
     return da
 
 
 class _Recurrence(torch.autograd.Function):
-    """h_1 … h_T of the pack with manual BPTT; returns h_T (K, B, H), or all states
-    (K, T, B, H) when ``all_steps``. Buffers come from ``workspace`` when one is given (the
-    returned states of ``all_steps`` are always fresh)."""
+    """h_1 … h_T of the pack with manual BPTT; returns h_T (K, B, H). Buffers come from
+    ``workspace`` when one is given."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -335,17 +268,13 @@ class _Recurrence(torch.autograd.Function):
         w_xh: Tensor,
         w_hh: Tensor,
         b_h: Tensor,
-        all_steps: bool,
         workspace: _Workspace | None = None,
     ) -> Tensor:
-        out = None
-        if workspace is not None and not all_steps:
-            out = workspace.take("states", _states_shape(x, w_hh), x)
+        out = None if workspace is None else workspace.take("states", _states_shape(x, w_hh), x)
         hs = _forward_states(x, w_xh, w_hh, b_h, out=out)
         ctx.save_for_backward(x, w_xh, w_hh, hs)
-        ctx.all_steps = all_steps
         ctx.workspace = workspace
-        return hs if all_steps else hs[:, -1].clone()
+        return hs[:, -1].clone()
 
     @staticmethod
     @once_differentiable
@@ -354,7 +283,7 @@ class _Recurrence(torch.autograd.Function):
         k, steps, batch, n_hidden = hs.shape
         n_in = x.shape[2]
         out = None if ctx.workspace is None else ctx.workspace.take("grads", hs.shape, hs)
-        da = _backward_states(hs, w_hh, grad, ctx.all_steps, out=out)
+        da = _backward_states(hs, w_hh, grad, out=out)
         rows = da.view(k, steps * batch, n_hidden)
         x_rows = x.transpose(0, 1).reshape(steps * batch, n_in)
         grad_x = grad_w_xh = grad_w_hh = grad_b_h = None
@@ -371,4 +300,4 @@ class _Recurrence(torch.autograd.Function):
                 grad_w_hh = torch.zeros_like(w_hh)
         if ctx.needs_input_grad[3]:
             grad_b_h = rows.sum(dim=1)
-        return grad_x, grad_w_xh, grad_w_hh, grad_b_h, None, None
+        return grad_x, grad_w_xh, grad_w_hh, grad_b_h, None

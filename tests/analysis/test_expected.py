@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from analysis.expected import expected_configurations
 from tests.analysis.conftest import SPEC_TEXT
 
@@ -40,3 +44,13 @@ seed: 3
     assert sorted(set(frame["hidden"])) == [10, 20, 30]
     assert sorted(set(frame["seed"])) == [3, 4] and set(frame["data_seed"]) == {7}
     assert "penalty" not in frame
+
+
+def test_expanding_imports_neither_ray_nor_a_trainer() -> None:
+    """analysis reads specs through sweeps.spec, which must stay free of Ray and training code
+    (DESIGN.md layers); checked in a fresh interpreter."""
+    code = ("import sys; from analysis.expected import expected_configurations; "
+            "from tests.analysis.conftest import SPEC_TEXT; expected_configurations(SPEC_TEXT); "
+            "assert 'ray' not in sys.modules, 'ray'; "
+            "assert 'ortho_core.experiments.synthetic' not in sys.modules, 'trainer'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])

@@ -1,5 +1,7 @@
-"""Paper M's report: published values, Table I cell by cell, Fig. 2 and the bar chart, against
-the hand-built store of ``conftest.py``."""
+"""Paper M's reports: published values, Table I cell by cell, Fig. 2, the bar chart and the
+pre-training table against the hand-built store of ``conftest.py``; the feedforward report
+(Tables III and IV, accuracy curves) on a hand-built sweep: the choice rule, partial and missing
+cells, and the plotted data."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import pandas as pd
 import pytest
 
 from analysis import manchev
-from analysis.load import Histories, SweepRuns, load_sweep
+from analysis.load import Histories, Sweep, SweepRuns, load_sweep
+from analysis.report import REPORTS, builder
 from tests.analysis.conftest import PRETRAIN_SPEC, PRETRAIN_STEPS, SPEC, SW1, Store
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -184,3 +187,110 @@ def test_pretrain_table_pools_seeds_and_marks_the_failed_one(store: Store) -> No
     assert table.provenance.line().startswith(
         "spec orth-pretrain-convergence · profile smoke · sweep pc-1 · 3 runs → "
         "3 configurations of 3 expected (2 unsolved, 1 failed)")
+
+
+# ---------------------------------------------------------------- ff-mnist (Tables III, IV)
+
+
+FF_SPEC_TEXT = """\
+name: ff-mnist
+fixed: {layers: 10, hidden: 100, epochs: 10}
+space:
+  lr: [0.1, 0.01]
+groups:
+  - fixed: {variant: plain}
+  - fixed: {variant: open}
+    space: {penalty: [1.0, 0.01]}
+  - fixed: {variant: oinit}
+seed: 0
+"""
+
+FF_RUNS = [  # run_id, variant, lr, penalty, outcome, best accuracy
+    ("p1", "plain", 0.1, None, "unsolved", 0.1135),
+    ("p2", "plain", 0.01, None, "unsolved", 0.1135),
+    ("o1", "open", 0.1, 1.0, "solved", 0.90),
+    ("o2", "open", 0.1, 0.01, "solved", 0.95),
+    ("o3", "open", 0.01, 1.0, "solved", 0.92),
+    ("o4", "open", 0.01, 0.01, "diverged", None),
+    ("i1", "oinit", 0.1, None, "solved", 0.93),
+    ("i2", "oinit", 0.01, None, "failed", None),
+]
+
+
+def ff_sweep_runs(rows=FF_RUNS, spec_text: str | None = FF_SPEC_TEXT) -> SweepRuns:
+    frame = pd.DataFrame({
+        "run_id": [r[0] for r in rows], "trial_key": [r[0] for r in rows],
+        "status": ["FINISHED"] * len(rows), "outcome": [r[4] for r in rows],
+        "params.variant": [r[1] for r in rows], "params.lr": [r[2] for r in rows],
+        "params.penalty": [r[3] for r in rows], "params.epochs": [10] * len(rows),
+        "params.layers": [10] * len(rows),
+        "metrics.best_test_accuracy": [r[5] for r in rows],
+        "metrics.baseline_accuracy": [0.1135] * len(rows)})
+    sweep = Sweep(spec="ff-mnist", sweep_id="s-1", profile="cpu", spec_sha256="", git_sha="",
+                  n_configs=None, parent_run_id="parent", status="FINISHED",
+                  experiment_id="0", start_time=0)
+    return SweepRuns(sweep=sweep, runs=frame, n_runs=len(frame), spec_text=spec_text)
+
+
+class FFHistories:
+    """Stepwise metrics: ``test_accuracy`` rises by 0.1 per epoch from the run's index."""
+
+    def get(self, run_id: str, key: str) -> pd.DataFrame:
+        steps = [3000, 6000]
+        if key == "epoch":
+            return pd.DataFrame({"step": steps, "value": [1.0, 2.0]})
+        start = [r[0] for r in FF_RUNS].index(run_id) / 100
+        return pd.DataFrame({"step": steps, "value": [start, start + 0.1]})
+
+
+def test_published_ff_values_are_the_papers():
+    assert {v: (p.accuracy, p.lr, p.penalty) for v, p in manchev.TABLE_III.items()} == {
+        "plain": (11.35, None, None), "open": (97.03, 0.01, 0.01), "oinit": (96.77, 0.01, None)}
+    assert manchev.TABLE_IV == {0.1: 91.40, 0.01: 91.65, 0.001: 90.66, 0.0001: 88.80,
+                                   1e-05: 72.81}
+
+
+def test_registered_as_the_ff_mnist_report():
+    assert REPORTS["ff-mnist"] == "analysis.manchev:ff_mnist_report"
+    assert builder("ff-mnist") is manchev.ff_mnist_report
+
+
+def test_table_iii_chooses_the_best_configuration_per_model():
+    table = manchev.table_iii(ff_sweep_runs())
+    rows = {row[0].text(): [c.marked() for c in row] for row in table.rows}
+    # FF: a tie at the baseline goes to the smaller α.
+    assert rows["FF"] == ["FF", "11.35", "11.35", "0.01", "–", "–", "–", "2/2"]
+    # FF+OPEN: o2 wins; one configuration diverged, so the cell is complete but says so.
+    assert rows["FF+OPEN"] == ["FF+OPEN", "95.00", "97.03", "0.1", "0.01", "0.01", "0.01",
+                               "4/4 (1 diverged)"]
+    # FF+OINIT: one of two configurations failed, so the row is partial.
+    assert rows["FF+OINIT"] == ["FF+OINIT", "93.00†", "96.77", "0.1†", "0.01", "–", "–",
+                                "1/2 (1 failed)"]
+    assert any("11.35 %" in note for note in table.notes)
+    assert any("epochs = 10 (paper 100)" in note for note in table.notes)
+
+
+def test_table_iv_lists_every_published_alpha_and_marks_missing_ones():
+    table = manchev.table_iv(ff_sweep_runs())
+    rows = [[c.marked() for c in row] for row in table.rows]
+    assert rows[0] == ["0.1", "90.00", "91.40", "1/1"]
+    assert rows[1] == ["0.01", "92.00", "91.65", "1/1"]
+    assert rows[2] == ["0.001", "–", "90.66", "not in this profile"]
+    assert [r[0] for r in rows] == ["0.1", "0.01", "0.001", "0.0001", "1e-05"]
+
+
+def test_without_a_spec_only_tracked_runs_count():
+    table = manchev.table_iii(ff_sweep_runs(FF_RUNS[:3], spec_text=None))
+    rows = {row[0].text(): [c.marked() for c in row] for row in table.rows}
+    assert rows["FF+OPEN"][1] == "90.00" and rows["FF+OPEN"][-1] == "1/1"
+    assert rows["FF+OINIT"][1] == "–"
+
+
+def test_accuracy_curves_plot_the_chosen_runs(tmp_path):
+    figure = manchev.accuracy_curves(ff_sweep_runs(), FFHistories())
+    data = figure.data
+    assert list(dict.fromkeys(data["run_id"])) == ["p2", "o2", "i1"]
+    chosen = data[data["run_id"] == "o2"]
+    assert chosen["epoch"].tolist() == [1.0, 2.0]
+    assert chosen["accuracy"].tolist() == pytest.approx([3.0, 13.0])
+    assert figure.save(tmp_path).read_bytes().startswith(b"\x89PNG")

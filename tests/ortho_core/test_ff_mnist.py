@@ -5,14 +5,10 @@ bad inputs."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 import torch
 
 from ortho_core.config import from_dict
-from ortho_core.data.paths import ENV_VAR
 from ortho_core.errors import ConfigError, DataError
 from ortho_core.experiments import ff_mnist
 from ortho_core.experiments.feedforward import open_gradients
@@ -21,21 +17,7 @@ from ortho_core.penalty import ortho_error
 from ortho_core.reporting import Outcome, Report
 from sweeps.cli import main
 
-DATA = Path(os.environ.get(ENV_VAR) or Path(__file__).resolve().parents[3] / "shared" / "data")
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny ops on a shared 2-core machine run fastest (and steadiest) on one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(autouse=True)
-def shared_data(monkeypatch):
-    monkeypatch.setenv(ENV_VAR, str(DATA))
+pytestmark = pytest.mark.usefixtures("shared_data")
 
 
 def test_open_gradients_equal_autograd_for_wide_tall_and_square_matrices():

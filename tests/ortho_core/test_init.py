@@ -136,10 +136,27 @@ def test_pretrain_failure_is_reported_and_raised() -> None:
     require_converged(orthogonal_pretrain(w, 0.1))
 
 
-def test_pretrain_convergence_speed_matches_paper() -> None:
-    """M §II-A: 100 × 100, N(0, 0.1²), αₚ = 0.1, tol 10⁻⁶ converges every time, in 22.77 steps
-    on average over 10,000 repeats (here 16 repeats)."""
-    w = gaussian((16, 100, 100), 0.1, gen(10))
+PRETRAIN_REPEATS = 100
+"""Matrices per distribution in the convergence-speed test (about a second each)."""
+
+PRETRAIN_STEPS_STD = 3.4
+"""Standard deviation of the step count per matrix, either distribution (this project's
+10,000-repeat measurement)."""
+
+
+@pytest.mark.parametrize(("distribution", "mean_steps"), [("normal", 21.9), ("uniform", 23.05)])
+def test_pretrain_convergence_speed_matches_the_long_measurement(
+        distribution: str, mean_steps: float) -> None:
+    """M §II-A: 100 × 100, N(0, 0.1²) or U(−0.1, 0.1), αₚ = 0.1, tol 10⁻⁶ converges every
+    time. Over 10,000 repeats this project measures 21.9 (normal) and 23.05 (uniform) updates
+    on average (M reports 22.77 and 24.00, counting differently); the mean of 100 repeats must
+    lie within 3 standard errors (3 · 3.4 / √100 ≈ 1.0) of it."""
+    shape = (PRETRAIN_REPEATS, 100, 100)
+    if distribution == "normal":
+        w = gaussian(shape, 0.1, gen(10))
+    else:
+        w = (2 * torch.rand(shape, generator=gen(10), dtype=torch.float64) - 1) * 0.1
     result = orthogonal_pretrain(w, 0.1, tol=1e-6)
     assert result.converged.all()
-    assert 17 <= result.steps.double().mean().item() <= 40
+    band = 3 * PRETRAIN_STEPS_STD / math.sqrt(PRETRAIN_REPEATS)
+    assert result.steps.double().mean().item() == pytest.approx(mean_steps, abs=band)

@@ -16,16 +16,6 @@ from ortho_core.models.lcw import (
 from ortho_core.models.mlp import PackedMLP, member_cross_entropy
 from ortho_core.optim import sgd_step
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny ops on a shared 2-core machine run fastest (and steadiest) on one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 BASES = ["orthonormal", "eq7"]
 
 

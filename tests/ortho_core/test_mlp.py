@@ -26,16 +26,6 @@ from ortho_core.models.normalization import (
     weight_norm_data_init,
 )
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny ops on a shared 2-core machine run fastest (and steadiest) on one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 K, B = 3, 16
 SIZES = [7, 5, 6, 4]
 

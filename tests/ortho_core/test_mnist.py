@@ -5,7 +5,6 @@ parsing, and the errors for a corrupt file, a missing file and a missing directo
 from __future__ import annotations
 
 import gzip
-import os
 import shutil
 import struct
 from pathlib import Path
@@ -20,7 +19,7 @@ from ortho_core.data.mnist import load_mnist, pixel_permutation
 from ortho_core.data.paths import DEFAULT_DIR, ENV_VAR, data_dir
 from ortho_core.errors import ConfigError, DataError
 
-DATA = Path(os.environ.get(ENV_VAR) or Path(__file__).resolve().parents[3] / "shared" / "data")
+pytestmark = pytest.mark.usefixtures("shared_data")
 
 # shared/data/README.md, the published values.
 README_MD5 = {
@@ -32,24 +31,19 @@ README_MD5 = {
 TRAIN_LABEL_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
 
 
-@pytest.fixture(autouse=True)
-def shared_data(monkeypatch):
-    monkeypatch.setenv(ENV_VAR, str(DATA))
-
-
 @pytest.fixture
-def test_copy(tmp_path: Path) -> Path:
+def test_copy(tmp_path: Path, shared_data: Path) -> Path:
     """A data directory holding copies of the two (small) test-split files."""
     (tmp_path / "mnist").mkdir()
     for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"):
-        shutil.copy(DATA / "mnist" / name, tmp_path / "mnist" / name)
+        shutil.copy(shared_data / "mnist" / name, tmp_path / "mnist" / name)
     return tmp_path
 
 
-def test_checksums_are_the_published_ones():
+def test_checksums_are_the_published_ones(shared_data):
     assert {Path(p.relpath).name: p.md5 for p in MNIST.values()} == README_MD5
     for published in MNIST.values():
-        path = DATA / published.relpath
+        path = shared_data / published.relpath
         assert path.stat().st_size == published.size
         assert md5sum(path) == published.md5
 
@@ -64,11 +58,11 @@ def test_train_split_as_published():
     assert y[:10].tolist() == [5, 0, 4, 1, 9, 2, 1, 3, 1, 4]
 
 
-def test_test_split_matches_an_independent_parse():
+def test_test_split_matches_an_independent_parse(shared_data):
     x, y = load_mnist("test")
     assert x.shape == (10_000, 784) and y.shape == (10_000,)
-    raw = gzip.decompress((DATA / "mnist" / "t10k-images-idx3-ubyte.gz").read_bytes())
-    labels = gzip.decompress((DATA / "mnist" / "t10k-labels-idx1-ubyte.gz").read_bytes())
+    raw = gzip.decompress((shared_data / "mnist" / "t10k-images-idx3-ubyte.gz").read_bytes())
+    labels = gzip.decompress((shared_data / "mnist" / "t10k-labels-idx1-ubyte.gz").read_bytes())
     for i in (0, 1, 4321, 9999):
         pixels = torch.tensor(list(raw[16 + 784 * i: 16 + 784 * (i + 1)]), dtype=torch.float32)
         assert torch.equal(x[i], pixels / 255)
@@ -158,9 +152,8 @@ def test_missing_directory_names_the_variable_and_the_path(tmp_path, monkeypatch
     assert info.value.field == str(missing)
 
 
-def test_data_dir_precedence(tmp_path, monkeypatch):
-    monkeypatch.setenv(ENV_VAR, str(DATA))
-    assert data_dir() == DATA
+def test_data_dir_precedence(tmp_path, monkeypatch, shared_data):
+    assert data_dir() == shared_data
     assert data_dir(tmp_path) == tmp_path
     monkeypatch.delenv(ENV_VAR)
     monkeypatch.setenv("HOME", str(tmp_path))

@@ -19,14 +19,6 @@ from ortho_core.init import orthogonal_pretrain
 from ortho_core.reporting import Outcome
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def run(configs):
     reports = []
     return train(configs, reports.append), reports

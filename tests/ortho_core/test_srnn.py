@@ -1,4 +1,4 @@
-"""The packed SRNN: against torch.nn.RNN, finite differences, members alone, and naive loops."""
+"""The packed SRNN: against torch.nn.RNN, finite differences and members alone."""
 
 from __future__ import annotations
 
@@ -72,23 +72,6 @@ def test_outputs_and_gradients_match_torch_rnn(steps: int) -> None:
             torch.testing.assert_close(mine.grad[k], ref.grad, rtol=1e-10, atol=1e-12)
 
 
-def test_all_hidden_states_and_per_step_loss_match_torch_rnn() -> None:
-    model = pack(2)
-    x, _ = inputs(6, seed=1)
-    weights = torch.randn(2, 6, BATCH, N_HIDDEN, dtype=torch.float64)
-    hs = model.hidden_states(x)
-    (hs * weights).sum().backward()
-    for k in range(2):
-        rnn, _ = torch_rnn(model, k)
-        out, _ = rnn(x)
-        torch.testing.assert_close(hs[k], out.transpose(0, 1), rtol=1e-12, atol=1e-12)
-        (out.transpose(0, 1) * weights[k]).sum().backward()
-        torch.testing.assert_close(model.w_hh.grad[k], rnn.weight_hh_l0.grad)
-        torch.testing.assert_close(model.w_xh.grad[k], rnn.weight_ih_l0.grad)
-        torch.testing.assert_close(model.b_h.grad[k], rnn.bias_ih_l0.grad)
-    assert hs.data_ptr() != model.hidden_states(x).data_ptr()
-
-
 @pytest.mark.parametrize(("dtype", "atol"), [(torch.float32, 2e-7), (torch.float64, 1e-15)])
 def test_fast_tanh_is_accurate(dtype: torch.dtype, atol: float) -> None:
     a = torch.linspace(-20, 20, 100_001, dtype=dtype)
@@ -98,15 +81,14 @@ def test_fast_tanh_is_accurate(dtype: torch.dtype, atol: float) -> None:
     assert out.abs().max() <= 1
 
 
-@pytest.mark.parametrize("all_steps", [False, True])
-def test_recurrence_gradcheck(all_steps: bool) -> None:
+def test_recurrence_gradcheck() -> None:
     g = torch.Generator().manual_seed(3)
 
     def leaf(*shape: int) -> torch.Tensor:
         return (torch.randn(shape, generator=g, dtype=torch.float64) * 0.7).requires_grad_()
 
     args = (leaf(2, 4, 3), leaf(2, 3, 3), leaf(2, 3, 3), leaf(2, 3))
-    assert gradcheck(lambda *a: _Recurrence.apply(*a, all_steps, None), args)
+    assert gradcheck(lambda *a: _Recurrence.apply(*a, None), args)
 
 
 def test_member_of_pack_equals_same_init_alone() -> None:
@@ -157,41 +139,6 @@ def test_reused_buffer_refuses_stale_backward() -> None:
     with pytest.raises(RuntimeError, match="inplace"):
         stale.backward()
     fresh.backward()
-
-
-def naive_member(model: PackedSRNN, k: int, x: torch.Tensor):
-    """Member k's forward as a plain loop with one replicate of W_xh, W_hh, b_h per step."""
-    steps = x.shape[1]
-    reps = [[p[k].detach().clone().requires_grad_() for p in (model.w_xh, model.w_hh, model.b_h)]
-            for _ in range(steps)]
-    h = torch.zeros(BATCH, N_HIDDEN, dtype=x.dtype)
-    states = []
-    for t, (w_xh, w_hh, b_h) in enumerate(reps):
-        h = torch.tanh(x[:, t] @ w_xh.T + h @ w_hh.T + b_h)
-        h.retain_grad()
-        states.append(h)
-    return h @ model.w_hy[k].detach().T + model.b_y[k].detach(), states, reps
-
-
-def test_hidden_grad_and_temporal_gradient_norms_match_naive_loop() -> None:
-    model = pack(3)
-    x, labels = inputs(8, seed=5)
-
-    def loss_fn(y: torch.Tensor) -> torch.Tensor:
-        return member_losses(y, labels)
-
-    hidden = model.hidden_grad_norms(x, loss_fn)
-    temporal = model.temporal_gradient_norms(x, loss_fn)
-    assert hidden.shape == temporal.shape == (3, 8)
-    assert all(p.grad is None for p in model.parameters())
-    for k in range(3):
-        y, states, reps = naive_member(model, k, x)
-        F.cross_entropy(y, labels).backward()
-        expected_hidden = torch.stack([h.grad.norm() for h in states])
-        expected_temporal = torch.stack(
-            [torch.cat([p.grad.flatten() for p in rep]).norm() for rep in reps])
-        torch.testing.assert_close(hidden[k], expected_hidden, rtol=1e-10, atol=1e-14)
-        torch.testing.assert_close(temporal[k], expected_temporal, rtol=1e-10, atol=1e-14)
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [({"scheme": "uniform"}, "scheme"),

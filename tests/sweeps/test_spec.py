@@ -4,6 +4,7 @@ reported with the right field and line before any work starts."""
 from __future__ import annotations
 
 import collections
+import importlib.util
 import pickle
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from sweeps.spec import (
     PROFILES,
     SpecError,
     available_specs,
+    expand_resolved,
     load_spec,
     resolve,
     trial_key,
@@ -443,3 +445,44 @@ def test_packs_under_a_scheduler_name_the_scheduler(tmp_path):
     assert str(info.value) == (
         f"{path}:{pack_line}: profiles.paper.pack_size: expected 1 when a scheduler is set "
         f"(line {pack_line + 1}: early stopping judges one configuration per trial) (got 3)")
+
+
+@pytest.mark.parametrize("installed", [False, True])
+def test_the_cmaes_sampler_needs_the_cmaes_package(tmp_path, monkeypatch, installed):
+    text = OPTUNA.replace("search: {kind: optuna,", "search: {kind: optuna, sampler: cmaes,")
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: (
+        (object() if installed else None) if name == "cmaes" else find_spec(name, *args)))
+    spec = load_spec(write(tmp_path, text))
+    if installed:
+        assert resolve(spec, "paper").optuna.sampler == "cmaes"
+        return
+    with pytest.raises(SpecError) as info:
+        resolve(spec, "paper")
+    search_line = text.splitlines().index(
+        "search: {kind: optuna, sampler: cmaes, n_trials: 5, seed: 3}") + 1
+    assert (info.value.field, info.value.line, info.value.value) == (
+        "search.sampler", search_line, "cmaes")
+    assert "cmaes package" in info.value.expected
+
+
+# ---------------------------------------------------------------- resolved text
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_resolved_text_expands_to_the_resolved_cells(tmp_path, profile):
+    """What analysis reads back from MLflow gives the cells the runner ran, Optuna
+    dimensions included, for the test specs and every shipped one."""
+    specs = [load_spec(write(tmp_path, text)) for text in (BASE, OPTUNA)]
+    specs += [load_spec(name) for name in available_specs()]
+    for spec in specs:
+        resolved = resolve(spec, profile)
+        assert expand_resolved(resolved.text) == resolved.cells()
+
+
+def test_a_malformed_resolved_text_names_the_field():
+    with pytest.raises(SpecError) as info:
+        expand_resolved("groups:\n  - space: {lr: {log_range: [1, -1], num: 2}}\n")
+    assert info.value.field == "groups[0].space.lr.log_range"
+    with pytest.raises(SpecError):
+        expand_resolved("[1, 2]")

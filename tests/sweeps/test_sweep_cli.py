@@ -100,7 +100,9 @@ def test_a_malformed_sweep_id_is_bad_input(sweep_id, tmp_path, capsys):
     for action in ("status", "resume"):
         assert main(["sweep", action, sweep_id, "--home", str(home)]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("ortho sweep: invalid sweep: expected a sweep id such as "), err
+        assert err.startswith("ortho sweep: invalid sweep: expected a sweep id (UTC "
+                              "date-time-4 hex digits, e.g. 20261121-070102-ab12) (the latest: "
+                              "20261121-100000-bbbb toy/smoke running) (got "), err
         assert "Traceback" not in err
     assert store(home).find_sweep("20261121-100000-bbbb").status == "RUNNING"  # untouched
 

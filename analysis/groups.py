@@ -1,0 +1,102 @@
+"""The configurations behind one row of a paper's table: the tracked runs whose params match
+the row, the number the resolved spec defines for it, and how complete the row is.
+
+Every paper module reports completeness the same way: a row is *partial* (its cells marked
+†) when fewer of its configurations trained to their end than the spec defines (than were
+tracked, when the sweep kept no spec), and its count reads ``done/expected`` with the failed
+and diverged ones named.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+
+from analysis.load import DONE, SweepRuns, param_values
+from analysis.report import expected
+
+
+def same(a: object, b: object) -> bool:
+    """Whether a param equals a value: numbers to a relative 10⁻⁹ (MLflow gives them back as
+    parsed strings, the spec as YAML numbers), anything else exactly."""
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers):
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+    return a == b
+
+
+def _matches(column: pd.Series, value: object) -> pd.Series:
+    return column.map(lambda v: same(v, value)).astype(bool)
+
+
+def matching(frame: pd.DataFrame, values: Mapping[str, object]) -> pd.Series:
+    """Which runs of a loaded ``frame`` have params equal to ``values``."""
+    mask = pd.Series(True, index=frame.index)
+    for key, value in values.items():
+        mask &= _matches(param_values(frame, key), value)
+    return mask
+
+
+def expected_count(spec: pd.DataFrame | None, values: Mapping[str, object]) -> int | None:
+    """Configurations the resolved spec (``analysis.expected`` rows) defines with ``values``;
+    None when there is no spec or it does not name one of the keys."""
+    if spec is None or not all(key in spec for key in values):
+        return None
+    mask = pd.Series(True, index=spec.index)
+    for key, value in values.items():
+        mask &= _matches(spec[key], value)
+    return int(spec.loc[mask, "trials"].sum())
+
+
+def count_text(n_done: int, n_of: int, n_failed: int, n_diverged: int) -> str:
+    """``done/of``, followed by the failed and diverged counts where there are any."""
+    extra = [f"{n} {kind}" for n, kind in ((n_failed, "failed"), (n_diverged, "diverged"))
+             if n]
+    return f"{n_done}/{n_of}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+@dataclass
+class Group:
+    """The configurations of one table row and how complete they are."""
+
+    runs: pd.DataFrame
+    """Tracked configurations of the row."""
+    n_expected: int | None
+    """Configurations the resolved spec defines for the row (None: spec unknown)."""
+
+    def _count(self, outcome: str) -> int:
+        return int((self.runs["outcome"] == outcome).sum())
+
+    @property
+    def n_done(self) -> int:
+        """Configurations that trained to their end."""
+        return int(self.runs["outcome"].isin(DONE).sum())
+
+    @property
+    def n_of(self) -> int:
+        """What ``n_done`` is measured against: the spec's count, else the tracked runs."""
+        return len(self.runs) if self.n_expected is None else self.n_expected
+
+    @property
+    def partial(self) -> bool:
+        """Whether the row rests on fewer configurations than it should."""
+        return self.n_done < self.n_of
+
+    def count_text(self) -> str:
+        """``done/expected`` with failed and diverged counts."""
+        return count_text(self.n_done, self.n_of, self._count("failed"), self._count("diverged"))
+
+    def counts(self) -> dict[str, int | bool | None]:
+        """``n_expected``, ``n_runs``, ``n_done``, ``n_failed``, ``n_diverged``, ``partial``."""
+        return {"n_expected": self.n_expected, "n_runs": len(self.runs),
+                "n_done": self.n_done, "n_failed": self._count("failed"),
+                "n_diverged": self._count("diverged"), "partial": self.partial}
+
+
+def group(runs: SweepRuns, values: Mapping[str, object]) -> Group:
+    """The configurations whose params equal ``values``, with the spec's expected count."""
+    frame = runs.runs
+    return Group(frame[matching(frame, values)], expected_count(expected(runs), values))
