@@ -36,16 +36,40 @@ def sgd_step(
 ) -> None:
     """In place, p[k] := p[k] − α[k]·g[k] for every active member k; others stay bit-identical.
 
-    ``params`` and ``grads`` are matching packed tensors (K, ...); ``lr`` (α) is a float or a
-    tensor (K,) and may already include clipping factors; ``active`` is a bool tensor (K,).
-    Inactive members are skipped by selection, not by a zero rate, so that a NaN or inf
-    gradient of a finished or diverged member cannot leak into its weights.
+    ``params`` and ``grads`` are matching packed tensors (K, ...) of one dtype; ``lr`` (α) is a
+    float or a tensor (K,) and may already include clipping factors; ``active`` is a bool
+    tensor (K,).
+    An active member gets exactly p − α·g, the product rounded before the difference (no fused
+    multiply-add), whatever the other members do.
+
+    The pack is updated by two multi-tensor operations, the steps α·g (``torch._foreach_mul``)
+    and p − step (``torch._foreach_sub_``): an order of magnitude faster than a masked update
+    tensor by tensor for a pack of M's feedforward nets. An inactive member's steps are
+    overwritten with zeros before they are applied (a zero rate would not do: 0·NaN = NaN), so
+    that a NaN or inf gradient or rate of a finished or diverged member cannot leak into its
+    weights, and p − 0 leaves them bit-identical. Looking for inactive members reads
+    ``active`` once per call (a device synchronisation on a GPU).
     """
     if len(params) != len(grads):
         raise ValueError(f"sgd_step: {len(params)} parameters but {len(grads)} gradients")
+    if not params:
+        return
+    rate = torch.as_tensor(lr, dtype=params[0].dtype, device=params[0].device)
     with torch.no_grad():
-        for p, g in zip(params, grads, strict=True):
-            shape = (-1,) + (1,) * (p.dim() - 1)
-            rate = torch.as_tensor(lr, dtype=p.dtype, device=p.device)
-            rate = rate.reshape(shape) if rate.dim() else rate
-            p.copy_(torch.where(active.reshape(shape), p - rate * g, p))
+        steps = torch._foreach_mul(list(grads), _per_member(rate, params))
+        if not bool(active.all()):
+            for step, stopped in zip(steps, _per_member(~active, params), strict=True):
+                step.masked_fill_(stopped, 0.0)
+        torch._foreach_sub_(list(params), steps)
+
+
+def _per_member(values: Tensor, like: Sequence[Tensor]) -> list[Tensor]:
+    """``values`` (one per member, (K,), or a scalar) viewed as (K, 1, …, 1) to broadcast over
+    each tensor of ``like`` (K, ...); one view per distinct rank."""
+    if not values.dim():
+        return [values] * len(like)
+    views: dict[int, Tensor] = {}
+    for t in like:
+        if t.dim() not in views:
+            views[t.dim()] = values.reshape((-1,) + (1,) * (t.dim() - 1))
+    return [views[t.dim()] for t in like]

@@ -32,24 +32,6 @@ def open_gradients(model: PackedMLP, loss_grads: Sequence[Tensor],
             for p, g in zip(model.parameters(), loss_grads, strict=True)]
 
 
-def sgd_update(params: Sequence[Tensor], grads: Sequence[Tensor], lr: Tensor,
-               active: Tensor) -> None:
-    """p[k] := p[k] − α[k]·g[k] for every active member k, in place.
-
-    While every member is active (the usual case) the update is one multi-tensor
-    ``torch._foreach_addcmul_``, an order of magnitude faster for these small tensors than
-    :func:`ortho_core.optim.sgd_step`, which selects per tensor; once a member has stopped,
-    ``sgd_step`` keeps it bit-identical even when its gradient is NaN. The two round alike
-    up to the last bit (a fused multiply-add may be used).
-    """
-    if not bool(active.all()):
-        sgd_step(params, grads, lr, active)
-        return
-    rates = [lr.view((-1,) + (1,) * (p.dim() - 1)).to(p.dtype) for p in params]
-    with torch.no_grad():
-        torch._foreach_addcmul_(list(params), list(grads), rates, value=-1.0)
-
-
 def train_step(model: PackedMLP, params: Sequence[Tensor], x: Tensor, y: Tensor, lr: Tensor,
                active: Tensor, penalty: Tensor | None = None
                ) -> tuple[Tensor, list[Tensor], Tensor]:
@@ -66,5 +48,5 @@ def train_step(model: PackedMLP, params: Sequence[Tensor], x: Tensor, y: Tensor,
     grads = loss_grads if penalty is None else open_gradients(model, loss_grads, penalty)
     loss = loss.detach()
     active &= torch.isfinite(loss)
-    sgd_update(params, grads, lr, active)
+    sgd_step(params, grads, lr, active)
     return loss, loss_grads, logits.detach()

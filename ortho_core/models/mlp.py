@@ -3,10 +3,10 @@
 M's feedforward net (M eq. 6: 784-100×10-10, tanh) and K's MLP(L, M) (K eqs. 1-2, sigmoid or
 ReLU) are both stacks of fully connected layers. A pack of K members (DESIGN.md "Packs") stores
 layer l's weights as one tensor (K, out_l, in_l) and its biases as (K, out_l); every layer is
-one batched matrix product (``baddbmm``) over the members, the first one reading the shared
-input batch (B, in) through a stride-0 view instead of K copies, and a pack of one member uses
-plain matrix products. Members never mix: member k's outputs and gradients depend only on
-member k's parameters.
+one batched matrix product (``baddbmm``) over the members, except the first, whose shared input
+batch (B, in) meets all members' weights in one plain matrix product, and a pack of one member
+uses plain matrix products throughout. Members never mix: member k's outputs and gradients
+depend only on member k's parameters.
 
 Layer weights are plain ``nn.Parameter`` tensors, so reparameterisations attach with PyTorch's
 ``torch.nn.utils.parametrize``: LCW's w = B_m v (:mod:`ortho_core.models.lcw`) and weight
@@ -49,16 +49,19 @@ class PackedLinear(nn.Module):
     def forward(self, a: Tensor) -> Tensor:
         """a: (B, in) shared by all members or (K, B, in) per member -> z: (K, B, out).
 
-        A pack of one member computes plain matrix products, cheaper than batched products of
-        one, and keeps the batch two-dimensional: (B, in) -> (B, out) (see :func:`packed`).
+        A shared batch goes through one matrix product with every member's rows stacked,
+        (B, in)·(in, K·out), which reads the batch once. A pack of one member computes plain
+        matrix products and keeps the batch two-dimensional: (B, in) -> (B, out) (see
+        :func:`packed`); its bias enters as (1, out), broadcast, with no view to differentiate.
         """
         w = self.weight
-        if w.shape[0] == 1:
-            a = a.reshape(a.shape[-2:]) if a.dim() == 3 else a
-            bias = None if self.bias is None else self.bias.view(-1)
-            return F.linear(a, w.view(w.shape[1:]), bias)
+        k, out, n = w.shape
+        if k == 1 and a.dim() == 3:
+            a = a.reshape(a.shape[-2:])
         if a.dim() == 2:
-            a = a.expand(w.shape[0], *a.shape)
+            bias = self.bias if self.bias is None or k == 1 else self.bias.view(-1)
+            z = F.linear(a, w.view(k * out, n), bias)
+            return z if k == 1 else z.view(-1, k, out).transpose(0, 1)
         # zᵀ = W aᵀ (+ b): the weight enters untransposed, so its gradient comes out
         # contiguous (the update then runs at full speed); z is returned as a transposed view.
         at = a.transpose(1, 2)
@@ -162,9 +165,10 @@ def member_cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     The sum of these K losses has each member's own gradient, so one backward pass serves
     the whole pack.
     """
-    k, b, c = logits.shape
-    losses = F.cross_entropy(logits.reshape(k * b, c), targets.repeat(k), reduction="none")
-    return losses.view(k, b).mean(dim=1)
+    k, b, _ = logits.shape
+    # (K, C, B) against (K, B): PyTorch's K-dimensional loss, one value per member and sample.
+    losses = F.cross_entropy(logits.transpose(1, 2), targets.expand(k, b), reduction="none")
+    return losses.mean(dim=1)
 
 
 def member_correct(logits: Tensor, targets: Tensor) -> Tensor:

@@ -1,4 +1,4 @@
-"""SGD over a pack: clipping factors and masked in-place steps."""
+"""SGD over a pack: clipping factors and masked in-place steps, exact to p − α·g."""
 
 from __future__ import annotations
 
@@ -47,3 +47,40 @@ def test_sgd_step_float_lr_on_parameters() -> None:
     p = torch.nn.Parameter(torch.ones(2, 3))
     sgd_step([p], [torch.full((2, 3), 2.0)], 0.25, torch.tensor([True, True]))
     assert torch.equal(p.detach(), torch.full((2, 3), 0.5))
+
+
+def test_sgd_step_of_a_full_pack_is_exactly_p_minus_rate_times_gradient() -> None:
+    gen = torch.Generator().manual_seed(1)
+    params = [torch.randn(4, 30, 20, generator=gen), torch.randn(4, 30, generator=gen)]
+    grads = [torch.randn(p.shape, generator=gen) for p in params]
+    lr = torch.rand(4, generator=gen)
+    before = [p.clone() for p in params]
+    sgd_step(params, grads, lr, torch.ones(4, dtype=torch.bool))
+    for p, p0, g in zip(params, before, grads, strict=True):
+        rate = lr.view(-1, *[1] * (p.dim() - 1))
+        assert torch.equal(p, p0 - rate * g)
+    # p − α·g rounded once (a fused multiply-add) differs somewhere, so the test can tell.
+    fused = (before[0].double() - lr.double().view(-1, 1, 1) * grads[0].double()).float()
+    assert not torch.equal(params[0], fused)
+
+
+def test_a_diverged_members_nan_gradient_and_rate_leave_its_weights_unchanged() -> None:
+    gen = torch.Generator().manual_seed(2)
+    w = torch.randn(3, 6, 5, generator=gen)
+    w[2, 0, 0] = -0.0
+    gw = torch.randn(3, 6, 5, generator=gen)
+    gw[2] = math.nan
+    gw[2, 1] = -math.inf
+    lr = torch.tensor([0.1, 0.2, math.nan])
+    w0 = w.clone()
+    sgd_step([w], [gw], lr, torch.tensor([True, True, False]))
+    assert torch.equal(w[2], w0[2]) and torch.signbit(w[2, 0, 0])
+    for k in (0, 1):
+        assert torch.equal(w[k], w0[k] - lr[k] * gw[k])
+
+
+def test_an_active_members_nan_gradient_shows_in_its_weights_only() -> None:
+    w = torch.ones(2, 3)
+    g = torch.tensor([[1.0, math.nan, 1.0], [1.0, 1.0, 1.0]])
+    sgd_step([w], [g], 0.5, torch.tensor([True, True]))
+    assert math.isnan(w[0, 1]) and torch.equal(w[1], torch.full((3,), 0.5))
