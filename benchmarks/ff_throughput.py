@@ -5,6 +5,7 @@ Run from the repository root:
     python benchmarks/ff_throughput.py              # full table, K in {1, 8, 32}, about 1-3 minutes
     python benchmarks/ff_throughput.py --quick      # a few seconds, K in {1, 8}
     python benchmarks/ff_throughput.py --threads 1 --repeats 5
+    python benchmarks/ff_throughput.py --threads 1 --cpu-time   # steadier on a shared machine
 
 Two nets, as the trainers build them:
 
@@ -16,11 +17,14 @@ One trial-iteration is what one configuration does per SGD iteration: forward, s
 cross-entropy, backward and the update, on a fixed MNIST-shaped batch (uniform pixels; data
 loading is not measured). The packed implementation is the trainers' own step
 (:func:`ortho_core.experiments.feedforward.train_step`: one ``PackedMLP`` of K members, one
-backward, one multi-tensor update): K trial-iterations per call. The baseline, measured in the same
-process, is the straightforward PyTorch program: K separate ``nn.Sequential`` stacks of
-``nn.Linear`` and the nonlinearity, each with its own ``torch.optim.SGD``, stepped one after
-the other in a Python loop (``zero_grad``, forward, ``loss.backward()``, ``step``). "ratio" is
-the packed rate over the loop's at the same K.
+backward, the multi-tensor update of :func:`ortho_core.optim.sgd_step`): K trial-iterations per
+call. The baseline, measured in the same process, is the straightforward PyTorch program: K
+separate ``nn.Sequential`` stacks of ``nn.Linear`` and the nonlinearity, each with its own
+``torch.optim.SGD``, stepped one after the other in a Python loop (``zero_grad``, forward,
+``loss.backward()``, ``step``), starting from the same weights as the pack's members (the speed
+of float arithmetic can depend on the values: deep sigmoid nets have subnormal gradients).
+"ratio" is the packed rate over the loop's at the same K; the two are timed alternately, best
+of ``--repeats``, so that a change in the machine's load shifts both.
 
 FLOPs are counted per trial-iteration as 2 per multiply-add of the matrix products a minimal
 implementation needs: forward 2B·Σ in·out; backward 2B·Σ in·out for the weight gradients plus
@@ -28,12 +32,13 @@ implementation needs: forward 2B·Σ in·out; backward 2B·Σ in·out for the we
 batch needs none). Elementwise work (nonlinearity, softmax, bias, the SGD update) is not
 counted, so the achieved rate understates the work done. The machine's float32 matmul rate is
 measured in the same process by timing a 2048 × 2048 sgemm; "peak" is the achieved rate as a
-fraction of it.
+fraction of it. The header line gives the machine's load average, which the wall clock feels.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +49,7 @@ from torch import nn
 
 from ortho_core.experiments import ff_mnist, lcw_mlp
 from ortho_core.experiments.feedforward import train_step
+from ortho_core.models.mlp import PackedMLP
 
 
 @dataclass(frozen=True)
@@ -76,16 +82,21 @@ def fixed_batch(net: Net) -> tuple[torch.Tensor, torch.Tensor]:
             torch.randint(net.sizes[-1], (net.batch,), generator=gen))
 
 
+def packed_model(net: Net, k: int) -> PackedMLP:
+    """The trainer's pack of K members (seeds 0..K−1), as ``ff-mnist``/``lcw-mlp`` build it."""
+    x, _ = fixed_batch(net)
+    device = torch.device("cpu")
+    if net.name == "ff":
+        return ff_mnist.build_model([ff_mnist.Config(seed=s) for s in range(k)], device)
+    configs = [lcw_mlp.Config(variant="plain", layers=len(net.sizes) - 2, hidden=net.sizes[1],
+                              seed=s) for s in range(k)]
+    return lcw_mlp.build_model(configs, x, device)
+
+
 def packed_step(net: Net, k: int) -> Callable[[], None]:
     """One iteration of the trainer's packed step for K members."""
     x, y = fixed_batch(net)
-    device = torch.device("cpu")
-    if net.name == "ff":
-        model = ff_mnist.build_model([ff_mnist.Config(seed=s) for s in range(k)], device)
-    else:
-        configs = [lcw_mlp.Config(variant="plain", layers=len(net.sizes) - 2,
-                                  hidden=net.sizes[1], seed=s) for s in range(k)]
-        model = lcw_mlp.build_model(configs, x, device)
+    model = packed_model(net, k)
     params = list(model.parameters())
     lr = torch.full((k,), net.lr)
     active = torch.ones(k, dtype=torch.bool)
@@ -97,15 +108,21 @@ def packed_step(net: Net, k: int) -> Callable[[], None]:
 
 
 def loop_step(net: Net, k: int) -> Callable[[], None]:
-    """One iteration of K plain nn.Sequential models, one after the other."""
+    """One iteration of K plain nn.Sequential models, one after the other, each starting from
+    the weights of the corresponding member of :func:`packed_model`."""
     x, y = fixed_batch(net)
     act = {"tanh": nn.Tanh, "sigmoid": nn.Sigmoid}[net.activation]
+    pack = packed_model(net, k)
     models: list[nn.Sequential] = []
-    for _ in range(k):
+    for member in range(k):
         layers: list[nn.Module] = []
-        for i, (a, b) in enumerate(zip(net.sizes, net.sizes[1:], strict=False)):
-            layers.append(nn.Linear(a, b))
-            if i < len(net.sizes) - 2:
+        for i, packed_layer in enumerate(pack.layers):
+            linear = nn.Linear(*reversed(packed_layer.weight.shape[1:]))
+            with torch.no_grad():
+                linear.weight.copy_(packed_layer.weight[member])
+                linear.bias.copy_(packed_layer.bias[member])
+            layers.append(linear)
+            if i < len(pack.layers) - 1:
                 layers.append(act())
         models.append(nn.Sequential(*layers))
     optimisers = [torch.optim.SGD(m.parameters(), lr=net.lr) for m in models]
@@ -119,42 +136,49 @@ def loop_step(net: Net, k: int) -> Callable[[], None]:
     return step
 
 
-def seconds_per_call(fn: Callable[[], None], min_time: float, repeats: int) -> float:
-    """Best over ``repeats`` of the mean time of ``fn`` over at least ``min_time`` seconds."""
-    fn()
-    best = float("inf")
+def seconds_per_call(fns: Sequence[Callable[[], None]], min_time: float, repeats: int,
+                     clock: Callable[[], float]) -> list[float]:
+    """For each of ``fns``, the best over ``repeats`` of its mean time by ``clock`` over at
+    least ``min_time`` seconds; the functions take turns in every repeat, each after one
+    untimed call (so the allocator has settled after the previous one)."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeats):
-        calls, start = 0, time.perf_counter()
-        while True:
+        for i, fn in enumerate(fns):
             fn()
-            calls += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time and calls >= 2:
-                break
-        best = min(best, elapsed / calls)
+            calls, start = 0, clock()
+            while True:
+                fn()
+                calls += 1
+                elapsed = clock() - start
+                if elapsed >= min_time and calls >= 2:
+                    break
+            best[i] = min(best[i], elapsed / calls)
     return best
 
 
-def sgemm_rate(repeats: int) -> float:
+def sgemm_rate(repeats: int, clock: Callable[[], float]) -> float:
     """The float32 matmul rate (FLOP/s) of a 2048 × 2048 sgemm."""
     n = 2048
     a, b = torch.randn(n, n), torch.randn(n, n)
-    return 2 * n**3 / seconds_per_call(lambda: a @ b, min_time=0.3, repeats=repeats)
+    return 2 * n**3 / seconds_per_call([lambda: a @ b], 0.3, repeats, clock)[0]
 
 
-def run(packs: Sequence[int], min_time: float, repeats: int) -> None:
+def run(packs: Sequence[int], min_time: float, repeats: int, clock: Callable[[], float]) -> None:
     """Print the table: one row per net, K and implementation."""
-    peak = sgemm_rate(repeats)
-    print(f"threads {torch.get_num_threads()}; 2048² sgemm {peak / 1e9:.1f} GFLOP/s")
+    peak = sgemm_rate(repeats, clock)
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    print(f"threads {torch.get_num_threads()}; timed by "
+          f"{'process CPU time' if clock is time.process_time else 'wall clock'}; "
+          f"load average {load}; 2048² sgemm {peak / 1e9:.1f} GFLOP/s")
     print(f"| {'net':<4} | {'K':>3} | {'impl':<4} | {'trial-it/s':>10} | {'ratio':>5} | "
           f"{'GFLOP/s':>7} | {'peak':>6} |")
     print("|------|-----|------|------------|-------|---------|--------|")
     for net in NETS:
         flops = flops_per_trial_iteration(net)
         for k in packs:
-            rates = {}
-            for impl, make in (("loop", loop_step), ("pack", packed_step)):
-                rates[impl] = k / seconds_per_call(make(net, k), min_time, repeats)
+            seconds = seconds_per_call([loop_step(net, k), packed_step(net, k)], min_time,
+                                       repeats, clock)
+            rates = {impl: k / s for impl, s in zip(("loop", "pack"), seconds, strict=True)}
             for impl, rate in rates.items():
                 gflops = rate * flops / 1e9
                 print(f"| {net.name:<4} | {k:>3} | {impl:<4} | {rate:>10.1f} | "
@@ -168,11 +192,15 @@ def main() -> None:
                         help="timings per cell; the best is kept")
     parser.add_argument("--quick", action="store_true", help="K in {1, 8}, shorter timings")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time by this process's CPU time instead of the wall clock: steadier "
+                             "when other jobs share the cores; meaningful with --threads 1")
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    clock = time.process_time if args.cpu_time else time.perf_counter
     packs = [1, 8] if args.quick else [1, 8, 32]
-    run(packs, min_time=0.1 if args.quick else 0.5, repeats=args.repeats)
+    run(packs, min_time=0.1 if args.quick else 0.5, repeats=args.repeats, clock=clock)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,13 @@ def clip_factors(grad_norm: Tensor, clip: float | Tensor | None) -> Tensor:
     return torch.where(tau > 0, torch.clamp(tau / grad_norm, max=1.0), ones)
 
 
+STEP_BLOCK = 1 << 18
+"""Elements of the temporaries α·g that :func:`sgd_step` keeps alive at once (1 MiB of float32),
+beyond one tensor. Allocating the steps of a whole large pack at once made glibc's allocator
+return the memory to the system and fault it back in every step (about 10⁴ page faults per step
+and half the speed for 32 of M's feedforward nets); blocks of this size are reused instead."""
+
+
 def sgd_step(
     params: Sequence[Tensor],
     grads: Sequence[Tensor],
@@ -38,29 +45,37 @@ def sgd_step(
 
     ``params`` and ``grads`` are matching packed tensors (K, ...) of one dtype; ``lr`` (α) is a
     float or a tensor (K,) and may already include clipping factors; ``active`` is a bool
-    tensor (K,).
-    An active member gets exactly p − α·g, the product rounded before the difference (no fused
-    multiply-add), whatever the other members do.
+    tensor (K,). An active member gets exactly p − α·g, the product rounded before the
+    difference (no fused multiply-add), whatever the other members do.
 
-    The pack is updated by two multi-tensor operations, the steps α·g (``torch._foreach_mul``)
-    and p − step (``torch._foreach_sub_``): an order of magnitude faster than a masked update
-    tensor by tensor for a pack of M's feedforward nets. An inactive member's steps are
-    overwritten with zeros before they are applied (a zero rate would not do: 0·NaN = NaN), so
-    that a NaN or inf gradient or rate of a finished or diverged member cannot leak into its
-    weights, and p − 0 leaves them bit-identical. Looking for inactive members reads
-    ``active`` once per call (a device synchronisation on a GPU).
+    The update runs as multi-tensor operations over blocks of about :data:`STEP_BLOCK`
+    elements: the steps α·g (``torch._foreach_mul``), then p − step (``torch._foreach_sub_``),
+    about four times faster than selecting tensor by tensor with ``torch.where`` for packs of
+    M's feedforward nets. An inactive member's steps are overwritten with zeros before they
+    are applied (a zero rate would not do: 0·NaN = NaN), so that a NaN or inf gradient or rate
+    of a finished or diverged member cannot leak into its weights, and p − 0 leaves them
+    bit-identical. Looking for inactive members reads ``active`` (a device synchronisation on
+    a GPU).
     """
     if len(params) != len(grads):
         raise ValueError(f"sgd_step: {len(params)} parameters but {len(grads)} gradients")
     if not params:
         return
-    rate = torch.as_tensor(lr, dtype=params[0].dtype, device=params[0].device)
+    rates = _per_member(torch.as_tensor(lr, dtype=params[0].dtype, device=params[0].device),
+                        params)
+    stopped = None if bool(active.all()) else (~active).nonzero().flatten()
     with torch.no_grad():
-        steps = torch._foreach_mul(list(grads), _per_member(rate, params))
-        if not bool(active.all()):
-            for step, stopped in zip(steps, _per_member(~active, params), strict=True):
-                step.masked_fill_(stopped, 0.0)
-        torch._foreach_sub_(list(params), steps)
+        start, size = 0, 0
+        for end, p in enumerate(params, start=1):
+            size += p.numel()
+            if size < STEP_BLOCK and end < len(params):
+                continue
+            steps = torch._foreach_mul(list(grads[start:end]), rates[start:end])
+            if stopped is not None:
+                for step in steps:
+                    step.index_fill_(0, stopped, 0.0)
+            torch._foreach_sub_(list(params[start:end]), steps)
+            start, size = end, 0
 
 
 def _per_member(values: Tensor, like: Sequence[Tensor]) -> list[Tensor]:

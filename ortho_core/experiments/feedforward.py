@@ -44,7 +44,8 @@ def train_step(model: PackedMLP, params: Sequence[Tensor], x: Tensor, y: Tensor,
     """
     logits = model(x)
     loss = member_cross_entropy(logits, y)
-    loss_grads = list(torch.autograd.grad(loss.sum(), params))
+    # The gradient of Σ_k loss_k, seeded with ones (no separate sum in the graph).
+    loss_grads = list(torch.autograd.grad(loss, params, torch.ones_like(loss)))
     grads = loss_grads if penalty is None else open_gradients(model, loss_grads, penalty)
     loss = loss.detach()
     active &= torch.isfinite(loss)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
+from ortho_core import optim
 from ortho_core.optim import clip_factors, sgd_step
 
 
@@ -84,3 +86,20 @@ def test_an_active_members_nan_gradient_shows_in_its_weights_only() -> None:
     g = torch.tensor([[1.0, math.nan, 1.0], [1.0, 1.0, 1.0]])
     sgd_step([w], [g], 0.5, torch.tensor([True, True]))
     assert math.isnan(w[0, 1]) and torch.equal(w[1], torch.full((3,), 0.5))
+
+
+@pytest.mark.parametrize("block", [1, 50, 10**9])
+def test_sgd_step_in_blocks_updates_every_tensor_alike(block, monkeypatch) -> None:
+    monkeypatch.setattr(optim, "STEP_BLOCK", block)
+    gen = torch.Generator().manual_seed(3)
+    shapes = [(3, 4, 5), (3, 4), (3, 30, 2), (3, 1), (3, 6, 6)]
+    params = [torch.randn(s, generator=gen) for s in shapes]
+    grads = [torch.randn(s, generator=gen) for s in shapes]
+    grads[2][1] = math.nan
+    lr = torch.tensor([0.5, 0.25, 0.125])
+    before = [p.clone() for p in params]
+    sgd_step(params, grads, lr, torch.tensor([True, False, True]))
+    for p, p0, g in zip(params, before, grads, strict=True):
+        assert torch.equal(p[1], p0[1])
+        for k in (0, 2):
+            assert torch.equal(p[k], p0[k] - lr[k] * g[k])
