@@ -37,7 +37,6 @@ fraction of it. The header line gives the machine's load average, which the wall
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -45,6 +44,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from timing import clock_of, parser, seconds_per_call, sgemm_rate
 from torch import nn
 
 from ortho_core.experiments import ff_mnist, lcw_mlp
@@ -136,33 +136,6 @@ def loop_step(net: Net, k: int) -> Callable[[], None]:
     return step
 
 
-def seconds_per_call(fns: Sequence[Callable[[], None]], min_time: float, repeats: int,
-                     clock: Callable[[], float]) -> list[float]:
-    """For each of ``fns``, the best over ``repeats`` of its mean time by ``clock`` over at
-    least ``min_time`` seconds; the functions take turns in every repeat, each after one
-    untimed call (so the allocator has settled after the previous one)."""
-    best = [float("inf")] * len(fns)
-    for _ in range(repeats):
-        for i, fn in enumerate(fns):
-            fn()
-            calls, start = 0, clock()
-            while True:
-                fn()
-                calls += 1
-                elapsed = clock() - start
-                if elapsed >= min_time and calls >= 2:
-                    break
-            best[i] = min(best[i], elapsed / calls)
-    return best
-
-
-def sgemm_rate(repeats: int, clock: Callable[[], float]) -> float:
-    """The float32 matmul rate (FLOP/s) of a 2048 × 2048 sgemm."""
-    n = 2048
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    return 2 * n**3 / seconds_per_call([lambda: a @ b], 0.3, repeats, clock)[0]
-
-
 def run(packs: Sequence[int], min_time: float, repeats: int, clock: Callable[[], float]) -> None:
     """Print the table: one row per net, K and implementation."""
     peak = sgemm_rate(repeats, clock)
@@ -187,18 +160,9 @@ def run(packs: Sequence[int], min_time: float, repeats: int, clock: Callable[[],
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=2,
-                        help="timings per cell; the best is kept")
-    parser.add_argument("--quick", action="store_true", help="K in {1, 8}, shorter timings")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    parser.add_argument("--cpu-time", action="store_true",
-                        help="time by this process's CPU time instead of the wall clock: steadier "
-                             "when other jobs share the cores; meaningful with --threads 1")
-    args = parser.parse_args()
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    clock = time.process_time if args.cpu_time else time.perf_counter
+    args = parser(__doc__.splitlines()[0], repeats=2,
+                  quick="K in {1, 8}, shorter timings").parse_args()
+    clock = clock_of(args)
     packs = [1, 8] if args.quick else [1, 8, 32]
     run(packs, min_time=0.1 if args.quick else 0.5, repeats=args.repeats, clock=clock)
 

@@ -32,12 +32,11 @@ two longest lengths next to T/T'.
 
 from __future__ import annotations
 
-import argparse
-import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from timing import clock_of, parser, seconds_per_call, sgemm_rate
 
 from ortho_core.models import SRNNInit, init_srnn
 from ortho_core.optim import sgd_step
@@ -101,44 +100,10 @@ def pack_step(steps: int, members: int) -> Callable[[], None]:
     return step
 
 
-def seconds_per_call(fn: Callable[[], None], min_time: float, repeats: int,
-                     clock: Callable[[], float]) -> float:
-    """Best over ``repeats`` of the mean time of ``fn`` by ``clock`` over at least
-    ``min_time`` seconds."""
-    fn()
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        calls, start = 0, clock()
-        while True:
-            fn()
-            calls += 1
-            elapsed = clock() - start
-            if elapsed >= min_time and calls >= 2:
-                break
-        best = min(best, elapsed / calls)
-    return best
-
-
-def sgemm_rate(repeats: int, clock: Callable[[], float]) -> float:
-    """The float32 matmul rate (FLOP/s) of a 2048 × 2048 sgemm."""
-    n = 2048
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    return 2 * n**3 / seconds_per_call(lambda: a @ b, 0.3, repeats, clock)
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="timings per cell; the best is kept")
-    parser.add_argument("--quick", action="store_true", help="T in {100, 200}, K in {1, 16}")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    parser.add_argument("--cpu-time", action="store_true",
-                        help="time by this process's CPU time instead of the wall clock: steadier "
-                             "when other jobs share the cores; meaningful with --threads 1")
-    args = parser.parse_args()
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    clock = time.process_time if args.cpu_time else time.perf_counter
+    args = parser(__doc__.splitlines()[0], repeats=3,
+                  quick="T in {100, 200}, K in {1, 16}").parse_args()
+    clock = clock_of(args)
     lengths = [100, 200] if args.quick else [10, 50, 100, 200]
     packs = [1, 16] if args.quick else [1, 4, 16, 64]
     min_time = 0.15 if args.quick else 0.4
@@ -155,7 +120,7 @@ def main() -> None:
         cells += [("pack", k, pack_step(steps, k)) for k in packs]
         baseline = None
         for impl, k, step in cells:
-            seconds = seconds_per_call(step, min_time, args.repeats, clock)
+            (seconds,) = seconds_per_call([step], min_time, args.repeats, clock)
             times.setdefault((impl, k), {})[steps] = seconds
             rate = k / seconds
             baseline = baseline or rate
