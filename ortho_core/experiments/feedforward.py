@@ -1,5 +1,5 @@
-"""The SGD iteration shared by the feedforward trainers (``ff-mnist``, ``lcw-mlp``) and their
-benchmark (``benchmarks/ff_throughput.py``).
+"""What the feedforward trainers (``ff-mnist``, ``lcw-mlp``) share: their data splits, and the
+SGD iteration they and their benchmark (``benchmarks/ff_throughput.py``) run.
 
 One iteration of a pack: forward the shared minibatch through the K members, the mean softmax
 cross-entropy of each, one backward pass for all (the sum of the members' losses has each
@@ -10,13 +10,42 @@ p := p − α·g of every member still training.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from ortho_core.data.datasets import load_dataset
 from ortho_core.models.mlp import PackedMLP, member_cross_entropy
 from ortho_core.optim import sgd_step
 from ortho_core.penalty import ortho_penalty_grad
+
+
+@dataclass
+class Splits:
+    """The (possibly subsampled) data of one run, on the training device."""
+
+    x_train: Tensor
+    y_train: Tensor
+    x_test: Tensor
+    y_test: Tensor
+
+
+def load_splits(dataset: str, data_dir: str | Path | None, train_size: int | None,
+                test_size: int | None, generator: torch.Generator,
+                device: torch.device) -> Splits:
+    """``dataset`` flattened to values in [0, 1], the training and test sets subsampled to
+    ``train_size`` and ``test_size`` images (None: all) with ``generator``."""
+    x_train, y_train = load_dataset(dataset, "train", data_dir=data_dir)
+    x_test, y_test = load_dataset(dataset, "test", data_dir=data_dir)
+    if train_size is not None:
+        keep = torch.randperm(len(y_train), generator=generator)[:train_size]
+        x_train, y_train = x_train[keep], y_train[keep]
+    if test_size is not None:
+        keep = torch.randperm(len(y_test), generator=generator)[:test_size]
+        x_test, y_test = x_test[keep], y_test[keep]
+    return Splits(x_train.to(device), y_train.to(device), x_test.to(device), y_test.to(device))
 
 
 def open_gradients(model: PackedMLP, loss_grads: Sequence[Tensor],

@@ -41,9 +41,9 @@ from ortho_core.config import (
     optional_integer_in,
     positive,
 )
-from ortho_core.data.datasets import DATASETS, load_dataset
+from ortho_core.data.datasets import DATASETS
 from ortho_core.devices import check_device, resolve_device
-from ortho_core.experiments.feedforward import train_step
+from ortho_core.experiments.feedforward import load_splits, train_step
 from ortho_core.init import gaussian, orthogonal_pretrain, require_converged
 from ortho_core.metrics import member_norm
 from ortho_core.models.mlp import PackedMLP, member_accuracy
@@ -126,30 +126,6 @@ PACK_FIELDS: tuple[str, ...] = (
 """Fields equal across a pack; α, λ, αₚ, σ, seed and solved_accuracy may differ per member."""
 
 
-@dataclass
-class MnistSplits:
-    """The (possibly subsampled) data of one run, on the training device."""
-
-    x_train: Tensor
-    y_train: Tensor
-    x_test: Tensor
-    y_test: Tensor
-
-
-def load_splits(cfg: Config, generator: torch.Generator, device: torch.device) -> MnistSplits:
-    """MNIST flattened to 784 values in [0, 1], subsampled as ``cfg`` asks (with ``generator``)."""
-    x_train, y_train = load_dataset("mnist", "train", data_dir=cfg.data_dir)
-    x_test, y_test = load_dataset("mnist", "test", data_dir=cfg.data_dir)
-    if cfg.train_size is not None:
-        keep = torch.randperm(len(y_train), generator=generator)[:cfg.train_size]
-        x_train, y_train = x_train[keep], y_train[keep]
-    if cfg.test_size is not None:
-        keep = torch.randperm(len(y_test), generator=generator)[:cfg.test_size]
-        x_test, y_test = x_test[keep], y_test[keep]
-    return MnistSplits(x_train.to(device), y_train.to(device), x_test.to(device),
-                       y_test.to(device))
-
-
 def build_model(configs: Sequence[Config], device: torch.device) -> PackedMLP:
     """The pack's 784-hidden×L-10 tanh net, member k's weights ~ N(0, σ_k²) from its seed.
 
@@ -210,7 +186,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     device = resolve_device(cfg.device)
     k = len(configs)
     data_gen = torch.Generator().manual_seed(cfg.data_seed)
-    data = load_splits(cfg, data_gen, device)
+    data = load_splits("mnist", cfg.data_dir, cfg.train_size, cfg.test_size, data_gen, device)
     model = build_model(configs, device)
     pretrain_steps = pretrain(model, configs) if cfg.variant == "oinit" else None
     params = list(model.parameters())

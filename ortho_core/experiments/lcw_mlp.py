@@ -53,9 +53,9 @@ from ortho_core.config import (
     positive,
     require,
 )
-from ortho_core.data.datasets import DATASETS, dataset_info, load_dataset
+from ortho_core.data.datasets import DATASETS, dataset_info
 from ortho_core.devices import check_device, resolve_device
-from ortho_core.experiments.feedforward import train_step
+from ortho_core.experiments.feedforward import load_splits, train_step
 from ortho_core.init import normalised
 from ortho_core.models.lcw import BASES, apply_lcw, lcw_minibatch_init
 from ortho_core.models.mlp import (
@@ -168,31 +168,6 @@ PACK_FIELDS: tuple[str, ...] = (
     "diag_samples", "data_dir", "data_seed", "device",
 )
 """Fields equal across a pack; α, the decay factor, σ_z, seed and solved_accuracy may differ."""
-
-
-@dataclass
-class Splits:
-    """The (possibly subsampled) data of one run, on the training device."""
-
-    x_train: Tensor
-    y_train: Tensor
-    x_test: Tensor
-    y_test: Tensor
-
-
-def load_splits(cfg: Config, generator: torch.Generator, device: torch.device) -> Splits:
-    """The dataset flattened and scaled as ``cfg`` asks, subsampled with ``generator``."""
-    x_train, y_train = load_dataset(cfg.dataset, "train", data_dir=cfg.data_dir)
-    x_test, y_test = load_dataset(cfg.dataset, "test", data_dir=cfg.data_dir)
-    if cfg.train_size is not None:
-        keep = torch.randperm(len(y_train), generator=generator)[:cfg.train_size]
-        x_train, y_train = x_train[keep], y_train[keep]
-    if cfg.test_size is not None:
-        keep = torch.randperm(len(y_test), generator=generator)[:cfg.test_size]
-        x_test, y_test = x_test[keep], y_test[keep]
-    if cfg.input_range == "symmetric":
-        x_train, x_test = x_train * 2.0 - 1.0, x_test * 2.0 - 1.0
-    return Splits(x_train.to(device), y_train.to(device), x_test.to(device), y_test.to(device))
 
 
 def build_model(configs: Sequence[Config], x_init: Tensor, device: torch.device) -> PackedMLP:
@@ -359,7 +334,10 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     device = resolve_device(cfg.device)
     k = len(configs)
     data_gen = torch.Generator().manual_seed(cfg.data_seed)
-    data = load_splits(cfg, data_gen, device)
+    data = load_splits(cfg.dataset, cfg.data_dir, cfg.train_size, cfg.test_size, data_gen,
+                       device)
+    if cfg.input_range == "symmetric":
+        data.x_train, data.x_test = data.x_train * 2.0 - 1.0, data.x_test * 2.0 - 1.0
     n = len(data.y_train)
     init_idx = torch.randperm(n, generator=data_gen)[:cfg.batch_size].to(device)
     diag_idx = torch.randperm(n, generator=data_gen)[:cfg.diag_samples].to(device)
