@@ -4,8 +4,8 @@ of runs is read once.
 Per sweep, under ``<directory>/<spec>/``:
 
 - ``<sweep_id>.parquet``: the sweep's runs as MLflow holds them (params as strings), and
-  ``<sweep_id>.json``: the fingerprint they were read under plus the run count and the
-  resolved spec text;
+  ``<sweep_id>.json``: the fingerprint they were read under plus the run count, the
+  resolved spec text and the expected cells;
 - ``<sweep_id>.history.parquet``: metric histories (``run_id``, ``key``, ``step``, ``value``)
   fetched so far, added to as figures need more.
 

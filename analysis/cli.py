@@ -11,6 +11,10 @@ with ``--out`` it also writes them in ``--format`` with the figures as PNG, and 
 listing the files it wrote. ``ui`` runs the MLflow UI on the store in the foreground, bound
 to 127.0.0.1 unless told otherwise, with one worker and MLflow's job execution off
 (STACK.md: ready in about 4 s, about 490 MiB).
+
+``sweeps`` builds the ``ortho`` parser from :func:`register_report` and :func:`register_ui`,
+so this module imports only the standard library and the light registry at load time; the
+store, pandas, matplotlib and MLflow are imported by the command that runs.
 """
 
 from __future__ import annotations
@@ -23,8 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.report import REPORTS, build_report
-from analysis.store import open_store, resolve_tracking_uri
+from analysis.reports import REPORTS
 from analysis.tables import FORMATS
 
 
@@ -63,6 +66,8 @@ def _store_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     """Print (and with ``--out`` write) the report; returns the exit status."""
+    from analysis.report import build_report
+
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     report = build_report(args.spec, args.sweep, args.tracking_uri, args.home,
@@ -91,6 +96,8 @@ def ui_command(tracking_uri: str, host: str, port: int) -> tuple[list[str], dict
 def run_ui(args: argparse.Namespace) -> int:
     """Run the MLflow UI until it exits or this command is interrupted (the server is then
     stopped, not left behind); returns the server's exit status."""
+    from analysis.store import open_store, resolve_tracking_uri
+
     uri = resolve_tracking_uri(args.tracking_uri, args.home)
     open_store(uri)
     argv, env = ui_command(uri, args.host, args.port)

@@ -4,15 +4,17 @@ the row, the number the resolved spec defines for it, and how complete the row i
 Every paper module reports completeness the same way: a row is *partial* (its cells marked
 †) when fewer of its configurations trained to their end than the spec defines (than were
 tracked, when the sweep kept no spec), and its count reads ``done/expected`` with the failed
-and diverged ones named.
+and diverged ones named. :func:`rank` orders a row's configurations by a paper's choice rule,
+and :func:`protocol_notes` says where a sweep's protocol differs from the paper's.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from analysis.load import DONE, SweepRuns, param_values
@@ -100,3 +102,46 @@ def group(runs: SweepRuns, values: Mapping[str, object]) -> Group:
     """The configurations whose params equal ``values``, with the spec's expected count."""
     frame = runs.runs
     return Group(frame[matching(frame, values)], expected_count(expected(runs), values))
+
+
+def rank(cell: pd.DataFrame, metric: str, fewer: Sequence[str] = ()) -> pd.DataFrame:
+    """The cell's configurations that trained to their end and logged the summary ``metric``,
+    best first: the largest ``metric``; ties go to the smallest of the summaries ``fewer`` in
+    turn (missing: last), then the smaller α, then the smaller λ, then the run id (only for
+    determinism)."""
+    runs = cell[cell["outcome"].isin(DONE)]
+    if f"metrics.{metric}" not in runs:
+        return runs.iloc[0:0]
+    runs = runs[runs[f"metrics.{metric}"].notna()]
+    nan = pd.Series(np.nan, index=runs.index)
+    keys = {"best": -runs[f"metrics.{metric}"]}
+    keys |= {f"fewer {name}": runs.get(f"metrics.{name}", nan).fillna(math.inf)
+             for name in fewer}
+    keys |= {
+        "lr": pd.to_numeric(param_values(runs, "lr"), errors="coerce").fillna(math.inf),
+        "penalty": pd.to_numeric(param_values(runs, "penalty"), errors="coerce").fillna(0.0),
+        "run_id": runs["run_id"]}
+    order = pd.DataFrame(keys).sort_values(list(keys), kind="stable").index
+    return runs.loc[order]
+
+
+def protocol_notes(runs: SweepRuns, paper: Mapping[str, float], what: str,
+                   subsets: Sequence[str] = ()) -> list[str]:
+    """The protocol settings of the sweep that differ from the ``paper`` ones (a reduced
+    profile), and the keys among ``subsets`` the sweep set (a subset of a data split where the
+    paper used all of it); ``what`` names the results that are then not comparable."""
+    diffs = []
+    for key, value in paper.items():
+        values = sorted({v for v in param_values(runs.runs, key)
+                         if isinstance(v, (int, float)) and v == v})
+        if values and values != [value]:
+            diffs.append(f"{key} = {', '.join(format(v, 'g') for v in values)} "
+                         f"(paper {value:g})")
+    for key in subsets:
+        values = sorted({v for v in param_values(runs.runs, key) if isinstance(v, int)})
+        if values:
+            diffs.append(f"{key} = {', '.join(map(str, values))} (paper: the whole split)")
+    if not diffs:
+        return []
+    return [f"Protocol differs from the paper's, so {what} is not comparable one to one: "
+            + "; ".join(diffs) + "."]

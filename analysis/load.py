@@ -1,5 +1,5 @@
 """Read a sweep back from MLflow into pandas (DESIGN.md, "What MLflow holds"; the layout is
-written by ``sweeps.tracking``, whose tag names are used here).
+written by ``sweeps.tracking``, and its names come from :mod:`sweeps.contract`).
 
 A sweep is a parent run (tag ``ortho.role = sweep``) of its spec's experiment, tagged with
 its ``ortho.sweep_id``; its configurations are the runs tagged ``ortho.role =
@@ -12,7 +12,8 @@ configuration`` with the same sweep id (and ``mlflow.parentRunId``), one per tri
 - failed and diverged configurations are kept; their outcome says so and they are counted;
 - params come back as numbers where MLflow stored the string of a number.
 
-Only ``mlflow`` and ``pandas`` are used: nothing here imports Ray or training code.
+Only ``mlflow`` (through the client passed in) and ``pandas`` are used: nothing here imports
+Ray, training code or any of ``sweeps`` but its contract.
 """
 
 from __future__ import annotations
@@ -21,27 +22,20 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from mlflow.entities import Run
-from mlflow.tracking import MlflowClient
 
 from analysis.cache import RunCache
 from ortho_core.errors import ConfigError
-from sweeps.tracking import (
-    GIT_SHA,
-    N_CONFIGS,
-    NODE,
-    OUTCOME,
-    PARENT,
-    PROFILE,
-    RESOLVED_ARTIFACT,
-    ROLE,
-    SPEC_SHA256,
-    SWEEP_ID,
-    TRIAL_KEY,
-)
+from sweeps import contract
+
+_SWEEPS = f"tags.`{contract.ROLE}` = '{contract.ROLE_SWEEP}'"
+"""The search filter for the parent runs of sweeps."""
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+    from mlflow.tracking import MlflowClient
 
 DONE = ("solved", "unsolved", "diverged")
 """Outcomes of a configuration that trained to its end."""
@@ -99,6 +93,9 @@ class SweepRuns:
     """Store the runs were read from."""
     spec_text: str | None = field(default=None, repr=False)
     """The resolved spec (YAML) the parent run holds as an artifact, when it has one."""
+    expected_cells: list[dict[str, Any]] | None = field(default=None, repr=False)
+    """The cells the sweep's spec defines (``expected_cells.json`` of the parent run, see
+    :mod:`analysis.expected`); None for a sweep tracked without it."""
 
     @property
     def outcomes(self) -> dict[str, int]:
@@ -149,9 +146,11 @@ def _search(client: MlflowClient, experiment_ids: list[str], query: str) -> Iter
 
 def _sweep_of(spec: str, run: Run) -> Sweep:
     tags = run.data.tags
-    n = tags.get(N_CONFIGS)
-    return Sweep(spec=spec, sweep_id=tags[SWEEP_ID], profile=tags.get(PROFILE, ""),
-                 spec_sha256=tags.get(SPEC_SHA256, ""), git_sha=tags.get(GIT_SHA, ""),
+    n = tags.get(contract.N_CONFIGS)
+    return Sweep(spec=spec, sweep_id=tags[contract.SWEEP_ID],
+                 profile=tags.get(contract.PROFILE, ""),
+                 spec_sha256=tags.get(contract.SPEC_SHA256, ""),
+                 git_sha=tags.get(contract.GIT_SHA, ""),
                  n_configs=int(n) if n and n.isdigit() else None,
                  parent_run_id=run.info.run_id, status=run.info.status,
                  experiment_id=run.info.experiment_id, start_time=run.info.start_time)
@@ -160,8 +159,7 @@ def _sweep_of(spec: str, run: Run) -> Sweep:
 def list_specs(client: MlflowClient) -> list[str]:
     """Names of the experiments in the store that hold at least one sweep."""
     return sorted(e.name for e in client.search_experiments()
-                  if client.search_runs([e.experiment_id], f"tags.`{ROLE}` = 'sweep'",
-                                        max_results=1))
+                  if client.search_runs([e.experiment_id], _SWEEPS, max_results=1))
 
 
 def list_sweeps(client: MlflowClient, spec: str) -> list[Sweep]:
@@ -170,14 +168,14 @@ def list_sweeps(client: MlflowClient, spec: str) -> list[Sweep]:
     (field ``tracking_uri``)."""
     experiment = client.get_experiment_by_name(spec)
     parents = [] if experiment is None else list(
-        _search(client, [experiment.experiment_id], f"tags.`{ROLE}` = 'sweep'"))
+        _search(client, [experiment.experiment_id], _SWEEPS))
     if not parents:
         known = list_specs(client)
         if not known:
             raise ConfigError("tracking_uri", "an MLflow store holding sweeps (this one holds "
                               "none: run `ortho sweep run SPEC` first)", client.tracking_uri)
         raise ConfigError("spec", "a spec with sweeps in this store: " + ", ".join(known), spec)
-    sweeps = [_sweep_of(spec, run) for run in parents if SWEEP_ID in run.data.tags]
+    sweeps = [_sweep_of(spec, run) for run in parents if contract.SWEEP_ID in run.data.tags]
     return sorted(sweeps, key=lambda s: s.start_time, reverse=True)
 
 
@@ -195,7 +193,8 @@ def find_sweep(client: MlflowClient, spec: str, sweep_id: str | None = None) -> 
 
 
 def _children(sweep: Sweep) -> str:
-    return f"tags.`{SWEEP_ID}` = '{sweep.sweep_id}' and tags.`{ROLE}` = 'configuration'"
+    return (f"tags.`{contract.SWEEP_ID}` = '{sweep.sweep_id}' and "
+            f"tags.`{contract.ROLE}` = '{contract.ROLE_CONFIGURATION}'")
 
 
 def child_runs(client: MlflowClient, sweep: Sweep) -> Iterator[Run]:
@@ -209,10 +208,10 @@ def raw_frame(runs: Iterable[Run]) -> pd.DataFrame:
     for run in runs:
         tags = run.data.tags
         record: dict[str, Any] = {
-            "run_id": run.info.run_id, "trial_key": tags.get(TRIAL_KEY, run.info.run_id),
-            "status": run.info.status, "outcome_tag": tags.get(OUTCOME),
+            "run_id": run.info.run_id, "trial_key": tags.get(contract.TRIAL_KEY, run.info.run_id),
+            "status": run.info.status, "outcome_tag": tags.get(contract.OUTCOME),
             "start_time": run.info.start_time, "end_time": run.info.end_time,
-            "node": tags.get(NODE), "parent_run_id": tags.get(PARENT)}
+            "node": tags.get(contract.NODE), "parent_run_id": tags.get(contract.PARENT)}
         record.update({f"params.{k}": v for k, v in run.data.params.items()})
         record.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
         records.append(record)
@@ -248,14 +247,26 @@ def select_latest(raw: pd.DataFrame) -> pd.DataFrame:
     return best
 
 
-def read_spec_text(client: MlflowClient, sweep: Sweep) -> str | None:
-    """The resolved spec the sweep's parent run holds (``resolved_spec.yaml``), or None."""
+def _artifact_text(client: MlflowClient, sweep: Sweep, name: str) -> str | None:
+    """The text of the sweep's parent-run artifact ``name``, or None when it has none."""
     names = {a.path for a in client.list_artifacts(sweep.parent_run_id)}
-    if RESOLVED_ARTIFACT not in names:
+    if name not in names:
         return None
-    path = client.download_artifacts(sweep.parent_run_id, RESOLVED_ARTIFACT)
+    path = client.download_artifacts(sweep.parent_run_id, name)
     with open(path, encoding="utf-8") as fh:
         return fh.read()
+
+
+def read_spec_text(client: MlflowClient, sweep: Sweep) -> str | None:
+    """The resolved spec the sweep's parent run holds (``resolved_spec.yaml``), or None."""
+    return _artifact_text(client, sweep, contract.RESOLVED_ARTIFACT)
+
+
+def read_expected(client: MlflowClient, sweep: Sweep) -> list[dict[str, Any]] | None:
+    """The cells the sweep should hold (``expected_cells.json``), or None for a sweep
+    tracked without that artifact."""
+    text = _artifact_text(client, sweep, contract.EXPECTED_CELLS_ARTIFACT)
+    return None if text is None else contract.read_expected_cells(text)
 
 
 def metric_history(client: MlflowClient, run_id: str, key: str) -> pd.DataFrame:
@@ -295,16 +306,17 @@ def load_sweep(client: MlflowClient, spec: str, sweep_id: str | None = None,
     sweep = find_sweep(client, spec, sweep_id)
     key = fingerprint(client, sweep) if cache is not None else None
     hit = cache.get_runs(spec, sweep.sweep_id, key) if cache is not None and key else None
-    if hit is not None:
+    if hit is not None and "expected_cells" in hit[1]:  # else cached before it was kept
         raw, meta = hit
-        spec_text = meta.get("spec_text")
     else:
         raw = raw_frame(child_runs(client, sweep))
-        spec_text = read_spec_text(client, sweep)
+        meta = {"spec_text": read_spec_text(client, sweep),
+                "expected_cells": read_expected(client, sweep)}
         if cache is not None and key:
-            cache.put_runs(spec, sweep.sweep_id, key, raw, {"spec_text": spec_text})
+            cache.put_runs(spec, sweep.sweep_id, key, raw, meta)
     return SweepRuns(sweep=sweep, runs=select_latest(raw), n_runs=len(raw),
-                     tracking_uri=tracking_uri, spec_text=spec_text)
+                     tracking_uri=tracking_uri, spec_text=meta["spec_text"],
+                     expected_cells=meta["expected_cells"])
 
 
 def param_values(frame: pd.DataFrame, name: str) -> pd.Series:

@@ -1,9 +1,10 @@
-"""Reports: spec name -> the paper module that turns the spec's sweep into tables and
-figures, and the steps around it (open the store, load the sweep, write the files).
+"""Reports: the :class:`Report` a spec's report module builds, and the steps around it (find
+the module, open the store, load the sweep, write the files).
 
-A paper module adds a spec by a line in :data:`REPORTS`: ``"spec": "module:function"``,
-where ``function(runs, histories) -> Report`` gets the loaded sweep and, when figures are
-wanted, a :class:`~analysis.load.Histories` for metric histories (None otherwise, so that a
+A report module (``analysis.reports.*``) adds a spec by a line in
+:data:`analysis.reports.REPORTS`: ``"spec": "module:function"``, where ``function(runs,
+histories) -> Report`` gets the loaded sweep and, when figures are wanted, a
+:class:`~analysis.load.Histories` for metric histories (None otherwise, so that a
 terminal-only report reads no history at all). Builders are imported lazily, like the
 trainers in ``ortho_core.experiments``.
 """
@@ -21,17 +22,10 @@ from analysis.cache import RunCache
 from analysis.expected import expected_configurations
 from analysis.figures import Figure
 from analysis.load import Histories, SweepRuns, load_sweep
+from analysis.reports import REPORTS
 from analysis.store import cache_dir, open_store, resolve_tracking_uri
 from analysis.tables import SUFFIX, Format, Provenance, Table
 from ortho_core.errors import ConfigError
-
-REPORTS: dict[str, str] = {
-    "synthetic-max-length": "analysis.manchev:max_length_report",
-    "orth-pretrain-convergence": "analysis.manchev:pretrain_report",
-    "ff-mnist": "analysis.manchev:ff_mnist_report",
-    "lcw-deep-mlp": "analysis.kutsuna:lcw_report",
-}
-"""Spec name -> ``module:function`` building its report."""
 
 
 @dataclass
@@ -77,8 +71,8 @@ def builder(spec: str) -> Builder:
 
 def expected(runs: SweepRuns) -> pd.DataFrame | None:
     """The configurations the sweep's resolved spec defines (None when the parent run holds
-    no spec artifact)."""
-    return None if runs.spec_text is None else expected_configurations(runs.spec_text)
+    no ``expected_cells.json``: a sweep tracked before it was written)."""
+    return None if runs.expected_cells is None else expected_configurations(runs.expected_cells)
 
 
 def provenance(runs: SweepRuns) -> Provenance:

@@ -1,21 +1,23 @@
 """Which MLflow store a report reads, and where its cache lives.
 
-The store is resolved exactly as ``ortho sweep run`` resolves it (``sweeps.tracking``, a
-module that imports no Ray): ``--tracking-uri`` if given (a relative SQLite path made
-absolute), else the embedded default ``sqlite:///<home>/mlflow.db``, where ``home`` is
-``--home``, else ``$ORTHO_HOME``, else ``./ortho-runs``. A SQLite store that does not exist
-is an error here, never created: opening a missing file would make an empty store.
+The store is resolved exactly as ``ortho sweep run`` resolves it (by :mod:`sweeps.contract`,
+the one module of ``sweeps`` that ``analysis`` uses): ``--tracking-uri`` if given (a relative
+SQLite path made absolute), else the embedded default ``sqlite:///<home>/mlflow.db``, where
+``home`` is ``--home``, else ``$ORTHO_HOME``, else ``./ortho-runs``. A SQLite store that does
+not exist is an error here, never created: opening a missing file would make an empty store.
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-
-from mlflow.tracking import MlflowClient
+from typing import TYPE_CHECKING
 
 from ortho_core.errors import ConfigError
-from sweeps.tracking import home_dir, sqlite_path, tracking_uri
+from sweeps.contract import home_dir, sqlite_path, tracking_uri
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 
 def resolve_tracking_uri(uri: str | None = None, home: str | Path | None = None) -> str:
@@ -24,12 +26,14 @@ def resolve_tracking_uri(uri: str | None = None, home: str | Path | None = None)
 
 
 def open_store(uri: str) -> MlflowClient:
-    """A client of the store at ``uri``; ``ConfigError`` (field ``tracking_uri``) when it is
-    a SQLite file that does not exist."""
+    """A client of the store at ``uri`` (MLflow is imported here, when a store is read);
+    ``ConfigError`` (field ``tracking_uri``) when it is a SQLite file that does not exist."""
     path = sqlite_path(uri)
     if path is not None and not path.is_file():
         raise ConfigError("tracking_uri", "an MLflow store holding sweeps (none here: run "
                           "`ortho sweep run SPEC` first, or pass --tracking-uri or --home)", uri)
+    from mlflow.tracking import MlflowClient
+
     return MlflowClient(tracking_uri=uri)
 
 

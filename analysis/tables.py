@@ -1,5 +1,6 @@
 """A small table type for reports: published numbers beside reproduced ones, rendered as
-markdown (the terminal), LaTeX (a paper) or CSV (a spreadsheet).
+aligned markdown (the terminal, through pandas' ``to_markdown``), LaTeX (a paper) or CSV (a
+spreadsheet).
 
 Every table carries its :class:`Provenance` (spec, profile, sweep id, how many runs and
 configurations it drew on) and marks each cell that rests on an incomplete set of
@@ -149,14 +150,31 @@ class Table:
         """The table as ``md``, ``latex`` or ``csv`` text."""
         return {"md": self.to_markdown, "latex": self.to_latex, "csv": self.to_csv}[fmt]()
 
-    def to_markdown(self) -> str:
-        """A GitHub-flavoured markdown section: title, provenance, table, legend, notes."""
-        def line(entries: Sequence[str]) -> str:
-            return "| " + " | ".join(e.replace("|", "\\|") for e in entries) + " |"
+    def numeric_columns(self) -> list[bool]:
+        """Per column, whether every entry that has a value holds a number (right-aligned in
+        markdown, so that digits line up); text columns are left-aligned."""
+        def number(c: Cell) -> bool:
+            return isinstance(c.value, numbers.Real) and not isinstance(c.value, bool)
 
-        out = [f"### {self.title}", "", self.provenance.line(), "", line(self.columns),
-               "|" + "|".join("---" for _ in self.columns) + "|"]
-        out += [line([c.marked() for c in row]) for row in self.rows]
+        return [any(number(row[j]) for row in self.rows)
+                and all(number(row[j]) or row[j].value is None for row in self.rows)
+                for j in range(len(self.columns))]
+
+    def to_markdown(self) -> str:
+        """A markdown section for the terminal and GitHub: title, provenance, the table with
+        its columns padded to one width (pandas' ``to_markdown``, tabulate's ``pipe``
+        format; numeric columns right-aligned), legend, notes."""
+        import pandas as pd  # here, so that the CLI reads FORMATS without loading pandas
+
+        def escape(text: str) -> str:
+            return text.replace("|", "\\|")
+
+        grid = pd.DataFrame([[escape(c.marked()) for c in row] for row in self.rows],
+                            columns=[escape(c) for c in self.columns], dtype=object)
+        align = ["right" if n else "left" for n in self.numeric_columns()]
+        body = grid.to_markdown(index=False, tablefmt="pipe", disable_numparse=True,
+                                colalign=align)
+        out = [f"### {self.title}", "", self.provenance.line(), "", body]
         out += ["", self._legend(), *(f"- {n}" for n in self.notes)]
         return "\n".join(out) + "\n"
 

@@ -58,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from ortho_core import experiments
     from sweeps import tracking
-    from sweeps.runner import run_sweep, start_embedded_ray
+    from sweeps.ray_session import start_embedded_ray
+    from sweeps.runner import run_sweep
 
     experiments.EXPERIMENTS["noop"] = "benchmarks.sweep_overhead"
     spec = {"name": "noop", "experiment": "noop", "metric": {"name": "score", "mode": "max"},

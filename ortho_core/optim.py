@@ -3,6 +3,16 @@ the members still training (DESIGN.md "Packs").
 
 M trains with plain SGD (M §III); G clips the step when the gradient norm exceeds τ, which
 is the rescaling g · min(1, τ/‖g‖) (G §3.4, after Pascanu et al.).
+
+Why not ``torch.optim.SGD``: a pack holds K members in one tensor, each with its own rate α[k]
+and its own "still training" flag, and no library step does that exactly. ``torch.optim.SGD``
+(``foreach`` or not) takes one rate per parameter group, a float or a 1-element tensor (a (K,)
+tensor raises ``ValueError: Tensor lr must be 1-element``); ``torch._foreach_add_`` takes a
+scalar ``alpha`` only; ``torch._foreach_addcmul_(p, g, α, value=-1)`` does take per-member
+rates but computes p − α·g with a different rounding (up to 1 ulp away from the product
+rounded first, in float32 on CPU), so a member would not give bit for bit the numbers it gives
+alone or in another pack; and none leaves a stopped member's weights untouched when its
+gradient is NaN. :func:`sgd_step` is ``torch._foreach_mul`` then ``torch._foreach_sub_``.
 """
 
 from __future__ import annotations
@@ -30,9 +40,9 @@ def clip_factors(grad_norm: Tensor, clip: float | Tensor | None) -> Tensor:
 
 STEP_BLOCK = 1 << 18
 """Elements of the temporaries α·g that :func:`sgd_step` keeps alive at once (1 MiB of float32),
-beyond one tensor. Allocating the steps of a whole large pack at once made glibc's allocator
-return the memory to the system and fault it back in every step (about 10⁴ page faults per step
-and half the speed for 32 of M's feedforward nets); blocks of this size are reused instead."""
+beyond one tensor. Allocating the steps of a whole large pack at once makes glibc's allocator
+return the memory to the system and fault it back in at every step; blocks of this size are
+reused instead (``benchmarks/ff_throughput.py`` measures the effect)."""
 
 
 def sgd_step(
@@ -48,14 +58,13 @@ def sgd_step(
     tensor (K,). An active member gets exactly p − α·g, the product rounded before the
     difference (no fused multiply-add), whatever the other members do.
 
-    The update runs as multi-tensor operations over blocks of about :data:`STEP_BLOCK`
-    elements: the steps α·g (``torch._foreach_mul``), then p − step (``torch._foreach_sub_``),
-    about four times faster than selecting tensor by tensor with ``torch.where`` for packs of
-    M's feedforward nets. An inactive member's steps are overwritten with zeros before they
-    are applied (a zero rate would not do: 0·NaN = NaN), so that a NaN or inf gradient or rate
-    of a finished or diverged member cannot leak into its weights, and p − 0 leaves them
-    bit-identical. Looking for inactive members reads ``active`` (a device synchronisation on
-    a GPU).
+    The update runs as multi-tensor operations over blocks of about :data:`STEP_BLOCK` elements: the
+    steps α·g (``torch._foreach_mul``), then p − step (``torch._foreach_sub_``), rather than
+    selecting tensor by tensor with ``torch.where``. An inactive member's steps are overwritten
+    with zeros before they are applied (a zero rate would not do: 0·NaN = NaN), so that a NaN or
+    inf gradient or rate of a finished or diverged member cannot leak into its weights, and
+    p − 0 leaves them bit-identical. Looking for inactive members reads ``active`` (a device
+    synchronisation on a GPU).
     """
     if len(params) != len(grads):
         raise ValueError(f"sgd_step: {len(params)} parameters but {len(grads)} gradients")

@@ -1,5 +1,9 @@
 """The orthogonality penalty of M (§II-B, eqs. 29-31): λ·Eᵖ with Eᵖ = ‖WWᵀ − I‖²_F.
 
+M's text (eqs. 29-31) adds the *squared* norm λ‖WWᵀ − I‖²_F; M's recurrent reference code adds
+the gradient of the *unsquared* norm λ‖WWᵀ − I‖_F instead (the published λ were tuned under
+it). :func:`ortho_penalty_grad` gives the exact gradient of either (``form``).
+
 Variant OPEN adds λ·Eᵖ(W_hh) to the loss (for feedforward nets, one term per layer); OINIT
 minimises Eᵖ alone before training (M eqs. 16-18, :mod:`ortho_core.init.orthogonal_pretrain`).
 For a non-square W the Gram matrix of the fewer vectors is compared with the identity: the rows
@@ -13,6 +17,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+PENALTY_FORMS = ("squared", "unsquared")
+"""``squared``: λ‖WWᵀ − I‖²_F (M eqs. 29-31); ``unsquared``: λ‖WWᵀ − I‖_F (M's code)."""
 
 
 def gram_residual(w: Tensor) -> Tensor:
@@ -31,14 +38,26 @@ def ortho_error(w: Tensor) -> Tensor:
     return gram_residual(w).square().sum(dim=(-2, -1))
 
 
-def ortho_penalty_grad(w: Tensor, penalty: float | Tensor) -> Tensor:
-    """The exact gradient of λ·Eᵖ with respect to W: 4λ(WWᵀ − I)W, or 4λW(WᵀW − I) if tall.
+def ortho_penalty_grad(w: Tensor, penalty: float | Tensor, form: str = "squared") -> Tensor:
+    """The exact gradient of the penalty with respect to W.
+
+    ``form="squared"`` (M eqs. 29-31): the gradient of λ·Eᵖ = λ‖R‖²_F, 4λ(WWᵀ − I)W, or
+    4λW(WᵀW − I) if tall. ``form="unsquared"`` (M's reference code): the gradient of λ‖R‖_F,
+    which is the squared form's divided by 2‖R‖_F, i.e. 2λRW/‖R‖_F (2λWR/‖R‖_F if tall); at
+    R = 0, where the norm has no gradient, it is 0 (the minimum; a subgradient).
 
     ``penalty`` (λ) is a float or a tensor of shape (...) (one λ per member). M eq. 31 prints
     the product as W(WWᵀ − I); that order is the gradient only when W is normal, so the exact
     gradient is used (for a square W, (WWᵀ − I)W = W(WᵀW − I)).
     """
-    return ortho_grad_from_residual(w, gram_residual(w), penalty)
+    residual = gram_residual(w)
+    grad = ortho_grad_from_residual(w, residual, penalty)
+    if form == "squared":
+        return grad
+    if form != "unsquared":
+        raise ValueError(f"ortho_penalty_grad: form must be one of {PENALTY_FORMS}, got {form!r}")
+    norm = residual.square().sum(dim=(-2, -1)).sqrt()[..., None, None]
+    return torch.where(norm > 0, grad / (2 * norm), torch.zeros_like(grad))
 
 
 def ortho_grad_from_residual(w: Tensor, residual: Tensor, penalty: float | Tensor) -> Tensor:

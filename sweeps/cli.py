@@ -9,36 +9,49 @@ command line").
 Sub-commands register themselves with ``register(subparsers)``; each sets ``func`` to a
 callable that takes the parsed arguments and returns an exit status. Commands of other
 packages are found through the ``ortho.commands`` entry-point group, so that ``sweeps``
-never imports ``analysis``. Any ``ConfigError`` becomes exit status 2 with a message that
-names the field.
+never imports ``analysis``; they are loaded only when the command is not one of
+:data:`BUILT_IN` (so ``ortho train`` and ``ortho sweep`` never import ``analysis``), and each
+command imports what it needs (Ray, MLflow, pandas, torch) when it runs, so that ``--help``
+answers at once. Any ``ConfigError`` becomes exit status 2 with a message that names the
+field.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 
 from ortho_core.errors import ConfigError, OrthoError
-from sweeps import sweep_command, train_command
+from sweeps import data_command, sweep_command, train_command
+
+BUILT_IN: dict[str, Callable[[argparse._SubParsersAction], None]] = {
+    "train": train_command.register,
+    "sweep": sweep_command.register,
+    "data": data_command.register,
+}
+"""This package's sub-commands, by name, and the function that adds each to the parser."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser, with built-in and entry-point sub-commands."""
+def build_parser(plugins: bool = True) -> argparse.ArgumentParser:
+    """The parser with the built-in sub-commands and, if ``plugins``, those of the
+    ``ortho.commands`` entry points."""
     parser = argparse.ArgumentParser(
         prog="ortho", description="Sweeps that reproduce the orthogonality papers.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    train_command.register(sub)
-    sweep_command.register(sub)
-    for ep in sorted(entry_points(group="ortho.commands"), key=lambda e: e.name):
-        ep.load()(sub)
+    for register in BUILT_IN.values():
+        register(sub)
+    if plugins:
+        for ep in sorted(entry_points(group="ortho.commands"), key=lambda e: e.name):
+            ep.load()(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ortho`` command line; returns the exit status."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(plugins=False) if argv[:1] and argv[0] in BUILT_IN else build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

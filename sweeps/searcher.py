@@ -7,7 +7,7 @@ the study the trial's metric when the trial ends. A trial with no finite metric 
 diverged without a summary, stopped early) is told as failed. Every study is seeded
 (``search.seed`` + cell index), so a rerun proposes the same points.
 
-Tune stages every grid pack at once (:func:`sweeps.runner.staged_trials`), but Optuna's
+Tune stages every grid pack at once (:func:`sweeps.tune_run.staged_trials`), but Optuna's
 points are proposed one at a time: the next point is asked for only once the trial of the
 previous one has started (:class:`TrialStarts` says when), so that a study is not asked for
 points long before resources free up for them, when more results would inform them.

@@ -2,9 +2,10 @@
 so far, elapsed and estimated remaining time.
 
 The same :class:`Progress` is filled live from Ray Tune's callbacks while a sweep runs
-(:class:`ProgressCallback`, instead of Tune's tables) and from MLflow afterwards, by
-``ortho sweep status`` (:func:`from_mlflow`). Counts are of configurations, not of Tune
-trials (a trial trains a pack of them)::
+(:class:`sweeps.tune_progress.ProgressCallback`, instead of Tune's tables) and from MLflow
+afterwards, by ``ortho sweep status`` (:func:`from_mlflow`). Counts are of configurations,
+not of Tune trials (a trial trains a pack of them). This module imports neither Ray nor
+MLflow (``ortho sweep status`` starts no Ray)::
 
     sweep 20261121-070102-ab12 synthetic-max-length/smoke: 12/48 done (1 failed), 4 running,
     best max_seq_len_solved 80, 1m23s elapsed, about 4m10s left
@@ -14,15 +15,10 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TextIO
-
-from ray.tune import Callback
+from typing import Any
 
 from sweeps import tracking
 
@@ -73,13 +69,19 @@ def duration(seconds: float) -> str:
     return f"{m}m{sec:02d}s" if m else f"{sec}s"
 
 
+def standing(p: Progress) -> list[str]:
+    """Configurations running and the best metric so far, when there are any (``4 running``,
+    ``best max_seq_len_solved 80``): the bar's details and part of the line."""
+    parts = [f"{p.running} running"] if p.running else []
+    if p.best is not None:
+        parts.append(f"best {p.metric} {p.best:g}")
+    return parts
+
+
 def format_line(p: Progress) -> str:
     """The one-line summary of ``p``."""
     parts = [f"{p.done}/{p.total} done" + (f" ({p.failed} failed)" if p.failed else "")]
-    if p.running:
-        parts.append(f"{p.running} running")
-    if p.best is not None:
-        parts.append(f"best {p.metric} {p.best:g}")
+    parts += standing(p)
     if p.state == "finished":
         parts.append(f"finished in {duration(p.elapsed)}")
     elif p.state == "interrupted":
@@ -96,93 +98,6 @@ def estimate(done_now: int, seconds: float, remaining: int) -> float | None:
     if done_now <= 0 or seconds <= 0:
         return None
     return remaining * seconds / done_now
-
-
-def _pack_size(trial: Any) -> int:
-    return len(trial.config.get("members", ())) or 1
-
-
-def failure_line(trial: Any) -> str:
-    """The last line of a failed trial's error (``RuntimeError: ...``), from the error file
-    Tune writes beside the driver."""
-    path = trial.error_file
-    text = Path(path).read_text() if path and Path(path).exists() else ""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "unknown error"
-
-
-class ProgressCallback(Callback):
-    """Prints :func:`format_line` while Tune runs: when trials end (at most every
-    ``min_interval`` seconds) and at least every ``print_every`` seconds; calls ``beat`` (the
-    driver's heartbeat in MLflow, :meth:`sweeps.tracking.Tracker.heartbeat`) every
-    ``beat_interval`` seconds."""
-
-    def __init__(self, progress: Progress, stream: TextIO | None = None,
-                 min_interval: float = 2.0, print_every: float = 30.0,
-                 beat: Callable[[], None] | None = None,
-                 beat_interval: float = tracking.HEARTBEAT_SECONDS) -> None:
-        self.progress = progress
-        self.stream = stream
-        self.min_interval = min_interval
-        self.print_every = print_every
-        self.beat = beat
-        self.beat_interval = beat_interval
-        self._beaten_at = time.monotonic()
-        self.start = time.monotonic()
-        self.done_before = progress.done
-        self.trials_ended = 0
-        self.stopped_early: list[str] = []
-        """Trial keys of the configurations whose trials the scheduler stopped (they ended
-        without their final report)."""
-        self._printed_at = time.monotonic()
-        self._changed = False
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Tune pickles its callbacks with the experiment state; the stream and the
-        heartbeat (which holds the tracker) stay here."""
-        return {**self.__dict__, "stream": None, "beat": None}
-
-    def _update(self, trials: list[Any]) -> None:
-        p = self.progress
-        p.running = sum(_pack_size(t) for t in trials if t.status == "RUNNING")
-        p.elapsed = time.monotonic() - self.start
-        p.eta = estimate(p.done - self.done_before, p.elapsed, p.total - p.done)
-
-    def print_line(self, trials: list[Any]) -> None:
-        """Print the current line now."""
-        self._update(trials)
-        print(format_line(self.progress), file=self.stream or sys.stdout, flush=True)
-        self._printed_at = time.monotonic()
-        self._changed = False
-
-    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any,
-                          **info: Any) -> None:
-        result = trial.last_result or {}
-        if "configs" not in result:
-            self.stopped_early += [m["key"] for m in trial.config.get("members", ())]
-        self.progress.done += int(result.get("configs", _pack_size(trial)))
-        self.progress.offer(result.get(self.progress.metric))
-        self.trials_ended += 1
-        self._changed = True
-
-    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any,
-                       **info: Any) -> None:
-        print(f"failed: {failure_line(trial)} ({_pack_size(trial)} configuration(s); the "
-              "traceback is their runs' traceback.txt)", file=self.stream or sys.stdout,
-              flush=True)
-        self.progress.done += _pack_size(trial)
-        self.progress.failed += _pack_size(trial)
-        self.trials_ended += 1
-        self._changed = True
-
-    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
-        now = time.monotonic()
-        if self.beat is not None and now - self._beaten_at >= self.beat_interval:
-            self.beat()
-            self._beaten_at = now
-        since = now - self._printed_at
-        if (self._changed and since >= self.min_interval) or since >= self.print_every:
-            self.print_line(trials)
 
 
 def state_of(record: tracking.SweepRecord) -> str:

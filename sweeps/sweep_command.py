@@ -36,7 +36,6 @@ in its job list; what is printed has its credentials masked.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shlex
 import sys
@@ -160,7 +159,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """``ortho sweep status``."""
-    from sweeps.runner import sweep_status
+    from sweeps.lookup import sweep_status
     from sweeps.status import format_status
 
     print(format_status(sweep_status(args.sweep, tracking_uri=args.tracking_uri,
@@ -185,7 +184,7 @@ def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     path in it is the cluster's, and the tracking URI is in its environment only (the module
     docstring)."""
     from sweeps import tracking
-    from sweeps.runner import QUIET_ENV
+    from sweeps.ray_session import QUIET_ENV
 
     command = [args.python, "-m", "sweeps.cli", "sweep", "run",
                job_spec_argument(args.spec, root), "--profile", args.profile,
@@ -213,10 +212,13 @@ async def _follow(client: Any, job_id: str) -> None:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     """``ortho sweep submit``: check the spec here, submit, follow the logs."""
+    import asyncio
+
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     from sweeps.plan import build_plan
-    from sweeps.runner import PROJECT_ROOT, quiet_environment
+    from sweeps.ray_session import quiet_environment
+    from sweeps.runner import PROJECT_ROOT
     from sweeps.spec import load_spec, resolve
     from sweeps.tracking import redact
 

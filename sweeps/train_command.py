@@ -3,7 +3,9 @@ trained in this process without Ray or MLflow.
 
 A ``--set`` value with commas makes a pack: ``--set lr=0.1,0.01 --set variant=open,oinit``
 trains the four combinations together (DESIGN.md "Packs"). Progress goes to stderr while
-training; the summary (or, with ``--json``, a JSON document) goes to stdout.
+training (a live counter on a terminal, a line every few seconds elsewhere); the summary
+(or, with ``--json``, a JSON document) goes to stdout. ``--keys`` prints the experiment's
+config keys as a table.
 """
 
 from __future__ import annotations
@@ -11,21 +13,29 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import shutil
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ortho_core import experiments
 from ortho_core.config import check_pack, field_docs, from_dict, to_dict
 from ortho_core.errors import ConfigError
 from ortho_core.reporting import Report, Result
 
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
 PROGRESS_KEYS = ("seq_len", "train_loss", "val_error", "test_accuracy", "spectral_radius",
                  "grad_norm")
 """Metrics shown on a progress line when the experiment reports any of them; otherwise the
 first ``PROGRESS_WIDTH`` metrics of the report are shown."""
 PROGRESS_WIDTH = 6
+LINE_INTERVAL = 10.0
+"""Seconds between progress lines where stderr is no terminal (CI logs, pipes)."""
+MEANING_WIDTH = 40
+"""Narrowest the meaning column of ``--keys`` is wrapped to (wider on a wide terminal)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,26 +77,48 @@ def build_pack(experiment: str, pairs: Sequence[str]) -> tuple[Any, list[Any]]:
 
 
 class ProgressPrinter:
-    """A reporter that prints at most one line every ``interval`` seconds, to ``stream``."""
+    """A reporter that shows the latest report on ``stream`` (default stderr): a ``tqdm``
+    counter of steps with the report's metrics on a terminal (``tqdm`` decides, as with its
+    ``disable=None``), else one plain line at most every ``interval`` seconds (the first
+    report at once), so that logs stay short. :meth:`close` takes the counter away."""
 
-    def __init__(self, n_members: int, stream: TextIO = sys.stderr, interval: float = 1.0):
+    def __init__(self, n_members: int, stream: TextIO | None = None,
+                 interval: float = LINE_INTERVAL) -> None:
+        from tqdm import tqdm
+
         self.n_members = n_members
-        self.stream = stream
+        self.stream = stream or sys.stderr
         self.interval = interval
         self.start = time.monotonic()
         self._last = -float("inf")
+        bar = tqdm(unit="step", file=self.stream, dynamic_ncols=True, leave=False,
+                   miniters=0, disable=None)
+        self.bar: tqdm | None = None if bar.disable else bar
+        """The counter on a terminal; None where lines are printed instead."""
 
-    def __call__(self, report: Report) -> None:
-        now = time.monotonic()
-        if now - self._last < self.interval:
-            return
-        self._last = now
+    def _shown(self, report: Report) -> str:
         keys = [k for k in PROGRESS_KEYS if k in report.metrics]
         keys = keys or list(report.metrics)[:PROGRESS_WIDTH]
         shown = " ".join(f"{k}={report.metrics[k]:.4g}" for k in keys)
         who = f"member {report.member}/{self.n_members} " if self.n_members > 1 else ""
-        print(f"[{now - self.start:7.1f}s] {who}step {report.step} {shown}",
+        return who + shown
+
+    def __call__(self, report: Report) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(self._shown(report), refresh=False)
+            self.bar.update(max(0, report.step - self.bar.n))
+            return
+        now = time.monotonic()
+        if now - self._last < self.interval:
+            return
+        self._last = now
+        print(f"[{now - self.start:7.1f}s] step {report.step} {self._shown(report)}",
               file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """End the counter (nothing to do for lines)."""
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _varying(configs: Sequence[Any]) -> list[str]:
@@ -108,17 +140,32 @@ def summary_text(experiment: str, configs: Sequence[Any], results: Sequence[Resu
     return "\n".join(lines)
 
 
+def keys_table(module: Any, columns: int) -> str:
+    """The experiment's config keys, defaults and meanings as an aligned table whose meaning
+    column is wrapped to fit ``columns`` characters (at least :data:`MEANING_WIDTH`)."""
+    from tabulate import tabulate
+
+    docs = field_docs(module.Config)
+    rows = [(key, repr(value), " ".join(docs.get(key, "").split()))
+            for key, value in to_dict(module.Config()).items()]
+    used = max(len(r[0]) for r in rows) + max(len(r[1]) for r in rows) + 4
+    return tabulate(rows, headers=("key", "default", "meaning"), tablefmt="simple",
+                    maxcolwidths=[None, None, max(MEANING_WIDTH, columns - used)],
+                    disable_numparse=True)
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate, train, and print progress and the summary; returns the exit status."""
     if args.keys:
-        module = experiments.get(args.experiment)
-        docs = field_docs(module.Config)
-        for key, value in to_dict(module.Config()).items():
-            print(f"{key} = {value!r}\n    {docs.get(key, '')}")
+        print(keys_table(experiments.get(args.experiment), shutil.get_terminal_size().columns))
         return 0
     module, configs = build_pack(args.experiment, args.overrides)
     started = time.monotonic()
-    results = module.train(configs, ProgressPrinter(len(configs)))
+    progress = ProgressPrinter(len(configs))
+    try:
+        results = module.train(configs, progress)
+    finally:
+        progress.close()
     seconds = time.monotonic() - started
     if args.json:
         doc = [{"config": to_dict(c), "outcome": r.outcome.value, "summary": r.summary}

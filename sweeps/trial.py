@@ -15,7 +15,7 @@ Endings:
 - the scheduler stops the trial (Tune ends the thread from inside ``ray.tune.report`` with
   ``SystemExit`` and may end the actor at once): the trial leaves its runs as they are, with
   every report already in MLflow, and the driver ends them (outcome ``unsolved``, tag
-  ``ortho.stopped_early``, FINISHED; :func:`sweeps.runner.end_stopped_runs`);
+  ``ortho.stopped_early``, FINISHED; :func:`sweeps.tune_run.end_stopped_runs`);
 - anything else (the driver interrupted): the runs end KILLED and are replaced on resume.
 
 Threads: a trial computes with as many threads as the CPUs Ray gave it, rounded down and at

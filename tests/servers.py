@@ -44,6 +44,7 @@ import pwd
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 START_TIMEOUT = 180.0
@@ -67,8 +69,6 @@ STOP_GRACE = 10.0
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -95,23 +95,12 @@ def _log_tail(log: Path | None, lines: int = 30) -> str:
 
 # Processes -----------------------------------------------------------------------------
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, parent pid, process group) of ``pid``, None once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    fields = text[text.rindex(")") + 2:].split()  # the name in parentheses may hold spaces
-    return fields[0], int(fields[1]), int(fields[2])
-
-
-def _all_pids() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
 def _alive(pid: int) -> bool:
-    stat = _stat(pid)
-    return stat is not None and stat[0] != "Z"
+    """Whether ``pid`` runs (exists and is not a zombie)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 @dataclass
@@ -122,18 +111,15 @@ class ProcessSet:
 
     def pids(self) -> set[int]:
         """Live members of the groups, and every process descending from one."""
-        stats = {pid: s for pid in _all_pids() if (s := _stat(pid)) is not None}
-        found = {pid for pid, s in stats.items() if s[2] in self.groups}
-        children: dict[int, list[int]] = {}
-        for pid, s in stats.items():
-            children.setdefault(s[1], []).append(pid)
-        todo = list(found)
-        while todo:
-            for child in children.get(todo.pop(), []):
-                if child not in found:
-                    found.add(child)
-                    todo.append(child)
-        return {pid for pid in found if stats[pid][0] != "Z"}
+        found: set[int] = set()
+        for proc in psutil.process_iter():
+            try:
+                if os.getpgid(proc.pid) in self.groups:
+                    found.add(proc.pid)
+                    found.update(child.pid for child in proc.children(recursive=True))
+            except (psutil.NoSuchProcess, ProcessLookupError):
+                continue  # ended meanwhile
+        return {pid for pid in found if _alive(pid)}
 
     def stop(self, grace: float = STOP_GRACE) -> None:
         """SIGTERM every process, then SIGKILL those still alive after ``grace`` seconds."""
@@ -162,7 +148,7 @@ def _spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None,
 
 @dataclass(frozen=True)
 class Listener:
-    """A listening socket as ``ss`` reports it."""
+    """A listening socket: TCP in state LISTEN, or a UDP socket bound with no peer."""
 
     protocol: str
     address: str
@@ -174,28 +160,26 @@ class Listener:
     def loopback(self) -> bool:
         """Whether only this machine can reach it."""
         try:
-            ip = ipaddress.ip_address(self.address)
-        except ValueError:  # "*": every interface
+            ip = ipaddress.ip_address(self.address.split("%")[0])
+        except ValueError:  # "*" or empty: every interface
             return False
         mapped = getattr(ip, "ipv4_mapped", None)
         return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
 def listeners(pids: Collection[int]) -> list[Listener]:
-    """The TCP and UDP sockets that processes ``pids`` listen on (``ss -ltunp``)."""
-    out = subprocess.run(["ss", "-Hltunp"], check=True, capture_output=True, text=True).stdout
+    """The TCP and UDP sockets that processes ``pids`` listen on."""
     found = []
-    for line in out.splitlines():
-        cols = line.split()
-        if len(cols) < 7 or "pid=" not in cols[6]:
-            continue
-        host, _, port = cols[4].rpartition(":")
-        host = host.strip("[]").split("%")[0]
-        for user in cols[6].removeprefix("users:(").split("),("):
-            name = user.split('"')[1]
-            pid = int(user.split("pid=")[1].split(",")[0])
-            if pid in pids:
-                found.append(Listener(cols[0], host, int(port), pid, name))
+    for conn in psutil.net_connections(kind="inet"):
+        tcp = conn.type == socket.SOCK_STREAM
+        listening = conn.status == psutil.CONN_LISTEN if tcp else not conn.raddr
+        if conn.pid in pids and listening and conn.laddr:
+            try:
+                name = psutil.Process(conn.pid).name()
+            except psutil.NoSuchProcess:
+                continue
+            found.append(Listener("tcp" if tcp else "udp", conn.laddr.ip, conn.laddr.port,
+                                  conn.pid, name))
     return found
 
 

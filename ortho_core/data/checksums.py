@@ -113,7 +113,8 @@ DOWNLOADS = {
     "cifar100": (CIFAR100_ARCHIVE,),
     "svhn": tuple(SVHN.values()),
 }
-"""What :func:`ortho_core.data.download.download` fetches for each dataset."""
+"""What ``ortho data download NAME`` fetches for each dataset; the CIFAR tarballs are
+extracted after their check."""
 
 _verified: set[tuple[str, int, int, str]] = set()
 

@@ -25,8 +25,7 @@ import torch
 
 from ortho_core.data import paths
 from ortho_core.data.checksums import MNIST, Published, verify
-from ortho_core.data.download import how_to_get
-from ortho_core.data.paths import PathLike
+from ortho_core.data.paths import PathLike, how_to_get
 from ortho_core.errors import ConfigError, DataError
 
 N_PIXELS = 28 * 28

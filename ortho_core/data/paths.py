@@ -1,7 +1,10 @@
-"""Where the datasets live: ``$ORTHO_DATA_DIR``, else ``~/.cache/ortho-sweeps/data``.
+"""Where the datasets live: ``$ORTHO_DATA_DIR``, else ``~/.cache/ortho-sweeps/data``, and
+how a user gets them there.
 
 Every loader takes an optional ``data_dir`` argument that wins over both (DESIGN.md,
-"The embedded default"); the tests point the variable at ``../shared/data``.
+"The embedded default"); the tests point the variable at ``../shared/data``. The files are
+fetched by the ``ortho data download NAME`` command (``sweeps.data_command``), which is
+infrastructure, not science: the loaders only name it in their errors.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ortho_core.data.checksums import Published
 from ortho_core.errors import DataError
 
 ENV_VAR = "ORTHO_DATA_DIR"
@@ -25,7 +29,7 @@ def data_dir(path: PathLike | None = None, *, must_exist: bool = True) -> Path:
 
     With ``must_exist`` (the loaders' case) a missing directory raises
     :class:`~ortho_core.errors.DataError` naming the directory and the variable; the
-    downloader passes ``must_exist=False`` because it creates the directory.
+    download command passes ``must_exist=False`` because it creates the directory.
     """
     if path is not None:
         source = "the data_dir argument"
@@ -42,6 +46,17 @@ def data_dir(path: PathLike | None = None, *, must_exist: bool = True) -> Path:
             str(chosen),
             f"an existing directory holding the datasets (named by {source}); set {ENV_VAR} "
             f"to the directory that holds mnist/, cifar-10-batches-py/, ..., or create this "
-            f"one with `python -m ortho_core.data.download DATASET --data-dir {chosen}`",
+            f"one with `ortho data download NAME --data-dir {chosen}`",
         )
     return chosen
+
+
+def how_to_get(dataset: str, published: Published, root: Path) -> str:
+    """Words telling a user how to obtain ``published`` (used in the loaders' errors)."""
+    command = f"`ortho data download {dataset} --data-dir {root}`"
+    archive = published.archive
+    if archive is not None:
+        return (f"download and extract {archive.urls[0]} (md5 {archive.md5}) into {root}, "
+                f"or run {command} (downloads, checks and extracts it)")
+    folder = (root / published.relpath).parent
+    return f"download {published.urls[0]} into {folder}, or run {command}"

@@ -19,19 +19,23 @@ permutation            100   100   ce     symbols 2..99 are noise; the first sym
                                           {0, 1}; the target is v (the symbol after the last)
 =====================  ====  ====  =====  ====================================================
 
+G's variants (G App. B: ``adding_galvan``, ``multiplication``, ``xor``,
+``temporal_order_galvan``) and the per-batch length jitter are in :mod:`ortho_core.data.galvan`
+and registered here.
+
 For L >= 10 the bands are exactly the catalogue's; ``w = max(1, ·)`` only keeps the bands
 non-empty for the short sequences the tests use. Choices where the sources differ:
 
-- Pascanu's ``AddTask`` lengthens each batch by ``randint(L // 10)`` steps; here every
-  sequence has exactly L steps (the catalogue's definition; the jittered length is G's
-  variant, not implemented).
+- Pascanu's ``AddTask`` lengthens each batch by ``randint(L // 10)`` steps; a sampler here
+  draws exactly L steps (the catalogue's definition), and the trainer's ``length_jitter``
+  draws L per batch (:func:`ortho_core.data.galvan.draw_length`).
 - The error of the adding problem is ``(y - t)² > error_threshold`` with the default 0.04 of
   M's reference code; M's text quotes ``|y - t| < 0.0001``, i.e. ``error_threshold = 1e-8``.
 
 A batch is drawn in two steps so that large validation sets stay small in memory:
 :meth:`Task.sample` draws the *raw* inputs (symbol indices ``(B, L)`` long for the one-hot
-problems, values ``(B, L, 2)`` for adding) on the CPU from a ``torch.Generator`` — so a
-stream is reproducible on any device — and :meth:`Task.encode` turns raw inputs into the
+problems, values ``(B, L, 2)`` for the ``mse`` ones) on the CPU from a ``torch.Generator`` —
+so a stream is reproducible on any device — and :meth:`Task.encode` turns raw inputs into the
 float network input ``(B, L, n_in)`` on whatever device they live on.
 """
 
@@ -44,6 +48,12 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from ortho_core.data.galvan import (
+    sample_adding_galvan,
+    sample_multiplication,
+    sample_temporal_order_galvan,
+    sample_xor,
+)
 from ortho_core.errors import ConfigError
 
 Sampler = Callable[[int, int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -121,6 +131,9 @@ class Task:
     """Shortest length whose marker bands do not overlap."""
     sampler: Sampler
     """``(batch, L, generator) -> (raw inputs, targets)`` on the CPU."""
+    error_rule: Literal["squared", "absolute", "sign"] = "squared"
+    """``mse`` problems only: a sample is wrong when (y − t)² > threshold (M's code),
+    |y − t| ≥ threshold (G App. B: correct when |y − t| < 0.04) or y·t ≤ 0 (G's XOR)."""
 
     def check_length(self, length: int) -> None:
         """``ConfigError("seq_len", ...)`` unless this problem can be generated at ``length``."""
@@ -132,8 +145,8 @@ class Task:
         """Raw inputs and targets of ``batch`` sequences of ``length`` steps, drawn on the CPU.
 
         Raw inputs are symbol indices ``(B, L)`` (long) for one-hot problems and values
-        ``(B, L, n_in)`` (float32) for adding; targets are class indices ``(B,)`` (long) or
-        ``(B, 1)`` float32 for adding.
+        ``(B, L, n_in)`` (float32) for ``mse`` problems; targets are class indices ``(B,)``
+        (long) or ``(B, 1)`` float32 for ``mse`` problems.
         """
         self.check_length(length)
         if batch < 1:
@@ -150,7 +163,7 @@ class Task:
                  dtype: torch.dtype = torch.float32,
                  device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
         """Network inputs ``(B, L, n_in)`` and targets, on ``device`` (targets in ``dtype``
-        for adding)."""
+        for ``mse`` problems)."""
         raw, target = self.sample(batch, length, generator)
         x = self.encode(raw.to(device), dtype)
         return x, (target.to(device, dtype) if self.loss == "mse" else target.to(device))
@@ -171,10 +184,15 @@ class Task:
                error_threshold: float = DEFAULT_ERROR_THRESHOLD) -> torch.Tensor:
         """Which samples are wrong: ``output (..., B, n_out) -> bool (..., B)``.
 
-        ``ce``: ``argmax(output) != target``; ``mse``: ``sum((y - t)²) > error_threshold``.
-        A non-finite output always counts as an error.
+        ``ce``: ``argmax(output) != target``; ``mse``: by :attr:`error_rule`,
+        ``sum((y - t)²) > error_threshold``, ``sum(|y - t|) >= error_threshold`` or
+        ``sum(y·t) <= 0``. A non-finite output always counts as an error.
         """
         if self.loss == "mse":
+            if self.error_rule == "absolute":
+                return ~((output - target).abs().sum(-1) < error_threshold)
+            if self.error_rule == "sign":
+                return ~((output * target).sum(-1) > 0)
             return ~((output - target).square().sum(-1) <= error_threshold)
         finite = torch.isfinite(output).all(-1)
         return ~finite | (output.argmax(-1) != target)
@@ -186,9 +204,13 @@ TASKS: dict[str, Task] = {
         Task("temporal_order_3bit", 6, 8, "ce", 4, _sample_temporal_order_3bit),
         Task("adding", 2, 1, "mse", 2, _sample_adding),
         Task("permutation", 100, 100, "ce", 2, _sample_permutation),
+        Task("adding_galvan", 2, 1, "mse", 3, sample_adding_galvan, "absolute"),
+        Task("multiplication", 2, 1, "mse", 3, sample_multiplication, "absolute"),
+        Task("xor", 2, 1, "mse", 3, sample_xor, "sign"),
+        Task("temporal_order_galvan", 6, 4, "ce", 2, sample_temporal_order_galvan),
     )
 }
-"""The problems of M §III-A by DESIGN.md name."""
+"""The problems of M §III-A and G App. B (:mod:`ortho_core.data.galvan`) by DESIGN.md name."""
 
 
 def get_task(name: str) -> Task:

@@ -8,6 +8,9 @@ Every experiment module defines:
   "shape"); every other field may differ per member.
 - ``train(configs, reporter) -> list[Result]``: trains the pack (DESIGN.md "Packs").
 
+and may define ``ADDED_FIELDS``: fields added after sweeps of it were tracked, left out of
+a configuration's trial key while they hold their default, so that stored keys stay valid.
+
 Modules are imported lazily so that ``ortho train`` only pays for the experiment it runs.
 """
 

@@ -9,11 +9,13 @@ Variants (K §5 "Network structure" and "Initialization"):
 
 - ``plain``: Glorot's normalised initialisation, biases 0.
 - ``lcw``: every weight vector, output layer included, is w = B_m v (K eq. 7,
-  :mod:`ortho_core.models.lcw`), initialised on a minibatch with σ_z = 0.5 (K §3.3).
+  :mod:`ortho_core.models.lcw`), initialised on a minibatch with σ_z = 0.5 (K §3.3,
+  :mod:`ortho_core.init.lcw_minibatch`).
 - ``bn``: every hidden preactivation batch normalised (``Linear`` then ``BatchNorm1d``),
   Glorot initialisation; test accuracy uses the running statistics.
 - ``wn``: every weight vector w = g·v/‖v‖ with Salimans & Kingma's data-dependent
-  initialisation (:mod:`ortho_core.models.normalization`).
+  initialisation (:mod:`ortho_core.models.normalization`,
+  :mod:`ortho_core.init.weight_norm_data`).
 
 Inputs: images flattened to values in [0, 1] (``input_range="unit"``), or rescaled to [−1, 1]
 (``"symmetric"``, as K §2.2 does for its visualisation; K §5 does not say). With [0, 1]
@@ -24,7 +26,8 @@ Diagnostics (``diagnostics=True``): on ``diag_samples`` training images, once af
 initialisation and once after the last epoch, the angle θ between each neuron's weight vector
 and its input (K eq. 3, footnote 1; K Figs. 3, 5, 7) and the activations per hidden layer
 (K Figs. 2, 4, 6), and once at initialisation the distribution of the weight gradients of every
-layer on one minibatch (K Fig. 13); they are returned in ``Result.artifacts``.
+layer on one minibatch (K Fig. 13); they are returned in ``Result.artifacts``
+(:mod:`ortho_core.diagnostics` computes them).
 
 Packs: configurations that differ only in α (``lr``), the decay factor, σ_z, ``seed`` or
 ``solved_accuracy`` train together (same variant, shape and data); each member gives the
@@ -33,10 +36,8 @@ numbers it would give alone (up to float rounding of batched matrix products).
 
 from __future__ import annotations
 
-import contextlib
-import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,32 +56,16 @@ from ortho_core.config import (
 )
 from ortho_core.data.datasets import DATASETS, dataset_info
 from ortho_core.devices import check_device, resolve_device
+from ortho_core.diagnostics import angle_diagnostics, glance, gradient_diagnostics
 from ortho_core.experiments.feedforward import load_splits, train_step
-from ortho_core.init import normalised
-from ortho_core.models.lcw import BASES, apply_lcw, lcw_minibatch_init
-from ortho_core.models.mlp import (
-    PackedLinear,
-    PackedMLP,
-    member_accuracy,
-    member_correct,
-    member_cross_entropy,
-    neuron_angles,
-)
-from ortho_core.models.normalization import PackedWeightNorm, weight_norm_data_init
+from ortho_core.init import lcw_minibatch_init, normalised, weight_norm_data_init
+from ortho_core.models.lcw import BASES, apply_lcw
+from ortho_core.models.mlp import PackedMLP, member_accuracy, member_correct
+from ortho_core.models.normalization import PackedWeightNorm
 from ortho_core.reporting import Outcome, Report, Reporter, Result
 
 VARIANTS = ("plain", "lcw", "bn", "wn")
 """K's models: MLP, MLP_LCW, MLP_BN, MLP_WN."""
-
-QUANTILES = (0.01, 0.25, 0.5, 0.75, 0.99)
-"""The quantiles of K's boxplots (Figs. 3, 5, 7, 13): whiskers at 1 % and 99 %."""
-
-BOXPLOT_NEURONS = 10
-"""K's angle boxplots show the first ten neurons of a layer."""
-
-HEATMAP_NEURONS = 128
-"""At most this many neurons of a layer are kept in the activation heat maps."""
-
 
 @dataclass
 class Config:
@@ -199,109 +184,6 @@ def build_model(configs: Sequence[Config], x_init: Tensor, device: torch.device)
     return model
 
 
-def trainable_weight(layer: PackedLinear) -> Tensor:
-    """The tensor SGD updates for a layer's weights: W itself, LCW's v or WN's direction v."""
-    if not parametrize.is_parametrized(layer, "weight"):
-        return layer.weight
-    originals = layer.parametrizations.weight
-    return originals.original if hasattr(originals, "original") else originals.original1
-
-
-@contextlib.contextmanager
-def batch_statistics_only(model: PackedMLP) -> Iterator[None]:
-    """Batch normalisation from the current batch, leaving the running statistics untouched.
-
-    Diagnostics see every model in training mode (BN normalising with the statistics of the
-    diagnostic batch); momentum 0 keeps the running averages exactly as they were.
-    """
-    norms = list(model.norms) if model.norms is not None else []
-    saved = [norm.momentum for norm in norms]
-    for norm in norms:
-        norm.momentum = 0.0
-    try:
-        yield
-    finally:
-        for norm, momentum in zip(norms, saved, strict=True):
-            norm.momentum = momentum
-
-
-def _quantiles(values: Tensor, dim: int = -1) -> Tensor:
-    """K's boxplot quantiles (1, 25, 50, 75, 99 %) along ``dim``, moved to the last axis."""
-    q = torch.tensor(QUANTILES, dtype=values.dtype, device=values.device)
-    return torch.quantile(values, q, dim=dim).movedim(0, -1)
-
-
-def _diag_layers(layers: int) -> list[int]:
-    """Five hidden layers (1-based) spread from the first to the last, as K's figures show."""
-    picks = {1, layers} | {round(1 + i * (layers - 1) / 4) for i in range(1, 4)}
-    return sorted(picks)
-
-
-def angle_diagnostics(model: PackedMLP, x: Tensor) -> list[dict[str, Any]]:
-    """Per member: angles θ and activations of every hidden layer on the samples ``x``.
-
-    Per hidden layer l (1-based), over samples i and neurons j of θ_ij (degrees, K eq. 3) and
-    of the activations a_ij: ``angle_mean``; ``angle_std_samples`` (the spread over samples,
-    averaged over neurons: it shrinks when a neuron's input stops depending on the sample);
-    ``angle_std_neurons`` (the spread of the neurons' mean angles: angle bias); the same three
-    for the activations (``act_*``; the last is K's horizontal stripes). For five layers
-    (``detail_layers``): the boxplot quantiles of θ of the first ten neurons and the activation
-    heat map (samples × at most 128 neurons).
-    """
-    with torch.no_grad(), batch_statistics_only(model):
-        trace = model.trace(x)[:-1]
-        weights = model.weight_params()
-        hidden = range(len(trace))
-        angles = [neuron_angles(trace[i].inputs, weights[i]) for i in hidden]
-    detail = _diag_layers(len(trace))
-    out = []
-    for k in range(model.members):
-        stats: dict[str, Any] = {"layer": [i + 1 for i in hidden], "detail_layers": detail}
-        for name, values in (("angle", [angles[i][k] for i in hidden]),
-                             ("act", [trace[i].activation[k] for i in hidden])):
-            stats[f"{name}_mean"] = [float(v.mean()) for v in values]
-            stats[f"{name}_std_samples"] = [float(v.std(dim=0).mean()) for v in values]
-            stats[f"{name}_std_neurons"] = [float(v.mean(dim=0).std()) for v in values]
-        stats["angle_quantiles"] = [
-            _quantiles(angles[layer - 1][k][:, :BOXPLOT_NEURONS].T).tolist() for layer in detail]
-        stats["activations"] = [
-            trace[layer - 1].activation[k][:, :HEATMAP_NEURONS].round(decimals=4).tolist()
-            for layer in detail]
-        out.append(stats)
-    return out
-
-
-def gradient_diagnostics(model: PackedMLP, x: Tensor, y: Tensor) -> list[dict[str, Any]]:
-    """Per member: the distribution of each layer's weight gradient on one minibatch (K Fig. 13).
-
-    The gradient of the mean cross-entropy with respect to the tensor SGD updates
-    (:func:`trainable_weight`), per layer l = 1 … L + 1: the boxplot quantiles of its entries
-    (``grad_quantiles``) and its root mean square (``grad_rms``). Running statistics of BN are
-    left untouched.
-    """
-    tensors = [trainable_weight(layer) for layer in model.layers]
-    with batch_statistics_only(model):
-        loss = member_cross_entropy(model(x), y)
-        grads = torch.autograd.grad(loss.sum(), tensors)
-    out = []
-    for k in range(model.members):
-        flat = [g[k].reshape(-1).double() for g in grads]
-        out.append({"layer": list(range(1, len(flat) + 1)),
-                    "grad_quantiles": [_quantiles(g).tolist() for g in flat],
-                    "grad_rms": [float(g.square().mean().sqrt()) for g in flat]})
-    return out
-
-
-def glance(artifacts: dict[str, Any]) -> dict[str, float]:
-    """The summary scalars of the initial diagnostics (see :func:`train`)."""
-    angles, rms = artifacts["angles_init"], artifacts["gradients_init"]["grad_rms"]
-    last_hidden = len(angles["layer"]) - 1
-    return {"init_act_std_first": angles["act_std_samples"][0],
-            "init_act_std_last": angles["act_std_samples"][last_hidden],
-            "init_angle_std_neurons_last": angles["angle_std_neurons"][last_hidden],
-            "init_grad_ratio": rms[0] / rms[last_hidden] if rms[last_hidden] > 0 else math.inf}
-
-
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack of lcw-mlp configurations; report after every epoch; one Result each.
 
@@ -326,7 +208,8 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     ``init_angle_std_neurons_last`` (spread of the neurons' mean angles in the last hidden
     layer, K Fig. 3) and ``init_grad_ratio`` (RMS weight gradient of the first hidden layer
     over the last one's, K Fig. 13); the artifacts hold ``gradients_init``, ``angles_init``
-    and ``angles_final`` (:func:`gradient_diagnostics`, :func:`angle_diagnostics`).
+    and ``angles_final`` (:func:`~ortho_core.diagnostics.gradient_diagnostics`,
+    :func:`~ortho_core.diagnostics.angle_diagnostics`).
     """
     check_pack(configs, PACK_FIELDS)
     started = time.monotonic()

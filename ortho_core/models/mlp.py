@@ -189,16 +189,3 @@ def member_accuracy(model: PackedMLP, x: Tensor, y: Tensor, chunk: int = 2000) -
         for start in range(0, len(y), chunk):
             correct += member_correct(model(x[start:start + chunk]), y[start:start + chunk])
     return correct.double() / len(y)
-
-
-def neuron_angles(inputs: Tensor, weight: Tensor) -> Tensor:
-    """θ between each neuron's weight vector and its input, in degrees (K eq. 3, footnote 1).
-
-    θ_i = arccos(w_i·a / (‖w_i‖‖a‖)) for every sample and neuron: ``inputs`` a^{l-1} is
-    (B, in) or (K, B, in), ``weight`` (K, out, in); returns (K, B, out). A zero input or
-    weight vector has no angle; it gives NaN.
-    """
-    a = inputs.expand(weight.shape[0], *inputs.shape) if inputs.dim() == 2 else inputs
-    dots = torch.bmm(a, weight.transpose(1, 2))
-    norms = a.norm(dim=-1, keepdim=True) * weight.norm(dim=-1).unsqueeze(1)
-    return torch.rad2deg(torch.arccos((dots / norms).clamp(-1.0, 1.0)))

@@ -9,28 +9,18 @@ over that layout instead:
   ``nn.BatchNorm1d(M)`` (same defaults: γ = 1, β = 0, ε = 10⁻⁵, momentum 0.1, unbiased
   running variance).
 - :class:`PackedWeightNorm` is a parametrisation w = g·v/‖v‖ of every row of a packed weight
-  (K, out, in) (Salimans & Kingma 2016, eq. 2), through ``torch._weight_norm`` as PyTorch's
-  ``weight_norm(dim=0)`` does for one (out, in) matrix.
-- :func:`weight_norm_data_init` is Salimans & Kingma's data-dependent initialisation (§3):
-  v ~ N(0, 0.05²), then g and b chosen per neuron so that the preactivations of one minibatch
-  have zero mean and unit variance, layer after layer. PyTorch's module does not implement it
-  (K footnote 3).
+  (K, out, in) (Salimans & Kingma 2016, eq. 2), with the parameters g (K, out, 1) and v
+  (K, out, in) laid out as PyTorch's ``weight_norm(dim=0)`` lays them out for one matrix.
+
+Salimans & Kingma's data-dependent initialisation of WN is in
+:mod:`ortho_core.init.weight_norm_data`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-
-if TYPE_CHECKING:
-    from ortho_core.models.mlp import PackedMLP
-
-WN_INIT_STD = 0.05
-"""Standard deviation of the initial directions v in Salimans & Kingma's initialisation (§3)."""
 
 
 class PackedBatchNorm(nn.Module):
@@ -82,32 +72,3 @@ class PackedWeightNorm(nn.Module):
     def right_inverse(self, w: Tensor) -> tuple[Tensor, Tensor]:
         """(g, v) = (‖w‖ per row, w): the parameters that reproduce ``w``."""
         return w.norm(dim=-1, keepdim=True), w
-
-
-@torch.no_grad()
-def weight_norm_data_init(model: PackedMLP, x: Tensor,
-                          generators: Sequence[torch.Generator]) -> None:
-    """Salimans & Kingma's data-dependent initialisation of a weight-normalised model (§3).
-
-    For each layer in turn: every member draws v ~ N(0, 0.05²) from its own generator (so a
-    member initialises identically alone or in a pack); t = v·a/‖v‖ is computed on the
-    minibatch ``x`` (B, in) passed through the layers already initialised; then per neuron
-    g = 1/σ[t] and b = −μ[t]/σ[t] (population statistics over the minibatch), which gives
-    every preactivation zero mean and unit variance on ``x``. Every layer of ``model``
-    must carry a :class:`PackedWeightNorm` parametrisation and a bias.
-    """
-    h: Tensor = x
-    for index, layer in enumerate(model.layers):
-        k, out, n = layer.weight.shape
-        v = torch.stack([torch.randn((out, n), generator=g, dtype=torch.float64) * WN_INIT_STD
-                         for g in generators]).to(layer.weight)
-        params = layer.parametrizations.weight
-        params.original1.copy_(v)
-        params.original0.fill_(1.0)
-        layer.bias.zero_()
-        t = layer(h).view(k, -1, out)
-        mean = t.mean(dim=1)
-        std = t.std(dim=1, correction=0)
-        params.original0.copy_((1.0 / std).unsqueeze(-1))
-        layer.bias.copy_(-mean / std)
-        h = model.layer_forward(index, h)[1]

@@ -26,7 +26,7 @@ grow with T. The same code runs on CPU and CUDA.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -157,16 +157,53 @@ class PackedSRNN(nn.Module):
         """W_hy h + b_y for hidden states ``h`` (K, B, H) → (K, B, O)."""
         return torch.baddbmm(self.b_y.unsqueeze(1), h, self.w_hy.transpose(1, 2))
 
+    def bptt(self, x: Tensor, losses: Callable[[Tensor], Tensor]) -> Trace:
+        """Forward and hand-written backward pass for the shared input ``x`` (B, T, I), keeping
+        what the temporal gradients need (G eqs. 3.1-3.3, :mod:`ortho_core.temporal`).
+
+        ``losses`` maps the outputs (K, B, O) to one loss per member (K,); the gradients are
+        those of their sum, computed by the same operations as autograd through
+        :meth:`forward` (so the same numbers). The state and gradient buffers are the pack's
+        reused ones: the trace is valid until the next forward with gradients.
+        """
+        x = x.to(self.w_xh.dtype)
+        w_xh, w_hh, b_h = (w.detach() for w in (self.w_xh, self.w_hh, self.b_h))
+        shape = _states_shape(x, w_hh)
+        hs = _forward_states(x, w_xh, w_hh, b_h, out=self._workspace.take("states", shape, x))
+        h_last = hs[:, -1].clone().requires_grad_()
+        with torch.enable_grad():
+            loss = losses(self.readout(h_last))
+            grad_hy, grad_by, grad_h = torch.autograd.grad(loss.sum(),
+                                                           [self.w_hy, self.b_y, h_last])
+        da = _backward_states(hs, w_hh, grad_h, out=self._workspace.take("grads", shape, hs))
+        grad_xh, grad_hh, grad_bh = weight_grads(x, hs, da)
+        return Trace(loss.detach(), [grad_xh, grad_hh, grad_bh, grad_hy, grad_by], x, hs, da)
+
+
+@dataclass
+class Trace:
+    """One hand-written BPTT pass of a pack (:meth:`PackedSRNN.bptt`)."""
+
+    losses: Tensor
+    """(K,) each member's loss."""
+    grads: list[Tensor]
+    """∂L/∂θ in the order of :meth:`PackedSRNN.parameters` (W_xh, W_hh, b_h, W_hy, b_y)."""
+    x: Tensor
+    """(B, T, I) the input, in the parameters' dtype."""
+    hs: Tensor
+    """(K, T, B, H) the hidden states h_1 … h_T."""
+    da: Tensor
+    """(K, T, B, H) ∂L/∂a_t, a_t the pre-activation at step t."""
+
 
 class _Workspace:
     """The (K, T, B, H) buffers of a pack, reused from one training iteration to the next.
 
-    On CPU a fresh tensor of many megabytes is paid for again at every iteration in page
-    faults (glibc hands large blocks back to the system when they are freed); at K = 64,
-    T = 100 reusing the two buffers cut an iteration from 176 to 133 ms on one core of the
-    development machine. Writing into a buffer bumps its
-    version counter, so autograd refuses (rather than miscomputes) a backward pass through a
-    forward whose buffer has since been reused.
+    On CPU a fresh tensor of many megabytes is paid for again at every iteration in page faults
+    (glibc hands large blocks back to the system when they are freed);
+    ``benchmarks/srnn_throughput.py`` measures what reusing them saves. Writing into a buffer
+    bumps its version counter, so autograd refuses (rather than miscomputes) a backward pass
+    through a forward whose buffer has since been reused.
     """
 
     def __init__(self) -> None:
@@ -229,10 +266,9 @@ def _last_state(x: Tensor, w_xh: Tensor, w_hh: Tensor, b_h: Tensor) -> Tensor:
 def _tanh_into(a: Tensor, out: Tensor, one: Tensor) -> None:
     """``out`` = tanh(``a``), overwriting ``a``; ``one`` is a 0-d tensor holding 1.
 
-    On CPU this is computed as 1 − 2σ(−2a): PyTorch's CPU sigmoid is several times faster
-    than its tanh (about 55 µs against 290 µs for 128,000 float32 values on one core of the
-    development machine), and tanh had taken about half of the forward pass at K = 64. The
-    absolute error stays below 2·10⁻⁷ in float32 (tanh's own: 3·10⁻⁸) and 4·10⁻¹⁶ in float64.
+    On CPU this is computed as 1 − 2σ(−2a): PyTorch's CPU sigmoid is several times faster than its
+    tanh, which dominated the forward pass of large packs. The absolute error stays below 2·10⁻⁷
+    in float32 (tanh's own: 3·10⁻⁸) and 4·10⁻¹⁶ in float64.
     Elsewhere tanh itself.
     """
     if a.device.type != "cpu":
@@ -280,24 +316,40 @@ class _Recurrence(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: FunctionCtx, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         x, w_xh, w_hh, hs = ctx.saved_tensors
-        k, steps, batch, n_hidden = hs.shape
-        n_in = x.shape[2]
         out = None if ctx.workspace is None else ctx.workspace.take("grads", hs.shape, hs)
         da = _backward_states(hs, w_hh, grad, out=out)
-        rows = da.view(k, steps * batch, n_hidden)
-        x_rows = x.transpose(0, 1).reshape(steps * batch, n_in)
-        grad_x = grad_w_xh = grad_w_hh = grad_b_h = None
+        grad_x = None
         if ctx.needs_input_grad[0]:
-            grad_x = torch.matmul(rows, w_xh).sum(dim=0).view(steps, batch, n_in).transpose(0, 1)
-        if ctx.needs_input_grad[1]:
-            grad_w_xh = torch.matmul(x_rows.t(), rows).transpose(1, 2)
-        if ctx.needs_input_grad[2]:
-            if steps > 1:
-                later = da[:, 1:].reshape(k, (steps - 1) * batch, n_hidden)
-                earlier = hs[:, :-1].reshape(k, (steps - 1) * batch, n_hidden)
-                grad_w_hh = torch.bmm(later.transpose(1, 2), earlier)
-            else:
-                grad_w_hh = torch.zeros_like(w_hh)
-        if ctx.needs_input_grad[3]:
-            grad_b_h = rows.sum(dim=1)
-        return grad_x, grad_w_xh, grad_w_hh, grad_b_h, None
+            k, steps, batch, n_hidden = hs.shape
+            rows = da.view(k, steps * batch, n_hidden)
+            grad_x = (torch.matmul(rows, w_xh).sum(dim=0).view(steps, batch, x.shape[2])
+                      .transpose(0, 1))
+        grads = weight_grads(x, hs, da, ctx.needs_input_grad[1:4])
+        return (grad_x, *grads, None)
+
+
+def weight_grads(x: Tensor, hs: Tensor, da: Tensor,
+                 needs: Sequence[bool] = (True, True, True)) -> tuple[Tensor | None, ...]:
+    """∂L/∂W_xh (K, H, I), ∂L/∂W_hh (K, H, H) and ∂L/∂b_h (K, H) from the input ``x``
+    (B, T, I), the hidden states ``hs`` and ∂L/∂a_t ``da`` (both (K, T, B, H)): the BPTT sums
+    Σ_t ∂a_tᵀ x_t, Σ_{t≥2} ∂a_tᵀ h_{t−1} and Σ_t ∂a_t (G eq. 3.2), each as one matmul over all
+    T·B rows. ``needs`` says which of the three to compute (None for the others).
+
+    Scaling ``da`` at step t by c_t gives Σ_t c_t·(temporal gradient at t), which is how
+    :func:`ortho_core.temporal.combine` weights temporal gradients without storing them."""
+    k, steps, batch, n_hidden = hs.shape
+    rows = da.reshape(k, steps * batch, n_hidden)
+    grad_w_xh = grad_w_hh = grad_b_h = None
+    if needs[0]:
+        x_rows = x.transpose(0, 1).reshape(steps * batch, x.shape[2])
+        grad_w_xh = torch.matmul(x_rows.t(), rows).transpose(1, 2)
+    if needs[1]:
+        if steps > 1:
+            later = da[:, 1:].reshape(k, (steps - 1) * batch, n_hidden)
+            earlier = hs[:, :-1].reshape(k, (steps - 1) * batch, n_hidden)
+            grad_w_hh = torch.bmm(later.transpose(1, 2), earlier)
+        else:
+            grad_w_hh = hs.new_zeros((k, n_hidden, n_hidden))
+    if needs[2]:
+        grad_b_h = rows.sum(dim=1)
+    return grad_w_xh, grad_w_hh, grad_b_h

@@ -1,21 +1,24 @@
-"""A hand-built MLflow store with known values, laid out as ``sweeps.tracking`` tracks a sweep
-(DESIGN.md "What MLflow holds"), built with ``MlflowClient`` directly, no runner involved.
+"""A store with known values, built through the real ``Tracker`` (``sweeps.testing``) as a
+sweep is tracked (DESIGN.md "What MLflow holds"), no runner involved; built once per session
+for each kind of store (``built_store``; ``store`` is the SQLite one, whose database a test
+can copy with :func:`copy_store`).
 
 Experiment ``orth-pretrain-convergence`` holds sweep ``pc-1`` (:data:`PRETRAIN_STEPS`).
 Experiment ``synthetic-max-length`` holds two sweeps:
 
-- ``sw-0`` (profile smoke, older): one configuration;
+- ``sw-0`` (profile smoke, older): one configuration, and no artifacts (as a sweep tracked
+  before the parent run kept its spec and expected cells);
 - ``sw-1`` (profile cpu, newer): the resolved spec :data:`SPEC_TEXT` defines 16
   configurations (2 tasks × (2 plain + 4 open + 2 oinit)); 16 runs tracked for 14 of them:
 
   * temporal order, all 8 configurations, one trial key tracked twice (an older FAILED run
-    claiming T = 90, then a FINISHED one with T = 60: the finished one must win), one
-    configuration diverged;
+    claiming T = 90, then a FINISHED one with T = 60 from a claim that raced with it: the
+    finished one must win), one configuration diverged;
   * adding: plain lr = 0.1 failed; open lr = 0.1, λ = 0.1 tracked twice (a FINISHED run,
-    then a newer KILLED one: the finished one must win); no oinit run at all (a missing
-    cell).
+    then a newer KILLED one from a claim that raced: the finished one must win); no oinit
+    run at all (a missing cell).
 
-Temporal-order runs log stepwise ``seq_len``, ``spectral_radius``, ``grad_norm_whh`` and
+Temporal-order runs report stepwise ``seq_len``, ``spectral_radius``, ``grad_norm_whh`` and
 ``val_error`` as the synthetic trainer reports them (every 100 iterations, 300 per length,
 steps counted over all lengths T = 10, 20, ... up to the first T not solved), and the
 summary ``val_error`` again at the last step, as ``sweeps.tracking`` does.
@@ -25,12 +28,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
-from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
+
+from analysis.load import Sweep, SweepRuns
+from ortho_core.reporting import Outcome, Result
+from sweeps import tracking
+from sweeps.testing import raced_claims, sqlite_store, start_sweep, track
+from sweeps.tracking.cells import expected_cells
+from tests.conftest import STORE_PARAMS, new_store
 
 SPEC = "synthetic-max-length"
 SPEC_TEXT = """\
@@ -69,6 +81,7 @@ class Trial:
     max_len: int | None = None
     iters: int | None = None
     start: int = 0
+    """Creation order within its sweep."""
     history: bool = False
 
     def params(self) -> dict[str, str]:
@@ -105,9 +118,20 @@ SW1: list[Trial] = [
     Trial("adding", "open", 0.01, 1.0, max_len=30, iters=600, start=22),
     Trial("adding", "open", 0.01, 0.1, max_len=50, iters=800, start=23),
 ]
-"""Child runs of sweep ``sw-1``, in creation order."""
+"""Child runs of sweep ``sw-1`` (created in the order of ``start``)."""
 
 SW0: list[Trial] = [Trial("temporal_order", "plain", 0.1, max_len=20, iters=300, start=2)]
+
+
+def frame_runs(frame: pd.DataFrame, spec: str, spec_text: str | None) -> SweepRuns:
+    """The runs of a finished sweep of ``spec`` as ``frame`` (one row per run, MLflow's
+    ``params.*``/``metrics.*`` columns) without a store, for the table logic alone; its
+    expected cells are those of ``spec_text`` (None: a sweep tracked before they were)."""
+    sweep = Sweep(spec=spec, sweep_id="s-1", profile="cpu", spec_sha256="", git_sha="",
+                  n_configs=None, parent_run_id="parent", status="FINISHED",
+                  experiment_id="0", start_time=0)
+    return SweepRuns(sweep=sweep, runs=frame, n_runs=len(frame),
+                     expected_cells=None if spec_text is None else expected_cells(spec_text))
 
 
 def stage_history(trial: Trial, index: int) -> list[tuple[str, int, float]]:
@@ -166,97 +190,150 @@ class Store:
 
     uri: str
     root: Path
+    """Where a SQLite store's database is (``mlflow.db``); unused for a server."""
     runs: dict[str, list[tuple[Trial, str]]]
-    """Sweep id -> (trial, run id) in creation order."""
+    """Sweep id -> (trial, run id) in the order of :data:`SW1` (or :data:`SW0`)."""
     parents: dict[str, str]
     """Sweep id -> parent run id."""
+    kind: str = "sqlite"
+    """The kind of store (``tests/conftest.py``)."""
 
     def client(self) -> MlflowClient:
         return MlflowClient(tracking_uri=self.uri)
 
 
-def _child(client: MlflowClient, experiment_id: str, parent: str, sweep_id: str,
-           trial: Trial, index: int) -> str:
-    tags = {"mlflow.parentRunId": parent, "ortho.sweep_id": sweep_id,
-            "ortho.role": "configuration", "ortho.trial_key": trial.key(),
-            "ortho.attempt": "1", "ortho.node": "node-a", "ortho.hostname": "host-a"}
-    if trial.outcome is not None:
-        tags["ortho.outcome"] = trial.outcome
-    run = client.create_run(experiment_id, start_time=1_000 * trial.start, tags=tags,
-                            run_name=trial.key())
-    metrics = [Metric(k, v, 0, s) for k, s, v in stage_history(trial, index)] if (
-        trial.history) else []
-    last = metrics[-1].step if metrics else 0
-    if trial.max_len is not None:
-        metrics.append(Metric("max_seq_len_solved", float(trial.max_len), 1, last))
-    if trial.iters is not None:
-        metrics.append(Metric("iters_to_solve", float(trial.iters), 1, last))
+def _rows(trial: Trial, index: int) -> list[tuple[int, dict[str, float]]]:
+    """What the trainer reported for ``trial``: its stage history, step by step."""
+    rows: dict[int, dict[str, float]] = {}
     if trial.history:
-        metrics.append(Metric("val_error", 0.25, 1, last))
-    client.log_batch(run.info.run_id, metrics=metrics,
-                     params=[Param(k, v) for k, v in trial.params().items()])
-    client.set_terminated(run.info.run_id, trial.status, end_time=1_000 * trial.start + 500)
-    return run.info.run_id
+        for name, step, value in stage_history(trial, index):
+            rows.setdefault(step, {})[name] = value
+    return sorted(rows.items())
 
 
-def build_store(root: Path) -> Store:
-    """Build the store described in the module docstring under ``root`` (``mlflow.db`` and
-    ``artifacts/``, as the embedded default lays them out)."""
-    root.mkdir(parents=True, exist_ok=True)
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.create_experiment(SPEC, artifact_location=(root / "artifacts" / SPEC).as_uri())
+def _summary(trial: Trial) -> dict[str, float]:
+    summary: dict[str, float] = {}
+    if trial.max_len is not None:
+        summary["max_seq_len_solved"] = float(trial.max_len)
+    if trial.iters is not None:
+        summary["iters_to_solve"] = float(trial.iters)
+    if trial.history:
+        summary["val_error"] = 0.25
+    return summary
+
+
+def _track_trial(t: tracking.Tracker, ref: tracking.SweepRef, trial: Trial, index: int) -> str:
+    rows = _rows(trial, index)
+    summary = _summary(trial)
+    if trial.status == "FINISHED":
+        assert trial.outcome is not None
+        return track(t, ref, trial.key(), trial.params(), rows=rows,
+                     result=Result(Outcome(trial.outcome), summary))
+    if trial.status == "FAILED":  # it had reported its summaries before it raised
+        last = rows[-1][0] if rows else 0
+        return track(t, ref, trial.key(), trial.params(), end="failed",
+                     rows=[*rows, (last + 1, summary)] if summary else rows)
+    return track(t, ref, trial.key(), trial.params(), end="killed", rows=rows)
+
+
+def _track_sweep(t: tracking.Tracker, ref: tracking.SweepRef,
+                 trials: list[Trial]) -> list[tuple[Trial, str]]:
+    """Track ``trials`` in the order of their ``start``; a key tracked before comes from a
+    claim that raced with the earlier one (else the claim would replace or keep it)."""
+    ids: dict[int, str] = {}
+    seen: set[str] = set()
+    for index in sorted(range(len(trials)), key=lambda i: trials[i].start):
+        trial = trials[index]
+        with raced_claims(t) if trial.key() in seen else nullcontext():
+            ids[index] = _track_trial(t, ref, trial, index)
+        seen.add(trial.key())
+    return [(trial, ids[i]) for i, trial in enumerate(trials)]
+
+
+def build_store(uri: str, root: Path, kind: str = "sqlite") -> Store:
+    """Build the store described in the module docstring into the empty store ``uri``."""
+    t = tracking.Tracker(uri)
     runs: dict[str, list[tuple[Trial, str]]] = {}
     parents: dict[str, str] = {}
-    for sweep_id, profile, start, trials, n in (("sw-0", "smoke", 1, SW0, 1),
-                                                ("sw-1", "cpu", 5, SW1, 16)):
-        parent = client.create_run(exp, start_time=1_000 * start, run_name=sweep_id, tags={
-            "ortho.sweep_id": sweep_id, "ortho.role": "sweep", "ortho.spec": SPEC,
-            "ortho.profile": profile, "ortho.n_configs": str(n),
-            "ortho.spec_sha256": hashlib.sha256(SPEC_TEXT.encode()).hexdigest(),
-            "ortho.git_sha": "0" * 40}).info.run_id
-        if sweep_id == "sw-1":
-            client.log_text(parent, SPEC_TEXT, "resolved_spec.yaml")
-            client.log_text(parent, "name: synthetic-max-length\n", f"spec/{SPEC}.yaml")
-        parents[sweep_id] = parent
-        runs[sweep_id] = [(t, _child(client, exp, parent, sweep_id, t, i))
-                          for i, t in enumerate(trials)]
-        client.set_terminated(parent, "FINISHED", end_time=1_000 * 40)
-    parents["pc-1"] = _pretrain_sweep(client, root)
-    return Store(uri=uri, root=root, runs=runs, parents=parents)
+    for sweep_id, profile, trials, text in (("sw-0", "smoke", SW0, None),
+                                           ("sw-1", "cpu", SW1, SPEC_TEXT)):
+        ref = start_sweep(t, SPEC, sweep_id, profile=profile, resolved_text=text,
+                          n_configs=len(trials) if text is None else None,
+                          metric="max_seq_len_solved", git_sha="0" * 40)
+        parents[sweep_id] = ref.parent_run_id
+        runs[sweep_id] = _track_sweep(t, ref, trials)
+        t.end_sweep(ref, "FINISHED", {})
+    parents["pc-1"] = _pretrain_sweep(t)
+    return Store(uri=uri, root=root, runs=runs, parents=parents, kind=kind)
 
 
-def _pretrain_sweep(client: MlflowClient, root: Path) -> str:
+def _pretrain_sweep(t: tracking.Tracker) -> str:
     """Sweep ``pc-1`` of ``orth-pretrain-convergence``: three seeds, the last one failed."""
-    exp = client.create_experiment(
-        PRETRAIN_SPEC, artifact_location=(root / "artifacts" / PRETRAIN_SPEC).as_uri())
-    parent = client.create_run(exp, start_time=1_000, run_name="pc-1", tags={
-        "ortho.sweep_id": "pc-1", "ortho.role": "sweep", "ortho.spec": PRETRAIN_SPEC,
-        "ortho.profile": "smoke", "ortho.n_configs": "3"}).info.run_id
-    client.log_text(parent, PRETRAIN_TEXT, "resolved_spec.yaml")
+    ref = start_sweep(t, PRETRAIN_SPEC, "pc-1", profile="smoke", resolved_text=PRETRAIN_TEXT,
+                      metric="normal_success_rate")
     for seed, steps in PRETRAIN_STEPS.items():
-        tags = {"mlflow.parentRunId": parent, "ortho.sweep_id": "pc-1",
-                "ortho.role": "configuration", "ortho.trial_key": f"pc-{seed}",
-                "ortho.outcome": "failed" if steps is None else "unsolved"}
-        run = client.create_run(exp, start_time=2_000 + seed, tags=tags).info.run_id
-        params = {"repeats": "6", "size": "100", "distributions": "normal,uniform",
-                  "pretrain_lr": "0.1", "seed": str(seed), "data_seed": "0"}
-        summary = {} if steps is None else pretrain_summary(steps)
-        client.log_batch(run, metrics=[Metric(k, v, 1, 12) for k, v in summary.items()],
-                         params=[Param(k, v) for k, v in params.items()])
-        client.set_terminated(run, "FAILED" if steps is None else "FINISHED")
-    return parent
+        params = {"repeats": 6, "size": 100, "distributions": ["normal", "uniform"],
+                  "pretrain_lr": 0.1, "seed": seed, "data_seed": 0}
+        if steps is None:
+            track(t, ref, f"pc-{seed}", params, end="failed")
+        else:
+            track(t, ref, f"pc-{seed}", params, step=12,
+                  result=Result(Outcome.UNSOLVED, pretrain_summary(steps)))
+    t.end_sweep(ref, "FINISHED", {})
+    return ref.parent_run_id
+
+
+class BuiltStores:
+    """The store of the module docstring, built once per kind of store on first use."""
+
+    def __init__(self, request: pytest.FixtureRequest,
+                 factory: pytest.TempPathFactory) -> None:
+        self._request = request
+        self._factory = factory
+        self._built: dict[str, Store] = {}
+
+    def get(self, kind: str) -> Store:
+        """The built store of ``kind``."""
+        if kind not in self._built:
+            root = self._factory.mktemp(f"built-{kind}")
+            uri = (sqlite_store(root) if kind == "sqlite" else
+                   self._request.getfixturevalue("server_stores").uri("analysis"))
+            self._built[kind] = build_store(uri, root, kind)
+        return self._built[kind]
 
 
 @pytest.fixture(scope="session")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    """The hand-built store (read-only: tests that write copy it with :func:`copy_store`)."""
-    return build_store(tmp_path_factory.mktemp("hand-built"))
+def built_stores(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> BuiltStores:
+    """The built stores of the session (read-only)."""
+    return BuiltStores(request, tmp_path_factory)
+
+
+@pytest.fixture(scope="session", params=STORE_PARAMS)
+def built_store(request: pytest.FixtureRequest, built_stores: BuiltStores) -> Store:
+    """The built store, of each kind (read-only)."""
+    return built_stores.get(request.param)
+
+
+@pytest.fixture(scope="session")
+def store(built_stores: BuiltStores) -> Store:
+    """The built SQLite store (read-only: tests that write copy it with :func:`copy_store`);
+    it replaces, in this directory, the empty ``store`` of ``tests/conftest.py``."""
+    return built_stores.get("sqlite")
+
+
+@pytest.fixture(params=STORE_PARAMS)
+def fresh_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """The store of the module docstring built anew for this test alone, of each kind."""
+    empty = new_store(request, request.param, tmp_path / "store")
+    yield build_store(empty.uri, tmp_path / "store", empty.kind)
 
 
 def copy_store(store: Store, dest: Path) -> str:
-    """A writable copy of the store's database under ``dest``; returns its URI (artifacts stay
-    where the original's are)."""
+    """A writable copy of the SQLite store's database under ``dest``; returns its URI
+    (artifacts stay where the original's are)."""
+    if store.kind != "sqlite":
+        raise ValueError("only a SQLite store can be copied")
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "mlflow.db").write_bytes((store.root / "mlflow.db").read_bytes())
     return f"sqlite:///{dest / 'mlflow.db'}"

@@ -1,4 +1,5 @@
-"""Expanding a resolved spec into the configurations a sweep should hold."""
+"""The configurations a sweep should hold: expanded from the resolved spec by ``sweeps`` when
+the sweep starts, kept as an artifact, read back by ``analysis`` through the contract."""
 
 from __future__ import annotations
 
@@ -6,12 +7,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
+import pytest
+
 from analysis.expected import expected_configurations
+from sweeps.contract import read_expected_cells
+from sweeps.tracking.cells import expected_cells_json
 from tests.analysis.conftest import SPEC_TEXT
 
 
+def expected(resolved_text: str) -> pd.DataFrame:
+    """The expected configurations of ``resolved_text`` as they go through the artifact."""
+    return expected_configurations(read_expected_cells(expected_cells_json(resolved_text)))
+
+
 def test_groups_replace_top_level_keys_and_grids_multiply() -> None:
-    frame = expected_configurations(SPEC_TEXT)
+    frame = expected(SPEC_TEXT)
     assert len(frame) == 16 and (frame["trials"] == 1).all()
     counts = frame.groupby(["task", "variant"]).size().to_dict()
     assert counts == {(t, v): n for t in ("adding", "temporal_order")
@@ -38,7 +49,7 @@ groups: []
 repeats: 2
 seed: 3
 """
-    frame = expected_configurations(text)
+    frame = expected(text)
     assert len(frame) == 4 * 3 * 2 and (frame["trials"] == 5).all()
     assert sorted(set(frame["lr"])) == [0.0001, 0.001, 0.01, 0.1]
     assert sorted(set(frame["hidden"])) == [10, 20, 30]
@@ -46,11 +57,19 @@ seed: 3
     assert "penalty" not in frame
 
 
-def test_expanding_imports_neither_ray_nor_a_trainer() -> None:
-    """analysis reads specs through sweeps.spec, which must stay free of Ray and training code
-    (DESIGN.md layers); checked in a fresh interpreter."""
-    code = ("import sys; from analysis.expected import expected_configurations; "
-            "from tests.analysis.conftest import SPEC_TEXT; expected_configurations(SPEC_TEXT); "
-            "assert 'ray' not in sys.modules, 'ray'; "
-            "assert 'ortho_core.experiments.synthetic' not in sys.modules, 'trainer'")
+def test_no_cells_is_an_empty_frame_and_a_malformed_artifact_is_refused() -> None:
+    frame = expected_configurations([])
+    assert frame.empty and int(frame["trials"].sum()) == 0
+    for bad in ('{"trials": 1}', '[{"lr": 0.1}]', '[{"trials": "1"}]'):
+        with pytest.raises(ValueError, match=r"expected_cells\.json"):
+            read_expected_cells(bad)
+
+
+def test_the_readers_load_no_mlflow_until_a_store_is_opened() -> None:
+    """Importing the readers stays light (the layer rules themselves are import-linter's,
+    tests/test_layers.py): MLflow, YAML and pydantic load only when a store is opened."""
+    code = ("import sys; import analysis.load, analysis.store, analysis.expected, "
+            "analysis.cache; "
+            "found = sorted(m for m in ('yaml', 'pydantic', 'mlflow') if m in sys.modules); "
+            "assert found == [], found")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.groups import count_text, expected_count, group, same
-from analysis.load import Sweep, SweepRuns
+from analysis.load import SweepRuns
+from tests.analysis.conftest import frame_runs
 
 SPEC_TEXT = """\
 fixed: {task: adding}
@@ -29,10 +30,7 @@ def sweep_runs(spec_text: str | None = SPEC_TEXT) -> SweepRuns:
         "params.variant": ["open"] * 5, "params.lr": [0.010000000000000002, 0.01, 0.01, 0.01,
                                                       0.01],
         "params.penalty": [1, 1.0, 1.0, 1.0, 0.1]})
-    sweep = Sweep(spec="s", sweep_id="s-1", profile="cpu", spec_sha256="", git_sha="",
-                  n_configs=None, parent_run_id="parent", status="FINISHED",
-                  experiment_id="0", start_time=0)
-    return SweepRuns(sweep=sweep, runs=frame, n_runs=len(frame), spec_text=spec_text)
+    return frame_runs(frame, "s", spec_text)
 
 
 def test_numbers_match_to_rounding_and_other_values_exactly() -> None:

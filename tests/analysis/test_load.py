@@ -1,17 +1,18 @@
 """Loading sweeps from MLflow: selection, de-duplication, counts, parsing and the cache,
-against the hand-built store of ``conftest.py``."""
+against the store of ``conftest.py``, built through the Tracker into every kind of store."""
 
 from __future__ import annotations
 
+import socket
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from mlflow.tracking import MlflowClient
 
 from analysis import load
 from analysis.cache import RunCache
+from analysis.expected import expected_configurations
 from analysis.load import (
     Histories,
     find_sweep,
@@ -22,7 +23,9 @@ from analysis.load import (
     parse_param,
 )
 from ortho_core.errors import ConfigError
-from tests.analysis.conftest import SPEC, SPEC_TEXT, SW1, Store, copy_store, stage_history
+from sweeps import tracking
+from sweeps.testing import start_sweep, track
+from tests.analysis.conftest import SPEC, SPEC_TEXT, SW1, Store, stage_history
 
 
 def test_parse_param_restores_numbers_bools_and_none() -> None:
@@ -42,18 +45,18 @@ def test_outcome_prefers_the_tag_then_the_status() -> None:
     assert outcome_of("RUNNING", None) == "incomplete"
 
 
-def test_sweeps_are_listed_newest_first_and_the_latest_is_the_default(store: Store) -> None:
-    client = store.client()
+def test_sweeps_are_listed_newest_first_and_the_latest_is_the_default(built_store: Store) -> None:
+    client = built_store.client()
     sweeps = list_sweeps(client, SPEC)
     assert [s.sweep_id for s in sweeps] == ["sw-1", "sw-0"]
     latest = find_sweep(client, SPEC)
     assert (latest.sweep_id, latest.profile, latest.n_configs) == ("sw-1", "cpu", 16)
-    assert latest.parent_run_id == store.parents["sw-1"]
+    assert latest.parent_run_id == built_store.parents["sw-1"]
     assert find_sweep(client, SPEC, "sw-0").profile == "smoke"
 
 
-def test_unknown_sweep_or_spec_names_what_exists(store: Store) -> None:
-    client = store.client()
+def test_unknown_sweep_or_spec_names_what_exists(built_store: Store) -> None:
+    client = built_store.client()
     with pytest.raises(ConfigError) as err:
         find_sweep(client, SPEC, "nope")
     assert err.value.field == "sweep" and "sw-1 (cpu)" in str(err.value)
@@ -78,10 +81,10 @@ def winners() -> dict[str, tuple[int, int]]:
     return out
 
 
-def test_one_row_per_configuration_latest_finished_run_wins(store: Store) -> None:
-    runs = load_sweep(store.client(), SPEC)
+def test_one_row_per_configuration_latest_finished_run_wins(built_store: Store) -> None:
+    runs = load_sweep(built_store.client(), SPEC)
     frame = runs.runs.set_index("trial_key")
-    ids = [run_id for _, run_id in store.runs["sw-1"]]
+    ids = [run_id for _, run_id in built_store.runs["sw-1"]]
     assert runs.n_runs == len(SW1) == 16
     assert len(frame) == 14 and set(frame.index) == set(winners())
     for key, (index, n) in winners().items():
@@ -96,8 +99,23 @@ def test_one_row_per_configuration_latest_finished_run_wins(store: Store) -> Non
     assert runs.spec_text == SPEC_TEXT
 
 
-def test_failed_and_diverged_configurations_are_kept_and_counted(store: Store) -> None:
-    runs = load_sweep(store.client(), SPEC)
+def test_the_expected_cells_are_those_the_tracker_kept(built_store: Store) -> None:
+    runs = load_sweep(built_store.client(), SPEC)
+    assert runs.expected_cells is not None
+    frame = expected_configurations(runs.expected_cells)
+    assert len(frame) == 16 and (frame["trials"] == 1).all()
+    tracked = runs.runs[["params.task", "params.variant", "params.lr", "params.penalty"]]
+    keys = {(t, v, lr, p if v == "open" else None) for t, v, lr, p in tracked.itertuples(
+        index=False)}
+    expected = {(t, v, lr, p if v == "open" else None) for t, v, lr, p in frame[
+        ["task", "variant", "lr", "penalty"]].itertuples(index=False)}
+    assert keys < expected and expected - keys == {("adding", "oinit", 0.1, None),
+                                                   ("adding", "oinit", 0.01, None)}
+    assert load_sweep(built_store.client(), SPEC, "sw-0").expected_cells is None
+
+
+def test_failed_and_diverged_configurations_are_kept_and_counted(built_store: Store) -> None:
+    runs = load_sweep(built_store.client(), SPEC)
     expected = Counter(SW1[i].outcome for i, _ in winners().values())
     assert runs.outcomes == {"solved": expected["solved"], "unsolved": 1, "diverged": 1,
                              "failed": 1, "incomplete": 0}
@@ -106,8 +124,8 @@ def test_failed_and_diverged_configurations_are_kept_and_counted(store: Store) -
     assert list(failed["params.task"]) == ["adding"] and list(failed["status"]) == ["FAILED"]
 
 
-def test_params_are_parsed_and_metrics_are_latest_values(store: Store) -> None:
-    frame = load_sweep(store.client(), SPEC).runs
+def test_params_are_parsed_and_metrics_are_latest_values(built_store: Store) -> None:
+    frame = load_sweep(built_store.client(), SPEC).runs
     assert frame["params.lr"].dtype == "float64"
     assert frame["params.hidden"].dtype == "int64"
     assert set(frame["params.lr"]) == {0.1, 0.01}
@@ -115,22 +133,22 @@ def test_params_are_parsed_and_metrics_are_latest_values(store: Store) -> None:
     assert set(frame["params.warm_start"]) == {False}
     first = frame.set_index("trial_key").loc[SW1[0].key()]
     assert first["metrics.val_error"] == 0.25  # the summary logged at the last step
-    assert first["node"] == "node-a" and first["parent_run_id"] == store.parents["sw-1"]
+    assert first["node"] == socket.gethostname()  # a claim outside Ray: the host
+    assert first["parent_run_id"] == built_store.parents["sw-1"]
 
 
-def test_metric_history_is_sorted_by_step_and_keeps_the_last_value(store: Store) -> None:
-    run_id = store.runs["sw-1"][0][1]
+def test_metric_history_is_sorted_by_step_and_keeps_the_last_value(built_store: Store) -> None:
+    run_id = built_store.runs["sw-1"][0][1]
     logged = [(s, v) for k, s, v in stage_history(SW1[0], 0) if k == "val_error"]
-    history = metric_history(store.client(), run_id, "val_error")
+    history = metric_history(built_store.client(), run_id, "val_error")
     assert list(history["step"]) == [s for s, _ in logged]
     assert list(history["value"]) == [v for _, v in logged[:-1]] + [0.25]
-    assert metric_history(store.client(), run_id, "no_such_metric").empty
+    assert metric_history(built_store.client(), run_id, "no_such_metric").empty
 
 
-def test_the_cache_reads_a_finished_sweep_once(store: Store, tmp_path: Path,
+def test_the_cache_reads_a_finished_sweep_once(fresh_store: Store, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    uri = copy_store(store, tmp_path / "store")
-    client = MlflowClient(tracking_uri=uri)
+    client = fresh_store.client()
     cache = RunCache(tmp_path / "cache")
     first = load_sweep(client, SPEC, cache=cache)
     assert (tmp_path / "cache" / SPEC / "sw-1.parquet").is_file()
@@ -142,30 +160,33 @@ def test_the_cache_reads_a_finished_sweep_once(store: Store, tmp_path: Path,
     again = load_sweep(client, SPEC, cache=cache)
     pd.testing.assert_frame_equal(first.runs, again.runs)
     assert (again.n_runs, again.spec_text) == (first.n_runs, first.spec_text)
+    assert again.expected_cells == first.expected_cells and len(first.expected_cells) == 16
 
     # A new run changes the fingerprint: the sweep is read again, and nothing is cached
     # while that run is still RUNNING.
     monkeypatch.undo()
     sweep = first.sweep
-    new = client.create_run(sweep.experiment_id, start_time=99_000, tags={
-        "mlflow.parentRunId": sweep.parent_run_id, "ortho.sweep_id": "sw-1",
-        "ortho.role": "configuration", "ortho.trial_key": "new-key"}).info.run_id
+    t = tracking.Tracker(fresh_store.uri)
+    ref = tracking.SweepRef(sweep.experiment_id, sweep.sweep_id, sweep.parent_run_id)
+    new = track(t, ref, "new-key", {}, end="running")
     assert load.fingerprint(client, sweep) is None
     live = load_sweep(client, SPEC, cache=cache)
     assert live.n_runs == 17 and live.outcomes["incomplete"] == 1
-    client.set_terminated(new, "KILLED", end_time=99_500)
-    assert load.fingerprint(client, sweep) == f"{sweep.parent_run_id}:99000:99500"
+    t.kill(new)
+    info = client.get_run(new).info
+    assert load.fingerprint(client, sweep) == (
+        f"{sweep.parent_run_id}:{info.start_time}:{info.end_time}")
     assert load_sweep(client, SPEC, cache=cache).n_runs == 17
     monkeypatch.setattr(load, "child_runs", no_mlflow)
     assert load_sweep(client, SPEC, cache=cache).n_runs == 17
 
 
-def test_histories_are_cached_for_ended_runs(store: Store, tmp_path: Path,
+def test_histories_are_cached_for_ended_runs(built_store: Store, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    client = store.client()
+    client = built_store.client()
     cache = RunCache(tmp_path / "cache")
     runs = load_sweep(client, SPEC, cache=cache)
-    run_id = store.runs["sw-1"][1][1]
+    run_id = built_store.runs["sw-1"][1][1]
     fresh = Histories(client, runs, cache).get(run_id, "spectral_radius")
     empty = Histories(client, runs, cache).get(run_id, "no_such_metric")
 
@@ -180,13 +201,10 @@ def test_histories_are_cached_for_ended_runs(store: Store, tmp_path: Path,
     assert list(zip(cached["step"], cached["value"], strict=True)) == logged
 
 
-def test_a_sweep_without_configuration_runs_loads_empty(store: Store, tmp_path: Path) -> None:
-    uri = copy_store(store, tmp_path / "store")
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name(SPEC).experiment_id
-    client.create_run(exp, start_time=50_000, tags={"ortho.sweep_id": "sw-2",
-                                                    "ortho.role": "sweep"})
-    runs = load_sweep(client, SPEC)
+def test_a_sweep_without_configuration_runs_loads_empty(fresh_store: Store) -> None:
+    t = tracking.Tracker(fresh_store.uri)
+    start_sweep(t, SPEC, "sw-2", profile="cpu")  # no artifacts, as an older tracker's
+    runs = load_sweep(fresh_store.client(), SPEC)
     assert runs.sweep.sweep_id == "sw-2" and runs.sweep.n_configs is None
     assert runs.n_runs == 0 and runs.runs.empty and sum(runs.outcomes.values()) == 0
-    assert runs.spec_text is None
+    assert runs.spec_text is None and runs.expected_cells is None

@@ -45,16 +45,26 @@ def test_incomplete_cells_are_listed_and_plain_values_become_cells() -> None:
     assert Table("x", "X", ["a"], [[3]], PROV).complete
 
 
-def test_markdown() -> None:
+def test_markdown_pads_columns_and_right_aligns_numbers() -> None:
     assert table().to_markdown() == "\n".join([
         "### Demo", "", PROV.line(), "",
-        "| Problem | T | α |", "|---|---|---|",
-        "| Adding | 80 | 0.001 |",
-        "| Temporal Order | 40† | 0.01† |",
-        "| Permutation | missing | – |", "",
+        "| Problem        |       T |     α |",
+        "|:---------------|--------:|------:|",
+        "| Adding         |      80 | 0.001 |",
+        "| Temporal Order |     40† | 0.01† |",
+        "| Permutation    | missing |     – |", "",
         "Partial sweep: 3 cell(s) incomplete — † drawn from an incomplete set of "
         "configurations, 'missing' = no configuration finished.",
         "- A note.", ""])
+
+
+def test_markdown_escapes_pipes_and_keeps_text_unparsed() -> None:
+    t = Table("x", "X", ["a|b", "v"], [["p|q", Cell(22.70, ".2f")], ["r", Cell("1e-05")]], PROV)
+    lines = t.to_markdown().splitlines()
+    assert lines[4:8] == ["| a\\|b   | v     |", "|:-------|:------|",
+                          "| p\\|q   | 22.70 |", "| r      | 1e-05 |"]
+    assert t.numeric_columns() == [False, False]
+    assert table().numeric_columns() == [False, True, True]
 
 
 def test_csv_keeps_values_unmarked_and_names_incomplete_columns() -> None:

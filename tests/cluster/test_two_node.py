@@ -4,7 +4,7 @@ Ray cluster on 127.0.0.1, tracked by an MLflow server backed by PostgreSQL.
 
 Each node has one CPU and each Tune trial asks for one, so the smoke profile's two trials
 (packs) run at once only by taking one node each; the runner stages both at once
-(:func:`sweeps.runner.staged_trials`), so the Ray node id every child run records
+(:func:`sweeps.tune_run.staged_trials`), so the Ray node id every child run records
 (``ortho.node``) must name both nodes. The job runs this interpreter (``--python``), as it
 would the cluster image's.
 """

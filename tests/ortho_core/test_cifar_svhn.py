@@ -163,7 +163,7 @@ def test_missing_batch_tells_how_to_get_the_archive(cifar10):
         else:
             assert info.value.field == str(missing)
         assert "cifar-10-python.tar.gz" in str(info.value)
-        assert "python -m ortho_core.data.download cifar10" in str(info.value)
+        assert "ortho data download cifar10" in str(info.value)
 
 
 def _bad_batches() -> list[tuple[object, str]]:

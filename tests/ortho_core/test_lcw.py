@@ -7,12 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ortho_core.models.lcw import (
-    ZeroSumBasis,
-    apply_lcw,
-    lcw_minibatch_init,
-    sample_zero_sum_ball,
-)
+from ortho_core.init import lcw_minibatch_init, sample_zero_sum_ball
+from ortho_core.models.lcw import ZeroSumBasis, apply_lcw
 from ortho_core.models.mlp import PackedMLP, member_cross_entropy
 from ortho_core.optim import sgd_step
 
@@ -38,12 +34,43 @@ def test_eq7_basis_is_kutsunas():
 
 
 @pytest.mark.parametrize("basis", BASES)
-def test_forward_is_the_matrix_product_and_right_inverse_inverts_it(basis):
-    param = ZeroSumBasis(9, basis)
-    v = torch.randn(3, 4, 8, dtype=torch.float64)
-    w = param(v)
-    torch.testing.assert_close(w, v @ param.matrix().T)
-    torch.testing.assert_close(param.right_inverse(w), v)
+def test_forward_maps_onto_the_zero_sum_subspace_as_a_basis(basis):
+    """w = B_m v (K §3.2) from the definition of a basis of W_LC (K eq. 6): linear in v,
+    1ᵀw = 0 for every v, injective (rank m − 1 = dim W_LC), so that every w in W_LC is reached;
+    ``right_inverse`` returns the v of a given w."""
+    m = 9
+    param = ZeroSumBasis(m, basis)
+    gen = torch.Generator().manual_seed(0)
+    v1, v2 = (torch.randn(3, 4, m - 1, generator=gen, dtype=torch.float64) for _ in range(2))
+    w1 = param(v1)
+    assert w1.shape == (3, 4, m)
+    assert float(w1.sum(dim=-1).abs().max()) < 1e-12
+    torch.testing.assert_close(param(2.0 * v1 - 3.0 * v2), 2.0 * w1 - 3.0 * param(v2))
+    images = param(torch.eye(m - 1, dtype=torch.float64))
+    assert int(torch.linalg.matrix_rank(images)) == m - 1
+    target = torch.randn(5, m, generator=gen, dtype=torch.float64)
+    target = target - target.mean(dim=-1, keepdim=True)
+    torch.testing.assert_close(param(param.right_inverse(target)), target)
+    torch.testing.assert_close(param.right_inverse(w1), v1)
+
+
+def test_eq7_forward_is_kutsunas_formula():
+    """K eq. 7: B_m v = (v₁, …, v_{m−1}, −Σv), written out by hand."""
+    v = torch.tensor([[1.0, -2.0, 0.5], [3.0, 0.25, 4.0]], dtype=torch.float64)
+    expected = torch.tensor([[1.0, -2.0, 0.5, 0.5], [3.0, 0.25, 4.0, -7.25]], dtype=torch.float64)
+    torch.testing.assert_close(ZeroSumBasis(4, "eq7")(v), expected)
+
+
+def test_orthonormal_forward_is_an_isometry_onto_the_zero_sum_subspace():
+    """With an orthonormal B_m, ‖B_m v‖ = ‖v‖ and ⟨B_m v, B_m u⟩ = ⟨v, u⟩; for m = 2 the
+    only unit vectors of W_LC are ±(1, −1)/√2."""
+    param = ZeroSumBasis(16, "orthonormal")
+    gen = torch.Generator().manual_seed(1)
+    v, u = (torch.randn(6, 15, generator=gen, dtype=torch.float64) for _ in range(2))
+    torch.testing.assert_close((param(v) * param(u)).sum(dim=-1), (v * u).sum(dim=-1))
+    w = ZeroSumBasis(2, "orthonormal")(torch.ones(1, 1, dtype=torch.float64))
+    torch.testing.assert_close(w.abs(), torch.full((1, 2), 2 ** -0.5, dtype=torch.float64))
+    assert float(w.sum()) == pytest.approx(0.0, abs=1e-15)
 
 
 def lcw_pack(basis: str, sizes, dtype=torch.float64) -> PackedMLP:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -23,11 +24,32 @@ def test_spectral_radius_of_scaled_rotations_and_diagonals() -> None:
                                                     dtype=torch.float64))
 
 
-def test_spectral_radius_matches_eigenvalues_of_random_matrix() -> None:
+def test_spectral_radius_of_matrices_with_known_eigenvalues() -> None:
+    """S·D·S⁻¹ has D's eigenvalues for any invertible S: a far-from-normal matrix whose
+    spectral radius (here 1.2, from the complex pair 0.72 ± 0.96i) is much below its norm."""
     g = torch.Generator().manual_seed(0)
-    w = torch.randn(40, 40, generator=g, dtype=torch.float64)
-    eig = torch.linalg.eigvals(w)
-    assert spectral_radius(w.float()).item() == pytest.approx(eig.abs().max().item(), rel=1e-6)
+    n = 8
+    d = torch.zeros(n, n, dtype=torch.float64)
+    d[:6, :6] = torch.diag(torch.tensor([1.1, -0.9, 0.5, -0.3, 0.2, 0.0], dtype=torch.float64))
+    d[6:, 6:] = torch.tensor([[0.72, -0.96], [0.96, 0.72]], dtype=torch.float64)
+    s = torch.randn(n, n, generator=g, dtype=torch.float64) + 3.0 * torch.eye(n)
+    w = s @ d @ torch.linalg.inv(s)
+    assert float(torch.linalg.matrix_norm(w, ord=2)) > 1.5
+    assert spectral_radius(w).item() == pytest.approx(1.2, rel=1e-9)
+    # Companion matrix of (x − 2)(x + 3)(x − 0.5) = x³ + 0.5x² − 6.5x + 3: ρ = 3.
+    companion = torch.tensor([[-0.5, 6.5, -3.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    assert spectral_radius(companion).item() == pytest.approx(3.0, rel=1e-6)
+
+
+def test_spectral_radius_of_float32_random_matrices_matches_numpy() -> None:
+    """Computed in float64 from a float32 input, per member: numpy's eigvals of the same
+    (float64-cast) matrices agree to float64 rounding."""
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(3, 40, 40, generator=g)
+    expected = [np.abs(np.linalg.eigvals(m.double().numpy())).max() for m in w]
+    radius = spectral_radius(w)
+    assert radius.dtype == torch.float64
+    np.testing.assert_allclose(radius.numpy(), expected, rtol=1e-10)
 
 
 def test_member_norm_over_several_tensors() -> None:

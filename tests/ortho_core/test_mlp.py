@@ -13,18 +13,15 @@ from torch import nn
 from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import weight_norm
 
+from ortho_core.diagnostics import neuron_angles
+from ortho_core.init import weight_norm_data_init
 from ortho_core.models.mlp import (
     PackedMLP,
     member_accuracy,
     member_correct,
     member_cross_entropy,
-    neuron_angles,
 )
-from ortho_core.models.normalization import (
-    PackedBatchNorm,
-    PackedWeightNorm,
-    weight_norm_data_init,
-)
+from ortho_core.models.normalization import PackedBatchNorm, PackedWeightNorm
 
 K, B = 3, 16
 SIZES = [7, 5, 6, 4]

@@ -137,7 +137,7 @@ def test_missing_file_tells_how_to_get_it(test_copy):
     assert info.value.field == str(path)
     message = str(info.value)
     assert "ec29112dd5afa0611ce80d1b7f02629c" in message
-    assert "python -m ortho_core.data.download mnist" in message
+    assert "ortho data download mnist" in message
     assert "https://ossci-datasets.s3.amazonaws.com/mnist/t10k-labels-idx1-ubyte.gz" in message
 
 

@@ -105,13 +105,13 @@ def test_short_sequences_keep_markers_apart(name):
     task = get_task(name)
     for length in range(task.min_len, 12):
         x, y = draw(name, length, n=500)
-        if name == "adding":
+        if task.loss == "mse":
             assert (x[:, :, 0].sum(1) == 2).all()
         elif name == "permutation":
             assert torch.equal(x.argmax(-1)[:, 0], y)
         else:
             pos, _ = _markers(x)  # asserts every sample holds all its markers
-            assert pos.shape[1] == (2 if name == "temporal_order" else 3)
+            assert pos.shape[1] == (3 if name == "temporal_order_3bit" else 2)
 
 
 @pytest.mark.parametrize("name", list(TASKS))
@@ -159,7 +159,7 @@ def test_adding_loss_and_threshold():
 
 def test_bad_inputs_name_the_field():
     with pytest.raises(ConfigError) as err:
-        get_task("xor")
+        get_task("parity")
     assert err.value.field == "task"
     for name in TASKS:
         with pytest.raises(ConfigError) as err:

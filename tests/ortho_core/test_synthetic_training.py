@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from ortho_core.config import from_dict
 from ortho_core.errors import ConfigError, PretrainError
 from ortho_core.experiments import get
-from ortho_core.experiments.synthetic import PACK_FIELDS, Config, stream_seed, train
-from ortho_core.metrics import spectral_radius
+from ortho_core.experiments.synthetic import PACK_FIELDS, Config, train
+from ortho_core.experiments.synthetic_stage import Stage, stream_seed
 from ortho_core.reporting import Outcome, Report
 
 SMALL = {"hidden": 16, "val_size": 200, "eval_every": 50, "max_iters": 150, "protocol": "fixed"}
@@ -61,12 +62,11 @@ def test_one_iteration_is_clipped_sgd_plus_the_eq31_term():
     """W := W − α(min(1, τ/‖∇E‖)·∇E + 4λ(W_hhW_hhᵀ − I)W_hh) for W_hh (M eq. 31, G §3.4),
     checked against a plain autograd SRNN."""
     from ortho_core.data.synthetic import get_task
-    from ortho_core.experiments.synthetic import _Member, _Stage, initial_weights
+    from ortho_core.experiments.synthetic import initial_weights
     cfg = make(variant="open", lr=0.3, penalty=0.05, clip=0.01, dtype="float64", seq_len=8)
     task, cpu = get_task(cfg.task), torch.device("cpu")
     weights, _ = initial_weights([cfg], task, torch.float64, cpu)
-    stage = _Stage([_Member(0, cfg)], task, 8, [w.clone() for w in weights], torch.float64,
-                   cpu, 0.0)
+    stage = Stage([cfg], task, 8, [w.clone() for w in weights], torch.float64, cpu)
     raw, y = stage.batches(1)
     stage.iteration(raw[0], y[0])
 
@@ -201,11 +201,36 @@ def test_fresh_network_per_length_unless_warm_start():
     assert warm_20.metrics != first_20.metrics
 
 
-def test_spectral_radius_is_the_rescaled_one_at_the_start():
+@pytest.fixture
+def models(monkeypatch) -> list:
+    """Every PackedSRNN the trainer builds, to read the recurrent matrix it really holds."""
+    from ortho_core.experiments import synthetic_stage
+    built = []
+
+    class Recorded(synthetic_stage.PackedSRNN):
+        def __init__(self, *weights):
+            super().__init__(*weights)
+            built.append(self)
+
+    monkeypatch.setattr(synthetic_stage, "PackedSRNN", Recorded)
+    return built
+
+
+def numpy_radius(w: torch.Tensor) -> float:
+    """ρ(W) = max |λ| by numpy's eigvals, independent of ``ortho_core.metrics``."""
+    return float(np.abs(np.linalg.eigvals(w.detach().double().numpy())).max())
+
+
+def test_spectral_radius_is_the_rescaled_one_at_the_start(models):
+    """G Alg. 3.1: the W_hh the model trains from has ρ = 1.2 (numpy's eigenvalues of the
+    matrix it holds), and the reported ``spectral_radius`` is that matrix's."""
     cfg = make(variant="plain", lr=1e-9, init="gaussian", init_std=0.1, spectral_radius=1.2,
-               max_iters=1, eval_every=1)
+               max_iters=1, eval_every=1, dtype="float64")
     _, reports = run([cfg])
-    assert reports[0][0].metrics["spectral_radius"] == pytest.approx(1.2, rel=1e-4)
+    (model,) = models
+    held = numpy_radius(model.w_hh[0])
+    assert held == pytest.approx(1.2, rel=1e-6)
+    assert reports[0][0].metrics["spectral_radius"] == pytest.approx(held, rel=1e-12)
 
 
 def test_oinit_makes_w_hh_orthogonal_before_training():
@@ -293,18 +318,22 @@ def test_stream_seeds_differ_by_stream_length_and_data_seed():
     assert stream_seed(3, 40, 1) == stream_seed(3, 40, 1)
 
 
-def test_spectral_radius_metric_matches_numpy_on_the_initial_weights():
-    """ρ(W_hh) reported at the first evaluation of a run with a negligible rate."""
-    from ortho_core.models.srnn import SRNNInit, init_srnn
-    cfg = make(lr=1e-12, max_iters=1, eval_every=1, seed=5)
-    _, reports = run([cfg])
-    net = init_srnn(6, 16, 4, [SRNNInit(5)])
-    assert reports[0][0].metrics["spectral_radius"] == pytest.approx(
-        float(spectral_radius(net.w_hh.detach())[0]), rel=1e-5)
+def test_spectral_radius_metric_matches_numpy_on_the_weights_evaluated(models):
+    """ρ(W_hh) reported at every evaluation, float32 training, members packed: numpy's
+    eigenvalues of each member's W_hh as the model holds it after its last step."""
+    pack = [make(lr=1e-12, max_iters=1, eval_every=1, seed=5),
+            make(lr=0.5, max_iters=1, eval_every=1, seed=6, init="gaussian", init_std=0.3)]
+    _, reports = run(pack)
+    (model,) = models
+    for member in (0, 1):
+        assert reports[member][-1].metrics["spectral_radius"] == pytest.approx(
+            numpy_radius(model.w_hh[member]), rel=1e-6)
+    assert reports[0][-1].metrics["spectral_radius"] != pytest.approx(
+        reports[1][-1].metrics["spectral_radius"], rel=1e-3)
 
 
 @pytest.mark.parametrize(("values", "field"), [
-    ({"task": "xor"}, "task"),
+    ({"task": "parity"}, "task"),
     ({"colour": "red"}, "colour"),
     ({"lr": "0"}, "lr"),
     ({"lr": "-0.1"}, "lr"),

@@ -1,7 +1,8 @@
 """Shared pieces of the sweep tests: toy specs, a fresh tracking home, one Ray per module.
 
 Creating an MLflow SQLite database runs its migrations (seconds on a busy machine), so
-:func:`new_home` copies a template made once per test process. :func:`toy_ray` starts one
+:func:`new_home` copies a template made once per test process
+(:func:`sweeps.testing.sqlite_store`). :func:`toy_ray` starts one
 embedded Ray (2 CPUs) per test module and registers the toy trainer
 (``tests.sweeps.toy_experiment``) as experiment ``toy``; the runner reuses that Ray. Its
 processes inherit ``OMP_NUM_THREADS`` = :data:`INHERITED_THREADS`, as on a machine that sets
@@ -11,11 +12,7 @@ its CPUs only if it sizes its thread pool itself.
 
 from __future__ import annotations
 
-import atexit
-import functools
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ import yaml
 
 from ortho_core import experiments
 from sweeps import tracking
+from sweeps.testing import sqlite_store
 
 TOY_MODULE = "tests.sweeps.toy_experiment"
 
@@ -52,24 +50,17 @@ def write_spec(directory: Path, name: str = "toy", **fields: Any) -> Path:
     return path
 
 
-@functools.cache
-def _template_db() -> Path:
-    directory = Path(tempfile.mkdtemp(prefix="ortho-template-"))
-    atexit.register(shutil.rmtree, directory, True)
-    tracking.Tracker(f"sqlite:///{directory / 'mlflow.db'}")
-    return directory / "mlflow.db"
-
-
 def new_home(tmp_path: Path) -> Path:
     """An empty sweeps home under ``tmp_path`` with a ready MLflow database."""
     home = tmp_path / "ortho-runs"
     home.mkdir()
-    shutil.copy(_template_db(), home / "mlflow.db")
+    sqlite_store(home)
     return home
 
 
 def store(home: Path) -> tracking.Tracker:
-    """The tracker of ``home``'s embedded store."""
+    """The tracker of the store ``home`` resolves to (``$ORTHO_TRACKING_URI`` if set, else
+    its embedded store), as the ``ortho`` commands resolve it."""
     return tracking.tracker(tracking.tracking_uri(None, home))
 
 

@@ -1,6 +1,8 @@
 """Interrupt a sweep (Ctrl-C, or SIGKILL of its driver and every process of it), resume it,
 and check that MLflow holds one run per configuration and that finished configurations were
-not trained again; a sweep whose driver is alive is resumed only when forced."""
+not trained again; a sweep whose driver is alive is resumed only when forced. Each test runs
+against every kind of store (``store`` of ``tests/conftest.py``, named to the driver and to
+this process by ``$ORTHO_TRACKING_URI``)."""
 
 from __future__ import annotations
 
@@ -14,15 +16,26 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from ortho_core.errors import ConfigError
 from sweeps import tracking
 from sweeps.runner import resume_sweep, run_sweep, sweep_status
+from sweeps.testing import track
+from tests.conftest import Store
 from tests.sweeps import toy_experiment
-from tests.sweeps.helpers import TOY_MODULE, child_runs, new_home, store, toy_ray, write_spec
+from tests.sweeps.helpers import TOY_MODULE, child_runs, new_home, toy_ray, write_spec
+from tests.sweeps.helpers import store as tracker_of
 
-pytestmark = pytest.mark.usefixtures(toy_ray.__name__)
+pytestmark = pytest.mark.usefixtures(toy_ray.__name__, "tracked")
+
+
+@pytest.fixture
+def tracked(store: Store, monkeypatch: pytest.MonkeyPatch) -> Store:
+    """Every sweep of the test tracked into ``store`` (also by the drivers it starts)."""
+    monkeypatch.setenv("ORTHO_TRACKING_URI", store.uri)
+    return store
 
 ROOT = Path(__file__).resolve().parents[2]
 XS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
@@ -43,10 +56,10 @@ def _ortho(args: list[str], home: Path, output: int = subprocess.PIPE) -> subpro
 
 def _statuses(home: Path) -> list[str]:
     """The statuses of the latest sweep's configuration runs."""
-    record = store(home).find_sweep()
+    record = tracker_of(home).find_sweep()
     if record is None:
         return []
-    return [r.info.status for r in store(home).configurations(record.ref)]
+    return [r.info.status for r in tracker_of(home).configurations(record.ref)]
 
 
 def _finished(home: Path) -> int:
@@ -56,18 +69,17 @@ def _finished(home: Path) -> int:
 def _left_behind(group: int, home: Path) -> list[int]:
     """Live processes of process group ``group`` or whose environment names ``home`` (every
     process the driver started, Ray's included, inherited ``ORTHO_HOME``)."""
-    marker = f"ORTHO_HOME={home}".encode()
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
             continue
         try:
-            state, _, pgrp = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
-            mine = int(pgrp) == group or marker in (entry / "environ").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            continue  # ended meanwhile
-        if mine and state != "Z":
-            found.append(int(entry.name))
+            mine = (os.getpgid(proc.pid) == group
+                    or proc.environ().get("ORTHO_HOME") == str(home))
+            if mine and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc.pid)
+        except (psutil.Error, ProcessLookupError):
+            continue  # ended meanwhile, or not ours to read
     return found
 
 
@@ -95,6 +107,7 @@ def drivers() -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
         _kill_all(proc.pid, home)
 
 
+@pytest.mark.slow
 def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
     counters = tmp_path / "counters"
     counters.mkdir()
@@ -110,7 +123,7 @@ def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
-    record = store(home).find_sweep()
+    record = tracker_of(home).find_sweep()
     assert record.status == "KILLED"
     assert f"resume with: ortho sweep resume {record.ref.sweep_id}" in out
     before = {float(r.data.params["x"]): r for r in child_runs(home, record.ref.sweep_id)}
@@ -137,8 +150,8 @@ def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
             assert trained == 1
         elif x == FAILING:  # failed, then retried by the resume
             assert trained == 2
-    assert store(home).find_sweep(record.ref.sweep_id).status == "FINISHED"
-    assert store(home).find_sweep(unfinished=True) is None
+    assert tracker_of(home).find_sweep(record.ref.sweep_id).status == "FINISHED"
+    assert tracker_of(home).find_sweep(unfinished=True) is None
 
 
 SLOW = [0.3, 0.4]
@@ -146,6 +159,7 @@ SLOW = [0.3, 0.4]
 runs once the pack of 0.1 and 0.2 has ended)."""
 
 
+@pytest.mark.slow
 def test_a_killed_driver_leaves_a_sweep_that_resumes(tmp_path, drivers):
     """SIGKILL of the driver and its Ray (its process group) after 2 configurations ended
     leaves the sweep and the runs in flight RUNNING in MLflow; ``status`` calls it
@@ -171,7 +185,7 @@ def test_a_killed_driver_leaves_a_sweep_that_resumes(tmp_path, drivers):
     lines = log.read_text().splitlines()
     assert lines and all(line.startswith("sweep ") for line in lines), lines  # ours only
 
-    record = store(home).find_sweep()
+    record = tracker_of(home).find_sweep()
     assert record.status == "RUNNING" and not record.alive
     before = {float(r.data.params["x"]): r for r in child_runs(home, record.ref.sweep_id)}
     finished_before = {x: r.info.run_id for x, r in before.items()
@@ -196,25 +210,26 @@ def test_a_killed_driver_leaves_a_sweep_that_resumes(tmp_path, drivers):
             assert trained == 1 + (x in before)  # again from its beginning if it had begun
     for x, run in before.items():
         if x not in finished_before:  # the runs in flight are gone
-            assert store(home).client.get_run(run.info.run_id).info.lifecycle_stage == "deleted"
-    assert store(home).find_sweep(record.ref.sweep_id).status == "FINISHED"
+            stage = tracker_of(home).client.get_run(run.info.run_id).info.lifecycle_stage
+            assert stage == "deleted"
+    assert tracker_of(home).find_sweep(record.ref.sweep_id).status == "FINISHED"
 
 
 def test_a_sweep_whose_driver_is_alive_is_resumed_only_when_forced(tmp_path):
     home = new_home(tmp_path)
     first = run_sweep(str(write_spec(tmp_path, space={"x": [0.2, 0.9]})), "smoke", home=home,
                       stream=io.StringIO())
-    t = store(home)
+    t = tracker_of(home)
     ref = t.find_sweep(first.sweep_id).ref
-    t.client.update_run(ref.parent_run_id, status="RUNNING")  # as while this process drives
-    kept = t.claim(ref, "in-flight", {}, {})
+    t.reopen_sweep(ref)  # RUNNING again, driven by this live process
+    kept = track(t, ref, "in-flight", {}, end="running")  # as a trial this driver runs
     with pytest.raises(ConfigError, match="--force") as err:
         resume_sweep(first.sweep_id, home=home, stream=io.StringIO())
     assert err.value.field == "sweep"
-    assert t.client.get_run(kept.run_id).info.lifecycle_stage == "active"
+    assert t.client.get_run(kept).info.lifecycle_stage == "active"
     final = resume_sweep(first.sweep_id, home=home, force=True, stream=io.StringIO())
     assert (final.state, final.done) == ("finished", 2)
-    assert t.client.get_run(kept.run_id).info.lifecycle_stage == "deleted"
+    assert t.client.get_run(kept).info.lifecycle_stage == "deleted"
     assert t.find_sweep(first.sweep_id).driver == tracking.driver_tag()
 
 

@@ -8,53 +8,35 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
-import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from ortho_core.reporting import Outcome
 from sweeps import tracking
-from sweeps.runner import MAX_STAGED, run_sweep, staged_trials, storage_path
+from sweeps.runner import run_sweep
 from sweeps.spec import load_spec, resolve, trial_key
 from sweeps.trial import resolve_device, trial_threads
+from sweeps.tune_run import MAX_STAGED, staged_trials, storage_path
+from tests.servers import listeners
 from tests.sweeps import toy_experiment
 from tests.sweeps.helpers import DATA_DIR, child_runs, new_home, store, toy_ray, write_spec
 
 pytestmark = pytest.mark.usefixtures(toy_ray.__name__)
 
-LOOPBACK = {"127.0.0.1", "[::ffff:127.0.0.1]", "[::1]"}
-
 
 def _descendants(pid: int) -> set[int]:
-    """``pid`` and every process below it (from /proc)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = {pid}, [pid]
-    while frontier:
-        parent = frontier.pop()
-        children = [p for p, pp in parents.items() if pp == parent and p not in found]
-        found.update(children)
-        frontier.extend(children)
-    return found
+    """``pid`` and every process below it."""
+    return {pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))}
 
 
 def test_embedded_ray_listens_on_loopback_only():
-    """What ``ss -ltnp`` shows for this process and its Ray processes: loopback only."""
-    pids = _descendants(os.getpid())
-    table = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True).stdout
-    ours = [line.split()[3] for line in table.splitlines()
-            if {int(p) for p in re.findall(r"pid=(\d+)", line)} & pids]
-    assert len(ours) >= 3, table  # GCS, raylet, workers...
-    assert {address.rsplit(":", 1)[0] for address in ours} <= LOOPBACK, ours
+    """The TCP sockets this process and its Ray processes listen on: loopback only."""
+    ours = [s for s in listeners(_descendants(os.getpid())) if s.protocol == "tcp"]
+    assert len(ours) >= 3, ours  # GCS, raylet, workers...
+    assert [s for s in ours if not s.loopback] == [], ours
 
 
 def test_synthetic_smoke_end_to_end(tmp_path, monkeypatch):

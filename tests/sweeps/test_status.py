@@ -1,5 +1,6 @@
-"""Progress of a sweep: the progress callback's heartbeat, and what MLflow says of a sweep
-whose driver runs, was killed, or ended (``sweeps.status``), without Ray."""
+"""Progress of a sweep: the progress callback's heartbeat, bar and lines
+(``sweeps.tune_progress``), and what MLflow says of a sweep whose driver runs, was killed, or
+ended (``sweeps.status``, without Ray)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import os
 import socket
 import subprocess
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from ortho_core.reporting import Outcome, Result
 from sweeps import tracking
-from sweeps.status import Progress, ProgressCallback, format_line, from_mlflow, state_of
+from sweeps.status import Progress, format_line, from_mlflow, state_of
+from sweeps.testing import drive_from, start_sweep
+from sweeps.tune_progress import ProgressCallback
 from tests.sweeps.helpers import new_home
 
 
@@ -34,6 +38,53 @@ def test_the_progress_callback_beats_every_interval():
     assert callback.__getstate__()["beat"] is None  # Tune pickles callbacks: no tracker
 
 
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _trial(status: str, configs: int, score: float | None = None) -> SimpleNamespace:
+    """A Tune trial of a pack of ``configs`` configurations; ended with a final report when
+    ``score`` is given."""
+    result = {"configs": configs, "score": score} if score is not None else {}
+    return SimpleNamespace(status=status, last_result=result, error_file=None,
+                           config={"members": [{"key": f"k{i}"} for i in range(configs)]})
+
+
+def test_on_a_terminal_the_callback_draws_a_bar_of_configurations():
+    stream = Terminal()
+    callback = ProgressCallback(_progress(), stream)
+    assert callback.bar is not None
+    running = _trial("RUNNING", 1)
+    callback.on_trial_complete(0, [running], _trial("TERMINATED", 2, score=5.0))
+    shown = stream.getvalue().rsplit("\r", 1)[-1]
+    assert shown.startswith("toy/smoke:") and " 2/3 " in shown
+    assert "1 running, best score 5" in shown
+    callback.on_trial_error(1, [], running)
+    assert "failed: unknown error (1 configuration(s)" in stream.getvalue()
+    assert " 3/3 " in stream.getvalue().rsplit("\r", 1)[-1]
+    assert callback.progress.failed == 1
+    assert callback.__getstate__()["bar"] is None
+    callback.on_experiment_end([])
+    assert callback.bar.disable  # closed
+
+
+def test_elsewhere_the_callback_prints_a_line_when_trials_end():
+    stream = io.StringIO()
+    callback = ProgressCallback(_progress(), stream, min_interval=0.0)
+    assert callback.bar is None
+    callback.on_trial_complete(0, [], _trial("TERMINATED", 2, score=5.0))
+    assert stream.getvalue() == ""  # lines are printed between Tune's steps
+    callback.on_step_end(1, [_trial("RUNNING", 1)])
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1 and "\r" not in stream.getvalue()
+    assert lines[0].startswith("sweep s toy/smoke: 2/3 done, 1 running, best score 5, ")
+    callback.on_step_end(2, [])
+    assert len(stream.getvalue().splitlines()) == 1  # nothing new: no line until print_every
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
@@ -44,9 +95,7 @@ def _dead_pid() -> int:
 def sweep(tmp_path):
     """A sweep of 3 configurations: one finished, one failed, one running."""
     t = tracking.tracker(tracking.tracking_uri(None, new_home(tmp_path)))
-    ref = t.start_sweep(t.experiment_id("toy"), "s", {
-        tracking.SPEC: "toy", tracking.PROFILE: "smoke", tracking.N_CONFIGS: "3",
-        tracking.METRIC: "score", tracking.MODE: "max"}, {})
+    ref = start_sweep(t, "toy", "s", profile="smoke", n_configs=3, metric="score")
     done = t.claim(ref, "a", {}, {})
     t.finish(done.run_id, Result(Outcome.SOLVED, {"score": 4.0}), 0, [])
     t.fail(t.claim(ref, "b", {}, {}).run_id, "boom")
@@ -66,10 +115,8 @@ def test_a_sweep_with_a_live_driver_is_running(sweep):
 
 def test_a_sweep_whose_driver_died_is_interrupted(sweep):
     t, ref = sweep
-    t.client.set_tag(ref.parent_run_id, tracking.DRIVER,
-                     f"{socket.gethostname()}:{_dead_pid()}")
     record = t.find_sweep("s")
-    t.client.set_tag(ref.parent_run_id, tracking.HEARTBEAT, f"{record.start_time + 95:.0f}")
+    drive_from(t, ref, f"{socket.gethostname()}:{_dead_pid()}", record.start_time + 95)
     record = t.find_sweep("s")
     assert record.status == "RUNNING"  # as the killed driver left it
     p = from_mlflow(t, record)
@@ -81,10 +128,9 @@ def test_a_sweep_whose_driver_died_is_interrupted(sweep):
 
 def test_a_sweep_elsewhere_is_running_while_its_heartbeat_is_recent(sweep):
     t, ref = sweep
-    t.client.set_tag(ref.parent_run_id, tracking.DRIVER, f"not-{socket.gethostname()}:1")
+    drive_from(t, ref, f"not-{socket.gethostname()}:1")
     assert state_of(t.find_sweep("s")) == "running"
-    stale = time.time() - tracking.ALIVE_SECONDS - 5
-    t.client.set_tag(ref.parent_run_id, tracking.HEARTBEAT, f"{stale:.0f}")
+    drive_from(t, ref, f"not-{socket.gethostname()}:1", time.time() - tracking.ALIVE_SECONDS - 5)
     assert state_of(t.find_sweep("s")) == "interrupted"
 
 

@@ -23,6 +23,7 @@ from sweeps.sweep_command import (
     job_request,
     job_spec_argument,
 )
+from sweeps.testing import drive_from, start_sweep
 from tests.sweeps.helpers import DATA_DIR, new_home, store, toy_ray, write_spec
 
 
@@ -72,9 +73,7 @@ def test_status_without_sweeps(tmp_path, capsys):
 def _tracked_sweep(home: Path, sweep_id: str, spec: str = "toy") -> tracking.SweepRef:
     """A sweep of ``spec`` (profile smoke) as its driver, this process, starts it."""
     t = store(home)
-    return t.start_sweep(t.experiment_id(spec), sweep_id, {
-        tracking.SPEC: spec, tracking.PROFILE: "smoke", tracking.N_CONFIGS: "2",
-        tracking.METRIC: "score", tracking.MODE: "max"}, {})
+    return start_sweep(t, spec, sweep_id, profile="smoke", n_configs=2, metric="score")
 
 
 def test_an_unknown_sweep_is_bad_input_that_lists_the_sweeps(tmp_path, capsys):
@@ -126,8 +125,7 @@ def test_resume_refuses_a_sweep_that_is_still_running(tmp_path, capsys):
 
     dead = subprocess.Popen(["true"])
     dead.wait()
-    store(home).client.set_tag(ref.parent_run_id, tracking.DRIVER,
-                               f"{socket.gethostname()}:{dead.pid}")
+    drive_from(store(home), ref, f"{socket.gethostname()}:{dead.pid}")
     assert main(["sweep", "status", "--home", str(home)]) == 0
     assert capsys.readouterr().out.startswith(
         "sweep 20261121-100000-bbbb toy/smoke: 0/2 done, interrupted after ")

@@ -1,4 +1,5 @@
-"""MLflow layout and exactly-once bookkeeping (``sweeps.tracking``), without Ray."""
+"""MLflow layout and exactly-once bookkeeping (``sweeps.tracking``), without Ray, against
+every kind of store (the ``store`` fixture of ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 
 from ortho_core.reporting import Outcome, Result
 from sweeps import tracking
-from tests.sweeps.helpers import new_home
+from sweeps.contract import read_expected_cells
+from sweeps.tracking import layout
+from tests.conftest import Store
 
 
 def test_tracking_uri_is_absolute(tmp_path, monkeypatch):
@@ -50,15 +53,52 @@ def test_metrics_csv_has_a_column_per_metric_in_first_seen_order():
     assert tracking.metrics_csv(rows) == "step,loss,rho\n0,1.0,\n100,0.5,1.25\n200,,1.5\n"
 
 
-def _sweep(tmp_path: Path) -> tuple[tracking.Tracker, tracking.SweepRef]:
-    t = tracking.tracker(tracking.tracking_uri(None, new_home(tmp_path)))
+RESOLVED = """\
+name: spec
+search: {kind: optuna, n_trials: 3}
+fixed: {steps: 2}
+space: {lr: [0.1, 0.01], width: {low: 1, high: 4}}
+groups:
+  - fixed: {variant: a}
+  - fixed: {variant: b}
+    space: {lr: [0.5]}
+"""
+
+
+def _sweep(store: Store) -> tuple[tracking.Tracker, tracking.SweepRef]:
+    t = tracking.tracker(store.uri)
     ref = t.start_sweep(t.experiment_id("spec"), "s1", {tracking.SPEC: "spec"},
-                        {"resolved_spec.yaml": "name: spec\n"})
+                        {tracking.RESOLVED_ARTIFACT: RESOLVED})
     return t, ref
 
 
-def test_claim_skips_finished_and_replaces_failed_runs(tmp_path):
-    t, ref = _sweep(tmp_path)
+def test_a_sweep_keeps_its_resolved_spec_and_the_cells_it_defines(store, tmp_path):
+    t, ref = _sweep(store)
+    parent = ref.parent_run_id
+    resolved = t.client.download_artifacts(parent, tracking.RESOLVED_ARTIFACT, str(tmp_path))
+    assert Path(resolved).read_text() == RESOLVED
+    path = t.client.download_artifacts(parent, tracking.EXPECTED_CELLS_ARTIFACT, str(tmp_path))
+    cells = read_expected_cells(Path(path).read_text())
+    # Group a: lr 0.1 and 0.01; group b: lr 0.5 only; width is Optuna's: 3 trials a cell.
+    assert [(c["variant"], c["lr"], c["steps"], c["trials"]) for c in cells] == [
+        ("a", 0.1, 2, 3), ("a", 0.01, 2, 3), ("b", 0.5, 2, 3)]
+    assert all("width" not in c and c["seed"] == 0 for c in cells)
+
+
+def test_expected_cells_of_a_grid_count_one_configuration_each():
+    cells = tracking_cells("search: {kind: grid}\nspace: {x: [1, 2]}\nrepeats: 2\nseed: 5\n")
+    assert [(c["x"], c["seed"], c["trials"]) for c in cells] == [
+        (1, 5, 1), (1, 6, 1), (2, 5, 1), (2, 6, 1)]
+
+
+def tracking_cells(text: str) -> list[dict]:
+    from sweeps.tracking.cells import expected_cells_json
+
+    return read_expected_cells(expected_cells_json(text))
+
+
+def test_claim_skips_finished_and_replaces_failed_runs(store):
+    t, ref = _sweep(store)
     first = t.claim(ref, "k1", {"lr": 0.1, "widths": (3, 4)}, {})
     assert first.stored is None
     run = t.client.get_run(first.run_id)
@@ -85,8 +125,8 @@ def test_claim_skips_finished_and_replaces_failed_runs(tmp_path):
         == [(7, 3.0)]
 
 
-def test_failed_run_keeps_its_traceback(tmp_path):
-    t, ref = _sweep(tmp_path)
+def test_failed_run_keeps_its_traceback(store, tmp_path):
+    t, ref = _sweep(store)
     claim = t.claim(ref, "k", {}, {})
     t.fail(claim.run_id, "Traceback (most recent call last):\nValueError: x", [(0, {"a": 1.0})])
     path = t.client.download_artifacts(claim.run_id, tracking.TRACEBACK, str(tmp_path))
@@ -94,8 +134,8 @@ def test_failed_run_keeps_its_traceback(tmp_path):
     assert t.client.get_run(claim.run_id).data.tags[tracking.OUTCOME] == "failed"
 
 
-def test_discard_unfinished_and_find_sweep(tmp_path):
-    t, ref = _sweep(tmp_path)
+def test_discard_unfinished_and_find_sweep(store):
+    t, ref = _sweep(store)
     done = t.claim(ref, "done", {}, {})
     t.finish(done.run_id, Result(Outcome.UNSOLVED), 0, [])
     t.claim(ref, "interrupted", {}, {})
@@ -122,8 +162,8 @@ def _writer(uri: str, ref: tracking.SweepRef, writer: int) -> None:
         t.finish(claim.run_id, Result(Outcome.SOLVED, {"score": float(i)}), STEPS, [])
 
 
-def test_concurrent_sqlite_writers_lose_nothing(tmp_path):
-    t, ref = _sweep(tmp_path)
+def test_concurrent_writers_lose_nothing(store):
+    t, ref = _sweep(store)
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_writer, args=(t.uri, ref, w)) for w in range(WRITERS)]
     for p in procs:
@@ -162,13 +202,13 @@ def test_redact_masks_the_credentials_of_uris(text, masked):
     assert tracking.redact(text) == masked
 
 
-def test_filter_values_are_quoted_so_that_quotes_match_literally(tmp_path):
+def test_filter_values_are_quoted_so_that_quotes_match_literally(store):
     assert tracking.quote("20261121-070102-ab12") == "'20261121-070102-ab12'"
     assert tracking.quote("a'b") == '"a\'b"'
     for bad in ("a'\"b", "a\\"):
         with pytest.raises(ValueError, match="cannot search"):
             tracking.quote(bad)
-    t = tracking.tracker(tracking.tracking_uri(None, new_home(tmp_path)))
+    t = tracking.tracker(store.uri)
     exp = t.experiment_id("spec")
     odd = t.start_sweep(exp, "it's", {}, {})
     plain = t.start_sweep(exp, "its", {}, {})
@@ -180,21 +220,24 @@ def test_filter_values_are_quoted_so_that_quotes_match_literally(tmp_path):
     assert t.configurations(plain) == []
 
 
-def test_a_sweep_names_its_driver_and_beats(tmp_path):
-    t, ref = _sweep(tmp_path)
+def test_a_sweep_names_its_driver_and_beats(store, monkeypatch):
+    t, ref = _sweep(store)
     record = t.find_sweep("s1")
     assert record.driver == tracking.driver_tag() == f"{socket.gethostname()}:{os.getpid()}"
     assert record.heartbeat == pytest.approx(time.time(), abs=60)
     assert record.alive
-    t.client.set_tag(ref.parent_run_id, tracking.HEARTBEAT, "1000")
+    with monkeypatch.context() as m:
+        m.setattr(layout.time, "time", lambda: 1000.4)
+        t.heartbeat(ref)
+    assert t.find_sweep("s1").heartbeat == 1000
     t.heartbeat(ref)
     assert t.find_sweep("s1").heartbeat == pytest.approx(time.time(), abs=60)
     t.end_sweep(ref, "KILLED", {})
     assert not t.find_sweep("s1").alive  # ended: not running, whatever its driver
 
 
-def test_list_sweeps_latest_first(tmp_path):
-    t, first = _sweep(tmp_path)
+def test_list_sweeps_latest_first(store):
+    t, first = _sweep(store)
     time.sleep(0.01)
     second = t.start_sweep(first.experiment_id, "s2", {}, {})
     assert [r.ref for r in t.list_sweeps(5)] == [second, first]

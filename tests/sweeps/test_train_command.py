@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
+from ortho_core.reporting import Report
 from sweeps.cli import main
+from sweeps.train_command import ProgressPrinter
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
 
 
 @pytest.mark.parametrize(
@@ -35,12 +46,45 @@ def test_bad_input_exits_2_naming_the_field(args, field, capsys):
     assert f"invalid {field}:" in err
 
 
-def test_keys_lists_every_field_with_its_meaning(capsys):
+def test_keys_lists_every_field_with_its_meaning_in_a_table(capsys):
     assert main(["train", "synthetic", "--keys"]) == 0
-    out = capsys.readouterr().out
-    for key in ("lr = ", "penalty = ", "pretrain_lr = ", "spectral_radius = ", "seq_len = "):
-        assert key in out
-    assert "learning rate" in out.lower()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["key", "default", "meaning"]
+    meaning_at = lines[0].index("meaning")
+    rows = {line.split()[0]: line for line in lines[2:] if line[:1].strip()}
+    assert {"lr", "penalty", "pretrain_lr", "spectral_radius", "seq_len"} <= set(rows)
+    assert rows["lr"].split()[1] == "0.01"
+    assert rows["lr"].index("α: SGD learning rate") == meaning_at  # aligned under its header
+    assert rows["task"].split()[1] == "'temporal_order'"
+
+
+def _report(step: int, member: int = 0) -> Report:
+    return Report(member=member, step=step, metrics={"train_loss": 0.5, "other": 1.0})
+
+
+def test_progress_on_a_terminal_is_a_live_step_counter():
+    stream = Terminal()
+    progress = ProgressPrinter(2, stream)
+    assert progress.bar is not None
+    progress(_report(100, member=1))
+    time.sleep(0.2)  # tqdm redraws at most every 0.1 s
+    progress(_report(200))
+    progress.close()
+    shown = stream.getvalue()
+    assert "200step" in shown.replace(" ", "")
+    assert "member 0/2 train_loss=0.5" in shown
+    assert "other=" not in shown  # the known metrics only
+
+
+def test_progress_elsewhere_is_a_sparse_line():
+    stream = io.StringIO()
+    progress = ProgressPrinter(1, stream, interval=60.0)
+    assert progress.bar is None
+    for step in (0, 100, 200):
+        progress(_report(step))
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1  # the first report at once, then nothing for a minute
+    assert lines[0].endswith("step 0 train_loss=0.5")
 
 
 def test_pack_run_as_subprocess_prints_progress_and_json_summary(tmp_path):

@@ -7,7 +7,7 @@ import math
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from sweeps.space import TAGS, ChoiceDim, FloatDim, LogRange, Range, SpaceEntry, grid_values
+from sweeps.spec.space import TAGS, ChoiceDim, FloatDim, LogRange, Range, SpaceEntry, grid_values
 
 
 def test_range_and_log_range_values():

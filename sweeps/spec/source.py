@@ -1,8 +1,10 @@
-"""Reading a spec's YAML with the line of every key, so that errors can point into the file.
+"""Where a spec's keys are written, so that every error points into the file.
 
 :func:`read_yaml` parses once with :func:`yaml.compose`, records the line of each mapping key
 and sequence item under its path (``("space", "lr", "log_range")``), rejects duplicate keys
 (PyYAML would silently keep the last) and then constructs the plain data.
+:meth:`SpecSource.error` and :func:`validation_error` turn a path, or pydantic's first error,
+into a :class:`SpecError` at its line.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from ortho_core.errors import ConfigError
+from sweeps.spec.space import TAGS
 
 Location = tuple[str | int, ...]
 """A location in the spec: mapping keys and list indices from the top."""
@@ -79,6 +83,18 @@ class SpecSource:
     def error(self, path: Sequence[str | int], expected: str, value: object = None) -> SpecError:
         """A :class:`SpecError` for ``path``, located at its line."""
         return SpecError(self.file, self.line(path), format_path(path), expected, value)
+
+
+def validation_error(err: ValidationError, source: SpecSource) -> SpecError:
+    """The first of pydantic's errors as a :class:`SpecError` at its field and line."""
+    first = err.errors()[0]
+    loc = tuple(p for p in first["loc"] if p not in TAGS and p != "[key]")
+    if first["type"] == "unknown_key":
+        return source.error((*loc, first["ctx"]["key"]), first["msg"])
+    if first["type"] == "missing":
+        return source.error(loc, "a value (the key is required)")
+    expected = first["msg"].removeprefix("Value error, ").removeprefix("Input should be ")
+    return source.error(loc, expected, first["input"])
 
 
 class _Loader(yaml.SafeLoader):

@@ -9,9 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import kutsuna
 from analysis.load import Sweep, SweepRuns
+from analysis.published.kutsuna import PUBLISHED
 from analysis.report import REPORTS, builder
+from analysis.reports import lcw_deep_mlp, lcw_figures, lcw_tables
+from sweeps.tracking.cells import expected_cells
 
 # run_id, activation, layers, hidden, variant, outcome, final/best train, test, s/epoch, pack
 RUNS = [
@@ -56,7 +58,8 @@ def sweep_runs() -> SweepRuns:
     sweep = Sweep(spec="lcw-deep-mlp", sweep_id="k-1", profile="cpu", spec_sha256="",
                   git_sha="", n_configs=None, parent_run_id="parent", status="FINISHED",
                   experiment_id="0", start_time=0)
-    return SweepRuns(sweep=sweep, runs=frame, n_runs=len(frame), spec_text=SPEC_TEXT)
+    return SweepRuns(sweep=sweep, runs=frame, n_runs=len(frame),
+                     expected_cells=expected_cells(SPEC_TEXT))
 
 
 def gradients(scale: float) -> dict:
@@ -109,12 +112,12 @@ def histories(tmp_path: Path) -> FakeHistories:
 
 
 def test_registered_as_the_lcw_deep_mlp_report():
-    assert REPORTS["lcw-deep-mlp"] == "analysis.kutsuna:lcw_report"
-    assert builder("lcw-deep-mlp") is kutsuna.lcw_report
+    assert REPORTS["lcw-deep-mlp"] == "analysis.reports.lcw_deep_mlp:lcw_report"
+    assert builder("lcw-deep-mlp") is lcw_deep_mlp.lcw_report
 
 
 def test_fig12_table_accuracies_times_and_overheads():
-    table = kutsuna.fig12_table(sweep_runs())
+    table = lcw_tables.fig12_table(sweep_runs())
     rows = {(r[0].text(), r[2].text()): [c.marked() for c in r] for r in table.rows}
     assert rows[("MLP(100, 128)", "MLP")][3:9] == ["11.0", "11.0", "11.3", "10.00", "–",
                                                   "unsolved"]
@@ -125,14 +128,14 @@ def test_fig12_table_accuracies_times_and_overheads():
     # WN is defined by the spec but has no run: a missing, partial row.
     assert rows[("MLP(100, 128)", "MLP_WN")][3] == "missing"
     assert rows[("MLP(100, 128)", "MLP_WN")][-1] == "0/1"
-    assert rows[("MLP(20, 256)", "MLP_LCW")][8:10] == ["diverged",
-                                                      "explodes after a few updates"]
+    assert rows[("MLP(20, 256)", "MLP_LCW")][8:10] == [
+        "diverged", PUBLISHED[("relu", 20, 256, "lcw")]]
     assert [k[0] for k in rows][:4] == ["MLP(100, 128)"] * 4
     assert any("MNIST" in n and "CIFAR-10" in n for n in table.notes)
 
 
 def test_angle_bias_table_shows_the_initial_diagnostics():
-    table = kutsuna.angle_bias_table(sweep_runs())
+    table = lcw_tables.angle_bias_table(sweep_runs())
     rows = {(r[0].text(), r[2].text()): [c.text() for c in r] for r in table.rows}
     assert rows[("MLP(10, 128)", "MLP")][3:] == ["0.1", "0.0001", "6", "1"]
     assert rows[("MLP(20, 256)", "MLP_LCW")][3:] == ["0.1", "0.1", "0.9", "30"]
@@ -140,27 +143,27 @@ def test_angle_bias_table_shows_the_initial_diagnostics():
 
 def test_figures_read_histories_and_artifacts(histories, tmp_path):
     runs = sweep_runs()
-    acc = kutsuna.train_accuracy_figure(runs, histories)
+    acc = lcw_figures.train_accuracy_figure(runs, histories)
     # Only Fig. 12's networks: MLP(10, 128) is a diagnostic group.
     assert set(acc.data["network"]) == {"MLP(100, 128)"}
     lcw = acc.data[acc.data["run_id"] == "b"]
     assert lcw["train_accuracy"].tolist() == pytest.approx([10.0, 15.0])
 
-    grads = kutsuna.gradient_figure(runs, histories)
+    grads = lcw_figures.gradient_figure(runs, histories)
     assert len(grads.data) == 42 and not grads.notes
     lcw = grads.data[grads.data["variant"] == "lcw"]
     assert lcw["rms"].tolist() == pytest.approx([1e-2 * n for n in range(1, 22)])
     assert lcw["q99"].iloc[-1] == pytest.approx(2 * 1e-2 * 21)
 
-    theta = kutsuna.angle_figure(runs, histories)
+    theta = lcw_figures.angle_figure(runs, histories)
     assert len(theta.data) == 2 * 5 * 10
     assert set(theta.data.loc[theta.data["variant"] == "lcw", "q01"]) == {85.0}
 
-    heat = kutsuna.activation_figure(runs, histories)
+    heat = lcw_figures.activation_figure(runs, histories)
     assert len(heat.data) == 2 * 5 * 3 * 4
     assert heat.data["activation"].max() == pytest.approx(5.2)
 
     for figure in (acc, grads, theta, heat):
         assert figure.save(tmp_path / "png").read_bytes().startswith(b"\x89PNG")
-    final = kutsuna.angle_figure(runs, histories, "final")
+    final = lcw_figures.angle_figure(runs, histories, "final")
     assert final.data.empty and final.notes

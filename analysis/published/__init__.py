@@ -1,0 +1,6 @@
+"""Published values, one pure-data module per paper (dataclasses and constants only).
+
+Every number a report sets beside a measured one comes from here and is stated nowhere else
+in the tree: :mod:`analysis.published.manchev` (paper M, Manchev & Spratling) and
+:mod:`analysis.published.kutsuna` (paper K, Kutsuna). Measured results live in ``RESULTS.md``.
+"""

@@ -1,0 +1,158 @@
+"""Report of ``ff-mnist`` (paper M §III-C, EXPERIMENTS.md M-T3, M-T4): Tables III and IV, the
+best MNIST test accuracy of the deep feedforward nets FF, FF+OPEN and FF+OINIT (784-100×10-10,
+tanh, W ~ N(0, 0.001²), SGD with batch 20, 100 epochs) beside the published values
+(:mod:`analysis.published.manchev`), and the test accuracy per epoch of each model's chosen
+configuration. The trainer logs ``test_accuracy`` (a fraction) after every epoch and the
+summaries ``best_test_accuracy`` and ``baseline_accuracy`` (the majority-class fraction of the
+test set it used); tables show percentages.
+
+Choice rule (Table III): M reports per model "the best accuracy" over its grid with the
+parameters that reached it. Here the configuration with the highest ``best_test_accuracy``
+(best over epochs) wins; ties go to the smaller α, then the smaller λ, then the run id (only
+for determinism). Table IV is FF+OPEN with λ = 1, one row per α, the best over seeds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure as MplFigure
+
+from analysis.figures import Figure
+from analysis.groups import Group, group, matching, protocol_notes, rank
+from analysis.load import Histories, SweepRuns, param_values
+from analysis.published.manchev import (
+    FF_PAPER_PROTOCOL,
+    TABLE_III,
+    TABLE_IV,
+    TABLE_IV_PENALTY,
+)
+from analysis.report import Report, provenance
+from analysis.tables import Cell, Table
+
+FF_MODELS: dict[str, str] = {"plain": "FF", "open": "FF+OPEN", "oinit": "FF+OINIT"}
+"""Variant -> the paper's name of the feedforward model."""
+
+ACCURACY = "best_test_accuracy"
+"""Trial summary that Tables III and IV report (a fraction)."""
+
+FF_SUBSETS = ("train_size", "test_size")
+"""Config keys that train or test on a subset of MNIST (M: the whole splits)."""
+
+
+def _best_accuracy(g: Group) -> pd.Series | None:
+    """The configuration of ``g`` with the best test accuracy (Table III's rule), if any
+    finished."""
+    ranked = rank(g.runs, ACCURACY, ())
+    return ranked.iloc[0] if len(ranked) else None
+
+
+def _percent(row: pd.Series | None, partial: bool) -> Cell:
+    value = None if row is None else 100.0 * float(row[f"metrics.{ACCURACY}"])
+    return Cell(value, ".2f", partial)
+
+
+def _baseline(runs: SweepRuns) -> list[str]:
+    column = runs.runs.get("metrics.baseline_accuracy")
+    values = sorted({round(100.0 * v, 2) for v in column.dropna()}) if column is not None else []
+    if not values:
+        return []
+    return ["Majority-class baseline of the test set used: "
+            + ", ".join(f"{v:.2f} %" for v in values)
+            + f" (M: {TABLE_III['plain'].accuracy:.2f} % on all 10,000)."]
+
+
+def _ff_protocol_notes(runs: SweepRuns) -> list[str]:
+    return protocol_notes(runs, FF_PAPER_PROTOCOL, "accuracy", FF_SUBSETS)
+
+
+def table_iii(runs: SweepRuns) -> Table:
+    """M Table III: the best test accuracy of FF, FF+OPEN and FF+OINIT with its α and λ."""
+    rows = []
+    for variant, name in FF_MODELS.items():
+        g = group(runs, {"variant": variant})
+        best, pub = _best_accuracy(g), TABLE_III[variant]
+        has_penalty = variant == "open"
+        rows.append([
+            name, _percent(best, g.partial), Cell(pub.accuracy, ".2f"),
+            Cell(None if best is None else best.get("params.lr"), "g", g.partial),
+            Cell(pub.lr, "g"),
+            Cell(None if best is None or not has_penalty else best.get("params.penalty"), "g",
+                 g.partial and has_penalty),
+            Cell(pub.penalty, "g"), g.count_text()])
+    notes = ["Accuracy: the best test accuracy over epochs of the configuration chosen per "
+             "model (highest; ties to the smaller α, then λ), in %.",
+             "configurations = trained to their end / defined by the spec.",
+             "Published: Manchev & Spratling, Table III (784-100×10-10, tanh, σ = 0.001, "
+             "SGD, batch 20, 100 epochs; FF: no α left the baseline)."]
+    return Table(name="ff-table-iii", title="M Table III — best MNIST accuracy of the "
+                 "feedforward nets",
+                 columns=["Network", "accuracy %", "paper %", "α", "α (paper)", "λ",
+                          "λ (paper)", "configurations"],
+                 rows=rows, provenance=provenance(runs),
+                 notes=notes + _baseline(runs) + _ff_protocol_notes(runs))
+
+
+def table_iv(runs: SweepRuns) -> Table:
+    """M Table IV: FF+OPEN with λ = 1, best test accuracy per α beside the published one."""
+    frame = runs.runs
+    open_runs = frame[matching(frame, {"variant": "open", "penalty": TABLE_IV_PENALTY})]
+    present = {float(v) for v in param_values(open_runs, "lr") if isinstance(v, (int, float))}
+    rows = []
+    for lr in sorted(set(TABLE_IV) | present, reverse=True):
+        g = group(runs, {"variant": "open", "penalty": TABLE_IV_PENALTY, "lr": lr})
+        if g.n_expected == 0 and g.runs.empty:
+            rows.append([format(lr, "g"), Cell(None), Cell(TABLE_IV.get(lr), ".2f"),
+                         "not in this profile"])
+            continue
+        rows.append([format(lr, "g"), _percent(_best_accuracy(g), g.partial),
+                     Cell(TABLE_IV.get(lr), ".2f"), g.count_text()])
+    return Table(name="ff-table-iv", title="M Table IV — FF+OPEN with λ = 1 across α",
+                 columns=["α", "accuracy %", "paper %", "configurations"],
+                 rows=rows, provenance=provenance(runs),
+                 notes=["Published: Manchev & Spratling, Table IV.", *_ff_protocol_notes(runs)])
+
+
+def accuracy_curves(runs: SweepRuns, histories: Histories) -> Figure:
+    """Test accuracy after every epoch of each model's chosen configuration (Table III's)."""
+    rows, notes = [], []
+    for variant, name in FF_MODELS.items():
+        best = _best_accuracy(group(runs, {"variant": variant}))
+        if best is None:
+            notes.append(f"No {name} configuration trained to its end.")
+            continue
+        acc = histories.get(best["run_id"], "test_accuracy")
+        epochs = histories.get(best["run_id"], "epoch").rename(columns={"value": "epoch"})
+        merged = acc.merge(epochs, on="step", how="left")
+        rows.append(pd.DataFrame({"variant": variant, "run_id": best["run_id"],
+                                  "epoch": merged["epoch"], "step": merged["step"],
+                                  "accuracy": 100.0 * merged["value"]}))
+    columns = ["variant", "run_id", "epoch", "step", "accuracy"]
+    data = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
+    baseline = runs.runs.get("metrics.baseline_accuracy")
+    level = float(baseline.dropna().iloc[0]) * 100 if baseline is not None and \
+        baseline.notna().any() else np.nan
+
+    def draw(data: pd.DataFrame, fig: MplFigure) -> None:
+        ax = fig.add_subplot()
+        for variant, name in FF_MODELS.items():
+            series = data[data["variant"] == variant]
+            if len(series):
+                ax.plot(series["epoch"], series["accuracy"], marker=".", label=name)
+        if level == level:
+            ax.axhline(level, color="grey", linestyle="--", linewidth=0.8,
+                       label="majority class")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("test accuracy %")
+        ax.legend(fontsize=8)
+
+    sweep = runs.sweep
+    return Figure(name="ff-accuracy", data=data[columns], draw=draw, notes=notes,
+                  title=f"M §III-C — test accuracy per epoch of the chosen configurations · "
+                        f"{sweep.spec} · {sweep.profile} · sweep {sweep.sweep_id}")
+
+
+def ff_mnist_report(runs: SweepRuns, histories: Histories | None) -> Report:
+    """Report of ``ff-mnist``: Tables III and IV; with histories, the accuracy curves."""
+    figures = [] if histories is None else [accuracy_curves(runs, histories)]
+    return Report(runs=runs, tables=[table_iii(runs), table_iv(runs)], figures=figures)

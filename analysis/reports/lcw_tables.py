@@ -1,0 +1,158 @@
+"""The tables of the ``lcw-deep-mlp`` report (paper K, :mod:`analysis.reports.lcw_deep_mlp`),
+and the choice of the configuration shown per network and model that its figures share.
+
+- ``k-fig12``: per shape MLP(L, M), nonlinearity and model (plain, LCW, BN, WN): final and best
+  training accuracy, final test accuracy, seconds per epoch and the overhead over the plain
+  MLP of the same shape, beside what K §5 states (:mod:`analysis.published.kutsuna`). The
+  dataset a sweep used is named in a note (the ``cpu`` profile trains on MNIST, the paper on
+  CIFAR-10).
+- ``k-angle-bias``: the initial diagnostics at a glance per shape and model: activation spread
+  over samples in the first and last hidden layer, the spread of the neurons' mean angles θ in
+  the last hidden layer and the ratio of the first to the last hidden layer's weight-gradient
+  RMS (K Figs. 2-3, 6-7, 13).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.groups import Group, group
+from analysis.load import DONE, SweepRuns, param_values
+from analysis.published.kutsuna import EPOCHS, LCW_OVERHEAD, PUBLISHED, Shape
+from analysis.report import provenance
+from analysis.tables import Cell, Table
+
+MODELS: dict[str, str] = {"plain": "MLP", "lcw": "MLP_LCW", "bn": "MLP_BN", "wn": "MLP_WN"}
+"""Variant -> the paper's model name."""
+
+DATASET_NAMES: dict[str, str] = {"mnist": "MNIST", "cifar10": "CIFAR-10",
+                                 "cifar100": "CIFAR-100", "svhn": "SVHN"}
+"""Dataset key -> name."""
+
+
+def shapes(runs: SweepRuns) -> list[Shape]:
+    """The (activation, L, M) the sweep's configurations have, deepest first."""
+    frame = runs.runs
+    found = {(a, int(layers), int(hidden)) for a, layers, hidden in zip(
+        param_values(frame, "activation"), param_values(frame, "layers"),
+        param_values(frame, "hidden"), strict=True)
+        if isinstance(a, str) and isinstance(layers, (int, float))
+        and isinstance(hidden, (int, float))}
+    return sorted(found, key=lambda s: (s[0] != "sigmoid", -s[1], s[2]))
+
+
+def _values(shape: Shape, variant: str) -> dict[str, object]:
+    activation, layers, hidden = shape
+    return {"activation": activation, "layers": layers, "hidden": hidden, "variant": variant}
+
+
+def chosen(runs: SweepRuns, shape: Shape, variant: str) -> tuple[Group, pd.Series | None]:
+    """The group of (shape, variant) and its configuration with the best training accuracy
+    (the run the tables and figures show for it; None when none finished)."""
+    g = group(runs, _values(shape, variant))
+    done = g.runs[g.runs["outcome"].isin(DONE)]
+    column = "metrics.best_train_accuracy"
+    if column not in done or done[column].isna().all():
+        return g, None
+    return g, done.sort_values([column, "run_id"], ascending=[False, True]).iloc[0]
+
+
+def _metric(row: pd.Series | None, name: str) -> float | None:
+    if row is None:
+        return None
+    value = row.get(f"metrics.{name}")
+    return None if value is None or value != value else float(value)
+
+
+def _seconds(row: pd.Series | None) -> float | None:
+    seconds, pack = _metric(row, "seconds_per_epoch"), _metric(row, "pack_size")
+    return None if seconds is None else seconds / (pack or 1.0)
+
+
+def _dataset_notes(runs: SweepRuns) -> list[str]:
+    used = sorted({v for v in param_values(runs.runs, "dataset") if isinstance(v, str)})
+    names = ", ".join(DATASET_NAMES.get(d, d) for d in used) or "unknown"
+    note = f"Dataset: {names} (profile {runs.sweep.profile}); K's Fig. 12 used CIFAR-10."
+    if "mnist" in used:
+        note += (" MNIST pixels in [0, 1] have a nonzero mean vector, so angle bias acts from "
+                 "the first layer on.")
+    return [note]
+
+
+def _protocol_notes(runs: SweepRuns) -> list[str]:
+    notes = []
+    epochs = sorted({int(v) for v in param_values(runs.runs, "epochs")
+                     if isinstance(v, (int, float))})
+    if epochs and epochs != [EPOCHS]:
+        notes.append("Epochs: " + ", ".join(map(str, epochs)) + f" (K: {EPOCHS}).")
+    sizes = sorted({int(v) for v in param_values(runs.runs, "train_size")
+                    if isinstance(v, (int, float))})
+    if sizes:
+        notes.append("Training subsets of " + ", ".join(f"{s:,}" for s in sizes)
+                     + " images (K: the whole training split).")
+    return notes
+
+
+def fig12_table(runs: SweepRuns) -> Table:
+    """Accuracies, time per epoch and overhead over plain per shape and model."""
+    rows = []
+    for shape in shapes(runs):
+        activation, layers, hidden = shape
+        plain_time = _seconds(chosen(runs, shape, "plain")[1])
+        for variant, name in MODELS.items():
+            g, best = chosen(runs, shape, variant)
+            if g.runs.empty and not g.n_expected:
+                continue
+            partial = g.partial
+            seconds = _seconds(best)
+            overhead = None if seconds is None or not plain_time or variant == "plain" \
+                else f"{100 * (seconds / plain_time - 1):+.0f} %"
+            percent = {k: None if _metric(best, k) is None else 100 * _metric(best, k)
+                       for k in ("train_accuracy", "best_train_accuracy", "test_accuracy")}
+            rows.append([f"MLP({layers}, {hidden})", activation, name,
+                         Cell(percent["train_accuracy"], ".1f", partial),
+                         Cell(percent["best_train_accuracy"], ".1f", partial),
+                         Cell(percent["test_accuracy"], ".1f", partial),
+                         Cell(seconds, ".2f", partial),
+                         Cell(overhead, "", partial and variant != "plain"),
+                         "" if best is None else str(best["outcome"]),
+                         PUBLISHED.get((*shape, variant), ""), g.count_text()])
+    notes = ["Per shape and model the configuration with the best training accuracy; "
+             "accuracies in % after the last epoch (best: over epochs).",
+             "s / epoch: training time per epoch and configuration (evaluation excluded); "
+             "vs plain: relative to the plain MLP of the same shape. K §5.1 measured "
+             f"+{100 * LCW_OVERHEAD:.0f} % for MLP_LCW(100, 128) on a GPU.",
+             "paper: what K §5 states for CIFAR-10 (Fig. 12, §5.2).",
+             *_dataset_notes(runs), *_protocol_notes(runs)]
+    return Table(name="k-fig12", title="K Fig. 12 — deep MLPs: accuracy and time per epoch",
+                 columns=["network", "f", "model", "train %", "best train %", "test %",
+                          "s / epoch", "vs plain", "outcome", "paper", "configurations"],
+                 rows=rows, provenance=provenance(runs), notes=notes)
+
+
+def angle_bias_table(runs: SweepRuns) -> Table:
+    """The initial diagnostics per shape and model (summaries ``init_*`` of the trainer)."""
+    rows = []
+    for shape in shapes(runs):
+        for variant, name in MODELS.items():
+            g, best = chosen(runs, shape, variant)
+            if best is None or _metric(best, "init_act_std_last") is None:
+                continue
+            rows.append([f"MLP({shape[1]}, {shape[2]})", shape[0], name,
+                         Cell(_metric(best, "init_act_std_first"), ".3g", g.partial),
+                         Cell(_metric(best, "init_act_std_last"), ".3g", g.partial),
+                         Cell(_metric(best, "init_angle_std_neurons_last"), ".3g", g.partial),
+                         Cell(_metric(best, "init_grad_ratio"), ".3g", g.partial)])
+    notes = ["At initialisation, on the trainer's diagnostic samples: 'act spread' = the "
+             "standard deviation of a neuron's activation over samples, averaged over the "
+             "layer's neurons (near 0: the layer's output no longer depends on the input, K "
+             "Fig. 2); 'θ bias' = the standard deviation over neurons of their mean angle θ "
+             "(degrees; K Fig. 3 vs 7); 'grad ratio' = RMS weight gradient of the first "
+             "hidden layer over the last one's (≫ 1: K Fig. 13's growth towards the input).",
+             "Published (K Figs. 2-7, 13): plain sigmoid MLPs lose the input dependence in "
+             "deep layers and their θ is biased per neuron; LCW keeps both; ReLU MLP_LCW's "
+             "gradients grow exponentially towards the input.", *_dataset_notes(runs)]
+    return Table(name="k-angle-bias", title="K Figs. 2-7, 13 — angle bias at initialisation",
+                 columns=["network", "f", "model", "act spread, layer 1",
+                          "act spread, last layer", "θ bias, last layer", "grad ratio"],
+                 rows=rows, provenance=provenance(runs), notes=notes)

@@ -1,0 +1,182 @@
+"""The configuration of experiment ``synthetic`` (M §III-A, Table I; G ch. 3-4, App. B): one
+field per DESIGN.md key, each validated at construction (``ConfigError`` naming the field).
+
+:mod:`ortho_core.experiments.synthetic` trains packs of these configurations and re-exports
+:class:`Config`, :data:`PACK_FIELDS`, :data:`VARIANTS` and :data:`DTYPES`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from ortho_core.config import integer_at_least, non_negative, one_of, positive, require
+from ortho_core.data.synthetic import DEFAULT_ERROR_THRESHOLD, get_task
+from ortho_core.devices import check_device
+from ortho_core.directions import DIRECTIONS
+from ortho_core.penalty import PENALTY_FORMS
+
+VARIANTS = ("plain", "open", "oinit")
+"""M's recurrent models: SRNN, SRNN+OPEN, SRNN+OINIT."""
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+"""Training precisions by name."""
+
+
+@dataclass
+class Config:
+    """One configuration of the synthetic-problem experiment (M §III-A, Table I)."""
+
+    task: str = "temporal_order"
+    """The problem: ``temporal_order``, ``temporal_order_3bit``, ``adding`` or
+    ``permutation`` (M §III-A); ``adding_galvan``, ``multiplication``, ``xor`` or
+    ``temporal_order_galvan`` (G App. B, :mod:`ortho_core.data.galvan`)."""
+    variant: Literal["plain", "open", "oinit"] = "plain"
+    """``plain`` (SRNN), ``open`` (SRNN+OPEN, penalty update of W_hh, M eq. 31) or ``oinit``
+    (SRNN+OINIT, orthogonal pre-training, M eq. 18)."""
+    lr: float = 0.01
+    """α: SGD learning rate (M's grid 10⁻¹…10⁻⁴)."""
+    penalty: float = 0.0
+    """λ: weight of ‖W_hhW_hhᵀ − I‖²_F (M eq. 31); must be > 0 with ``open`` and 0 otherwise
+    (M's grid 1, 10⁻¹…10⁻⁴)."""
+    penalty_form: Literal["squared", "unsquared"] = "squared"
+    """``open`` only: ``squared`` adds the gradient of λ‖W_hhW_hhᵀ − I‖²_F (M eqs. 29-31);
+    ``unsquared`` that of λ‖W_hhW_hhᵀ − I‖_F, as M's reference code does (its published λ
+    were tuned under it)."""
+    pretrain_lr: float = 0.1
+    """αₚ: rate of the orthogonal pre-training of ``oinit`` (M: 0.1)."""
+    pretrain_tol: float = 1e-6
+    """``oinit`` pre-training stops once Eᵖ = ‖WWᵀ − I‖²_F < this (M: 10⁻⁶)."""
+    pretrain_max_steps: int = 10_000
+    """Pre-training steps after which ``oinit`` gives up with a ``PretrainError``."""
+    pretrain_weights: Literal["recurrent", "all"] = "recurrent"
+    """Which matrices ``oinit`` pre-trains: ``recurrent`` (W_hh only, M eq. 18) or ``all``
+    (also W_xh and W_hy to semi-orthogonality, as M's reference code does)."""
+    init: Literal["normalised", "gaussian"] = "normalised"
+    """Initial weights: ``normalised`` (Glorot uniform, M §III-A) or ``gaussian`` N(0, σ²)."""
+    init_std: float = 0.1
+    """σ of the ``gaussian`` initialisation."""
+    spectral_radius: float | None = None
+    """ρ: rescale the initial W_hh to this spectral radius (G Alg. 3.1); None: no rescaling."""
+    seq_len: int = 10
+    """T: the (first) sequence length (M: 10)."""
+    length_jitter: bool = False
+    """Draw each batch's length L = T + randint(T // 10) ∈ [T, 1.1T) (G App. B; M's and G's
+    code), and the validation set in groups of ``batch_size`` sequences of such lengths;
+    False: every sequence has exactly T steps (M's text)."""
+    protocol: Literal["max_length", "fixed"] = "max_length"
+    """``max_length``: raise T by ``seq_len_step`` while solved (M Table I); ``fixed``: train
+    T = ``seq_len`` only."""
+    seq_len_step: int = 10
+    """Increase of T after a solved length (M: 10)."""
+    max_seq_len: int = 1000
+    """The ``max_length`` curriculum stops after this length."""
+    hidden: int = 100
+    """Hidden units (M: 100)."""
+    batch_size: int = 20
+    """Minibatch size (M: 20)."""
+    max_iters: int = 100_000
+    """Iteration budget per length (M: 100,000)."""
+    eval_every: int = 100
+    """Iterations between validations (M: 100)."""
+    val_size: int = 10_000
+    """Validation sequences, drawn once per length (M: 10,000)."""
+    error_threshold: float = DEFAULT_ERROR_THRESHOLD
+    """``adding``: a sample is wrong when (y − t)² exceeds this; 0.04 is M's reference code,
+    M's text quotes |y − t| < 10⁻⁴, which is 1e-8 here. ``adding_galvan`` and
+    ``multiplication``: wrong when |y − t| ≥ this (G App. B: 0.04). Unused otherwise."""
+    success: Literal["zero_errors", "under_one_percent"] = "zero_errors"
+    """When a length is solved: ``zero_errors``, no wrong validation sample (M); or
+    ``under_one_percent``, fewer than 1 % wrong (G §4.1)."""
+    patience: int | None = None
+    """Give a length up as unsolved once the validation loss has not reached a new minimum for
+    this many iterations (G §4.1: 3·10⁶; checked at each validation); None: never."""
+    clip: float | None = None
+    """τ: the step along direction d is α = μ·min(1, τ/‖d‖) (G eq. 3.7; for the gradient the
+    usual clipping), before the OPEN term is added; None or 0: no clipping (M)."""
+    direction: Literal["gradient", "simplex", "simplex_switch"] = "gradient"
+    """d: the descent direction: ``gradient``; ``simplex``, the normalised temporal gradients
+    combined with random convex weights and given the gradient's norm (G eqs. 3.4-3.6); or
+    ``simplex_switch``, the gradient when its norm exceeds ``switch_norm``, else the simplex
+    direction (G Alg. 3.2)."""
+    switch_norm: float | None = None
+    """ψ: ``simplex_switch`` takes the gradient when ‖∇L‖ > ψ (G Alg. 3.2); required (> 0)
+    with ``simplex_switch``, None otherwise."""
+    warm_start: bool = False
+    """Continue each length from the weights that solved the previous one; False (M): a
+    fresh network, the member's same initial weights, at every length."""
+    seed: int = 0
+    """Seed of this member's initial weights."""
+    data_seed: int = 0
+    """Seed of the data streams shared by a pack (see
+    :func:`~ortho_core.experiments.synthetic_stage.stream_seed`)."""
+    device: str = "cpu"
+    """Where to train: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when available)."""
+    dtype: Literal["float32", "float64"] = "float32"
+    """Training precision (data and weights)."""
+
+    def __post_init__(self) -> None:
+        task = get_task(self.task)
+        one_of(self.variant, VARIANTS, "variant")
+        one_of(self.penalty_form, PENALTY_FORMS, "penalty_form")
+        positive(self.lr, "lr")
+        non_negative(self.penalty, "penalty")
+        if self.variant == "open":
+            require(self.penalty > 0, "penalty", "a number > 0 with variant open", self.penalty)
+        else:
+            require(self.penalty == 0, "penalty", "0 unless variant is open", self.penalty)
+        positive(self.pretrain_lr, "pretrain_lr")
+        positive(self.pretrain_tol, "pretrain_tol")
+        one_of(self.pretrain_weights, ("recurrent", "all"), "pretrain_weights")
+        one_of(self.init, ("normalised", "gaussian"), "init")
+        positive(self.init_std, "init_std")
+        if self.spectral_radius is not None:
+            positive(self.spectral_radius, "spectral_radius")
+        task.check_length(self.seq_len)
+        require(isinstance(self.length_jitter, bool), "length_jitter", "true or false",
+                self.length_jitter)
+        one_of(self.protocol, ("max_length", "fixed"), "protocol")
+        for name in ("pretrain_max_steps", "seq_len_step", "hidden", "batch_size", "max_iters",
+                     "eval_every", "val_size"):
+            integer_at_least(getattr(self, name), name, 1)
+        integer_at_least(self.max_seq_len, "max_seq_len",
+                 self.seq_len if self.protocol == "max_length" else 1)
+        positive(self.error_threshold, "error_threshold")
+        one_of(self.success, ("zero_errors", "under_one_percent"), "success")
+        if self.patience is not None:
+            integer_at_least(self.patience, "patience", 1)
+        one_of(self.direction, DIRECTIONS, "direction")
+        if self.direction == "simplex_switch":
+            require(self.switch_norm is not None, "switch_norm",
+                    "a number > 0 with direction simplex_switch", self.switch_norm)
+            positive(self.switch_norm, "switch_norm")
+        else:
+            require(self.switch_norm is None, "switch_norm",
+                    "None unless direction is simplex_switch", self.switch_norm)
+        if self.clip is not None:
+            non_negative(self.clip, "clip")
+        require(isinstance(self.warm_start, bool), "warm_start", "true or false",
+                self.warm_start)
+        integer_at_least(self.seed, "seed", 0)
+        integer_at_least(self.data_seed, "data_seed", 0)
+        check_device(self.device)
+        one_of(self.dtype, tuple(DTYPES), "dtype")
+
+
+PACK_FIELDS: tuple[str, ...] = (
+    "task", "seq_len", "seq_len_step", "max_seq_len", "protocol", "hidden", "batch_size",
+    "max_iters", "eval_every", "val_size", "error_threshold", "data_seed", "device", "dtype",
+    "warm_start", "length_jitter",
+)
+"""Fields equal across a pack; α, λ, its form, variant, pre-training, init, σ, ρ, τ, the
+direction and ψ, the success criterion, the patience and seed may differ."""
+
+ADDED_FIELDS: tuple[str, ...] = (
+    "penalty_form", "length_jitter", "success", "patience", "direction", "switch_norm",
+)
+"""Fields added after sweeps of this experiment were first tracked (G's variants, issue 9):
+a trial key leaves each out while it holds its default, so that configurations tracked
+before them keep their keys and a resumed sweep does not train them again
+(:func:`sweeps.spec.trial_key`)."""

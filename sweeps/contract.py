@@ -1,0 +1,129 @@
+"""What ``analysis`` may know of ``sweeps``: the names of the MLflow layout, where the store
+lives, and the sweep's expected cells (DESIGN.md, "Layers" and "What MLflow holds").
+
+This module is the whole contract between the two packages, and it depends on the standard
+library only: ``analysis`` reads what ``sweeps.tracking`` wrote without importing MLflow's
+writer, pydantic, YAML or the spec code. ``sweeps.tracking`` takes its names from here, so
+each is defined once.
+
+The layout, in brief: one experiment per spec; one parent run per sweep (:data:`ROLE` =
+:data:`ROLE_SWEEP`) tagged :data:`SWEEP_ID`, :data:`SPEC`, :data:`PROFILE`,
+:data:`SPEC_SHA256`, :data:`GIT_SHA`, :data:`N_CONFIGS`, with the artifacts
+:data:`RESOLVED_ARTIFACT` and :data:`EXPECTED_CELLS_ARTIFACT`; one child run per
+configuration (:data:`ROLE` = :data:`ROLE_CONFIGURATION`, :data:`PARENT`,
+:data:`TRIAL_KEY`, :data:`OUTCOME`, :data:`NODE`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+SWEEP_ID = "ortho.sweep_id"
+"""Parent and child: the sweep's id."""
+SPEC = "ortho.spec"
+"""Parent: the spec's name (also the experiment's)."""
+PROFILE = "ortho.profile"
+"""Parent: the profile applied."""
+SPEC_SHA256 = "ortho.spec_sha256"
+"""Parent: SHA-256 of the resolved spec text."""
+GIT_SHA = "ortho.git_sha"
+"""Parent: the commit the sweep ran from (``unknown`` outside git)."""
+ROLE = "ortho.role"
+""":data:`ROLE_SWEEP` on a parent run, :data:`ROLE_CONFIGURATION` on a child run (what
+searches filter on)."""
+ROLE_SWEEP = "sweep"
+ROLE_CONFIGURATION = "configuration"
+N_CONFIGS = "ortho.n_configs"
+"""Parent: how many configurations the sweep has in all."""
+METRIC = "ortho.metric"
+"""Parent: the summary that ranks configurations."""
+MODE = "ortho.mode"
+"""Parent: ``max`` or ``min``, whether a larger or smaller :data:`METRIC` is better."""
+TRIAL_KEY = "ortho.trial_key"
+"""Child: the stable hash of the resolved configuration."""
+OUTCOME = "ortho.outcome"
+"""Child, once it ends: ``solved``, ``unsolved``, ``diverged`` or ``failed``."""
+NODE = "ortho.node"
+"""Child: the Ray node id it ran on (distinct even for two nodes on one host)."""
+NODE_IP = "ortho.node_ip"
+HOSTNAME = "ortho.hostname"
+ATTEMPT = "ortho.attempt"
+"""Child: how many runs of its trial key were started, this one included."""
+CELL = "ortho.cell"
+"""Child: index of the spec cell the configuration belongs to."""
+OPTUNA_PARAMS = "ortho.optuna_params"
+"""Child of an Optuna cell: JSON of the values Optuna chose (read back on resume)."""
+SUMMARY = "ortho.summary"
+"""Child: JSON of ``Result.summary`` (exact types; also logged as metrics)."""
+STOPPED_EARLY = "ortho.stopped_early"
+"""Child: ``true`` when the early-stopping scheduler ended it."""
+DRIVER = "ortho.driver"
+"""Parent: ``host:pid`` of the process that drives the sweep (set again by a resume)."""
+HEARTBEAT = "ortho.heartbeat"
+"""Parent: when the driver last said it was alive (seconds since the epoch)."""
+PARENT = "mlflow.parentRunId"
+"""Child: the parent run's id (MLflow's own tag)."""
+
+RESOLVED_ARTIFACT = "resolved_spec.yaml"
+"""Parent: the resolved spec (YAML)."""
+SPEC_ARTIFACT_DIR = "spec"
+"""Parent: the spec file the sweep was started from, under this directory."""
+EXPECTED_CELLS_ARTIFACT = "expected_cells.json"
+"""Parent: the cells the resolved spec defines (:func:`read_expected_cells`); absent from
+sweeps tracked before it was written."""
+TRIALS = "trials"
+"""Key of an expected cell: how many configurations it stands for (1 for a grid cell,
+``search.n_trials`` for an Optuna cell)."""
+METRICS_CSV = "metrics.csv"
+"""Child: every reported step, one column per metric."""
+TRACEBACK = "traceback.txt"
+"""Child of a failed configuration: its error."""
+
+
+def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
+    """The sweeps' home: ``home``, else ``$ORTHO_HOME``, else ``./ortho-runs``; absolute."""
+    raw = home if home is not None else os.environ.get("ORTHO_HOME") or "ortho-runs"
+    return Path(raw).expanduser().resolve()
+
+
+def tracking_uri(uri: str | None, home: Path) -> str:
+    """The tracking URI, absolute, so that trials in other working directories agree.
+
+    ``uri`` None falls back to ``$ORTHO_TRACKING_URI``, then to the embedded store
+    ``sqlite:///<home>/mlflow.db`` (``$MLFLOW_TRACKING_URI`` is not consulted: with no flags
+    everything stays under ``home``). A relative SQLite path or a plain path is made absolute
+    against this process's working directory; server URIs (``http://``, ``https://``,
+    ``postgresql://``, ...) pass unchanged.
+    """
+    uri = uri or os.environ.get("ORTHO_TRACKING_URI") or None
+    if uri is None:
+        return f"sqlite:///{home / 'mlflow.db'}"
+    if uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///"):]
+        return f"sqlite:///{Path(path).expanduser().resolve()}"
+    if uri.startswith("file:"):
+        return Path(urlparse(uri).path).expanduser().resolve().as_uri()
+    if "://" not in uri:
+        return str(Path(uri).expanduser().resolve())
+    return uri
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, else None."""
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
+def read_expected_cells(text: str) -> list[dict[str, Any]]:
+    """The cells of an :data:`EXPECTED_CELLS_ARTIFACT`: one dict per cell, its config keys
+    with the values as the spec writes them, plus :data:`TRIALS`. ``ValueError`` when
+    ``text`` is not such a list."""
+    cells = json.loads(text)
+    if not isinstance(cells, list) or not all(
+            isinstance(c, dict) and isinstance(c.get(TRIALS), int) for c in cells):
+        raise ValueError(f"{EXPECTED_CELLS_ARTIFACT}: not a list of cells with "
+                         f"{TRIALS!r} counts")
+    return cells

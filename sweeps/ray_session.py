@@ -1,0 +1,142 @@
+"""Ray for a sweep: a quiet environment, an embedded Ray bound to 127.0.0.1 only, or a
+connection to a running cluster (DESIGN.md "The embedded default, and the cluster").
+
+Nothing here imports Ray when this module is imported: ``ortho sweep submit`` reads
+:data:`QUIET_ENV` for the job it sends, and commands that never start Ray stay fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ortho_core.errors import ConfigError
+
+QUIET_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AIR_NEW_OUTPUT": "0",
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+}
+"""No usage-stats notice, no Tune tables, no per-trial CSV/JSON/TensorBoard files (MLflow
+has everything), no MLflow telemetry or download bars. Set unless the user set them."""
+
+AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+"""Where Ray warns, at every start of a local Ray, that it enabled token authentication."""
+
+QUIET_LOGGERS = {
+    "ray.tune.search.searcher": logging.ERROR,
+    "ray.tune.analysis.experiment_analysis": logging.ERROR,
+    "ray.tune.execution.tune_controller": logging.CRITICAL,
+    "ray.tune.tune": logging.CRITICAL,
+    "ray._private.runtime_env": logging.ERROR,
+    "ray.dashboard.modules.dashboard_sdk": logging.WARNING,
+    "ray.dashboard.modules.job.sdk": logging.WARNING,
+    "mlflow.store.db.utils": logging.WARNING,
+    "alembic": logging.WARNING,
+}
+"""Loggers whose messages would drown the progress lines or mislead: Tune's warnings that
+the searcher keeps no checkpoint and that trials wrote no result files (results and resume
+go through MLflow), its full traceback of every failed trial (the progress callback prints
+one line; the traceback is the run's ``traceback.txt``) and its advice to resume with
+``Tuner.restore`` (``ortho sweep resume`` is printed instead); Ray's notes while it packs
+and uploads a job's working directory; MLflow's notes while it creates a database."""
+
+
+def quiet_environment() -> None:
+    """Set :data:`QUIET_ENV` (before Ray starts, so that its processes inherit it) and the
+    levels of :data:`QUIET_LOGGERS`; make ``$ORTHO_DATA_DIR`` absolute, so that every trial
+    reads the same folder."""
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    for name, level in QUIET_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+    data = os.environ.get("ORTHO_DATA_DIR")
+    if data:
+        os.environ["ORTHO_DATA_DIR"] = str(Path(data).expanduser().resolve())
+
+
+@contextmanager
+def _loopback_only() -> Iterator[None]:
+    """Make Ray's address detection answer 127.0.0.1 while a local node starts.
+
+    ``ray.init(_node_ip_address="127.0.0.1")`` alone is not enough: Ray swaps a loopback
+    address for the machine's outbound one, and its servers then listen on every interface.
+    Ray skips that lookup where clusters are disabled (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``,
+    read when ``ray`` is imported, hence the module constant too); every Ray process then
+    binds to 127.0.0.1 (checked in the tests).
+    """
+    from ray._private import ray_constants
+
+    name = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR
+    saved_env, saved_const = os.environ.get(name), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[name] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved_const
+        if saved_env is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved_env
+
+
+def start_embedded_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
+    """Start Ray in this process, on 127.0.0.1 only, without dashboard or driver logs.
+
+    Ray turns token authentication on for the local Ray it starts (unless ``RAY_AUTH_MODE``
+    says otherwise) and warns that it did; that warning (:data:`AUTH_LOGGER`) is silenced
+    while it starts, authentication itself is left as Ray sets it, and connections to a
+    cluster (:func:`ray_session` with an address) keep every warning.
+    """
+    import ray
+
+    quiet_environment()
+    auth_logger = logging.getLogger(AUTH_LOGGER)
+    level = auth_logger.level
+    auth_logger.setLevel(logging.ERROR)
+    try:
+        with _loopback_only():
+            ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+                     log_to_driver=False, logging_level=logging.WARNING, num_cpus=num_cpus,
+                     num_gpus=num_gpus)
+    finally:
+        auth_logger.setLevel(level)
+
+
+@contextmanager
+def ray_session(address: str | None) -> Iterator[bool]:
+    """Ray for a sweep: the running instance if this process already has one, else an
+    embedded one (``address`` None) or a connection to ``address``; shut down afterwards
+    only if started here. Yields whether Ray is embedded here."""
+    import ray
+
+    if ray.is_initialized():
+        yield address is None
+        return
+    if address is None:
+        start_embedded_ray()
+    else:
+        quiet_environment()
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        yield address is None
+    finally:
+        ray.shutdown()
+
+
+def check_resources(cpu: float, gpu: float) -> None:
+    """On the embedded Ray, a trial asking ``cpu`` CPUs and ``gpu`` GPUs must fit the machine
+    (a cluster may add nodes): ``ConfigError`` naming ``resources.cpu`` or ``resources.gpu``."""
+    import ray
+
+    have = ray.cluster_resources()
+    for field, want, name in (("resources.cpu", cpu, "CPU"), ("resources.gpu", gpu, "GPU")):
+        if want > have.get(name, 0):
+            raise ConfigError(field, f"at most the {have.get(name, 0):g} {name}s of this "
+                              "machine's Ray", want)

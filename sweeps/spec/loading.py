@@ -1,0 +1,69 @@
+"""Finding a spec by name or path and loading it, checked for every profile.
+
+:func:`load_spec` checks all that does not need the trainer; :func:`sweeps.spec.resolve`
+checks the rest for the profile it applies.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ortho_core.errors import ConfigError
+from sweeps.spec.profiles import Effective, check_levels, check_scheduler, check_search
+from sweeps.spec.schema import PROFILES, Spec
+from sweeps.spec.source import read_yaml, validation_error
+
+SPEC_DIR = resources.files("sweeps") / "specs"
+"""The shipped specs (package data)."""
+
+
+def available_specs() -> list[str]:
+    """Names of the shipped specs, sorted."""
+    return sorted(p.name.removesuffix(".yaml") for p in SPEC_DIR.iterdir()
+                  if p.name.endswith(".yaml"))
+
+
+def _locate(name_or_path: str) -> tuple[Path, str]:
+    """The file of a spec name or path, and the name messages show."""
+    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise ConfigError("spec", "an existing YAML file", name_or_path)
+        return path, name_or_path
+    shipped = SPEC_DIR / f"{name_or_path}.yaml"
+    if not shipped.is_file():
+        raise ConfigError("spec", "the name of a shipped spec (" + ", ".join(available_specs())
+                          + ") or a path to a YAML file", name_or_path)
+    return Path(str(shipped)), shipped.name
+
+
+def load_spec(name_or_path: str) -> Spec:
+    """Read and check a spec: a shipped spec's name or a path to a YAML file.
+
+    Checks everything that does not need the trainer: the schema, the name against the file,
+    the three profiles, and for every profile the merged fixed and swept keys. Raises
+    :class:`SpecError` (file, line, field) or ``ConfigError`` (field ``spec``) for an unknown
+    name.
+    """
+    path, file = _locate(name_or_path)
+    data, source = read_yaml(path, file)
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as err:
+        raise validation_error(err, source) from None
+    spec._source = source
+    if spec.name != path.stem:
+        raise source.error(("name",), f"the file's stem {path.stem!r}", spec.name)
+    for profile in PROFILES:
+        if profile not in spec.profiles:
+            raise source.error(("profiles", profile),
+                               "a profile (every spec defines " + ", ".join(PROFILES) + ")")
+    check_levels(spec)
+    for profile in spec.profiles:
+        eff = Effective.of(spec, profile)
+        check_search(eff, source)
+        check_scheduler(eff, source)
+    return spec

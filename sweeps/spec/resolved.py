@@ -1,0 +1,171 @@
+"""Resolving a spec: one profile applied, every cell checked against the trainer's ``Config``.
+
+:func:`resolve` is the last check before any work starts: it imports the trainer named by the
+spec, checks every config key and builds the ``Config`` of every cell (Optuna dimensions at
+each end or choice), so that a bad value is reported at the line that wrote it. The
+:class:`ResolvedSpec` it returns is what the runner runs, and its ``text`` what a sweep keeps
+in MLflow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib.util
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+
+from ortho_core import experiments
+from ortho_core.config import from_dict
+from ortho_core.errors import ConfigError
+from sweeps.spec.cells import Cell, expand
+from sweeps.spec.profiles import Effective, check_scheduler, check_search
+from sweeps.spec.schema import OptunaSettings, Resources, Scheduler, Search, Spec
+from sweeps.spec.source import Location, SpecSource
+from sweeps.spec.space import Dimension, StrictModel
+
+
+@dataclass(frozen=True)
+class ResolvedSpec:
+    """A spec with one profile applied and every cell validated: what the runner runs."""
+
+    name: str
+    """MLflow experiment name."""
+    experiment: str
+    """Trainer name (``ortho_core.experiments``)."""
+    profile: str
+    """The profile applied."""
+    description: str
+    """What the spec reproduces."""
+    metric: str
+    """Trial summary that ranks trials."""
+    mode: Literal["max", "min"]
+    """Whether a larger or smaller ``metric`` is better."""
+    search_kind: Literal["grid", "optuna"]
+    """Grid only, or Optuna within each cell."""
+    optuna: OptunaSettings | None
+    """Sampler, trials per cell and seed (optuna searches only)."""
+    resources: Resources
+    """Per trial."""
+    pack_size: int
+    """Most configurations per trial."""
+    max_failures: int
+    """Retries of a raising trial."""
+    repeats: int
+    """Seeds per configuration (already expanded into the cells)."""
+    scheduler: Scheduler | None
+    """Early stopping, if any."""
+    text: str
+    """The resolved spec as YAML (profile applied, profiles dropped, every group written with
+    all the keys in force in it): the MLflow artifact."""
+    sha256: str
+    """SHA-256 of ``text`` (MLflow tag ``ortho.spec_sha256``)."""
+    source: str
+    """The YAML file the spec was read from."""
+    all_cells: tuple[Cell, ...] = field(repr=False)
+    """Every cell, in order: group, then grid dimensions (first written varies slowest),
+    then repeat."""
+
+    def cells(self) -> list[Cell]:
+        """Every cell (see ``all_cells``)."""
+        return list(self.all_cells)
+
+
+def resolve(spec: Spec, profile: str) -> ResolvedSpec:
+    """Apply ``profile``, expand the cells and validate each against the trainer's Config.
+
+    Optuna dimensions are validated at each end (or each choice) with the other dimensions
+    at their low end (first choice). Raises :class:`SpecError` naming the field and line.
+    """
+    source = spec.source
+    if profile not in spec.profiles:
+        raise source.error(("profiles",), "one of the profiles " + ", ".join(spec.profiles),
+                           profile)
+    eff = Effective.of(spec, profile)
+    check_search(eff, source)
+    check_scheduler(eff, source)
+    search: Search = eff.value("search")
+    if search.sampler == "cmaes" and importlib.util.find_spec("cmaes") is None:
+        raise source.error((*eff.settings["search"][1], "sampler"),
+                           "tpe, random or grid (cmaes needs the cmaes package, which is not "
+                           "installed here)", search.sampler)
+    try:
+        config_cls = experiments.get(spec.experiment).Config
+    except ImportError as err:
+        raise source.error(("experiment",), f"a trainer that imports ({err})",
+                           spec.experiment) from err
+    known = sorted(f.name for f in dataclasses.fields(config_cls) if f.init)
+    for index in range(len(eff.groups)):
+        fixed, space = eff.group(index)
+        for key, (_, path) in (fixed | space).items():
+            if key not in known:
+                raise source.error(path, f"a config key of {spec.experiment}: "
+                                   + ", ".join(known), key)
+    cells = expand(eff, source, functools.partial(_validate, config_cls, source))
+    text = yaml.dump(_resolved_document(spec, eff), Dumper=_PlainDumper, sort_keys=False,
+                     allow_unicode=True)
+    optuna = None
+    if search.kind == "optuna":
+        optuna = OptunaSettings(sampler=search.sampler or "tpe", n_trials=search.n_trials,
+                                seed=search.seed or 0)
+    return ResolvedSpec(
+        name=spec.name, experiment=spec.experiment, profile=profile,
+        description=spec.description, metric=spec.metric.name, mode=spec.metric.mode,
+        search_kind=search.kind, optuna=optuna, resources=eff.value("resources"),
+        pack_size=eff.value("pack_size"), max_failures=eff.value("max_failures"),
+        repeats=eff.value("repeats"), scheduler=eff.value("scheduler"), text=text,
+        sha256=hashlib.sha256(text.encode()).hexdigest(), source=str(source.path),
+        all_cells=tuple(cells))
+
+
+def _validate(config_cls: type, source: SpecSource, point: dict[str, Any],
+              optuna: Mapping[str, Dimension], where: Mapping[str, Location],
+              group_path: Location) -> None:
+    """Build the Config of ``point`` with the Optuna dimensions at each end or choice."""
+    low = {key: dim.edges()[0] for key, dim in optuna.items()}
+    variants = [low] + [{**low, key: edge} for key, dim in optuna.items()
+                        for edge in dim.edges()[1:]]
+    for extra in variants:
+        try:
+            from_dict(config_cls, {**point, **extra})
+        except ConfigError as err:
+            path = where.get(err.field, (*group_path, "fixed", err.field))
+            raise source.error(path, err.expected, err.value) from err
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value shared by several groups out in full each time, not as a YAML alias."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _resolved_document(spec: Spec, eff: Effective) -> dict[str, Any]:
+    """The resolved spec as plain data (the ``text`` of :class:`ResolvedSpec`).
+
+    Each group is written with every key in force in it, so the cells are read off
+    directly: per group, the product of its ``space`` with its ``fixed``.
+    """
+
+    def dump(value: Any) -> Any:
+        if isinstance(value, StrictModel):
+            return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return value
+
+    groups = []
+    for index in range(len(eff.groups)):
+        fixed, space = eff.group(index)
+        groups.append({"fixed": {k: v for k, (v, _) in fixed.items()},
+                       "space": {k: dump(v) for k, (v, _) in space.items()}})
+    return {
+        "name": spec.name, "experiment": spec.experiment, "profile": eff.profile,
+        "description": spec.description, "metric": dump(spec.metric),
+        "search": dump(eff.value("search")), "groups": groups,
+        "repeats": eff.value("repeats"), "seed": eff.value("seed"),
+        "resources": dump(eff.value("resources")), "pack_size": eff.value("pack_size"),
+        "max_failures": eff.value("max_failures"), "scheduler": dump(eff.value("scheduler")),
+    }

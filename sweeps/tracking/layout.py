@@ -1,0 +1,333 @@
+"""The one writer of a sweep's MLflow layout (DESIGN.md, "What MLflow holds";
+:mod:`sweeps.contract` names its tags and artifacts).
+
+- One experiment per spec, named after it.
+- One parent run per sweep (run name = sweep id), tagged ``ortho.sweep_id``, ``ortho.spec``,
+  ``ortho.profile``, ``ortho.spec_sha256``, ``ortho.git_sha``; the resolved spec
+  (``resolved_spec.yaml``), the cells it defines (``expected_cells.json``, for ``analysis``)
+  and the spec file it came from (``spec/<name>.yaml``, read back by ``ortho sweep resume``)
+  are its artifacts.
+- One child run per configuration: ``mlflow.parentRunId``, ``ortho.sweep_id``,
+  ``ortho.trial_key`` and, once it ends, ``ortho.outcome``; ``ortho.node`` (the Ray node id,
+  distinct even for two nodes on one host), ``ortho.node_ip`` and ``ortho.hostname`` say where
+  it ran. Params are the configuration as trained; metrics are logged per step and the final
+  summaries as metrics of the same names as in ``Result.summary``; ``metrics.csv`` holds
+  every reported step, ``traceback.txt`` the error of a failed run.
+
+Exactly once: :meth:`Tracker.claim` looks a configuration up by (sweep id, trial key) before
+it is trained. A FINISHED run is kept and its stored result returned, so the configuration
+is skipped; any other run of that key (interrupted, killed or failed) is deleted and a fresh
+run is created. Replacing rather than reusing keeps the metric history of one attempt per
+run; deleted runs go to MLflow's trash (``mlflow gc`` purges them). ``ortho.attempt`` counts
+the attempts. Concurrent writers: every call goes through :meth:`Tracker.call`
+(:mod:`sweeps.tracking.retry`). MLflow is imported when a tracker is built, not before, and
+told neither to send telemetry nor to print a link for every run that ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ortho_core.reporting import Outcome, Result
+from sweeps import contract
+from sweeps.tracking import retry
+from sweeps.tracking.liveness import driver_tag
+from sweeps.tracking.metrics_csv import metrics_csv
+from sweeps.tracking.records import Claim, SweepRecord, SweepRef, stored_result, sweep_record
+from sweeps.tracking.uri import artifact_location, quote
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# A server store would otherwise print "View run <url>" for every run that ends.
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+
+T = TypeVar("T")
+
+BATCH = 1000
+"""MLflow's limit of metrics per ``log_batch`` call."""
+PARAM_BATCH = 100
+"""MLflow's limit of params per ``log_batch`` call."""
+
+Rows = Sequence[tuple[int, Mapping[str, float]]]
+"""Stepwise metrics: (step, metric name -> value) per report."""
+
+
+def sweep_tags(*, spec: str, profile: str, git_sha: str, metric: str, mode: str,
+               spec_sha256: str | None = None, n_configs: int | None = None,
+               note: str = "") -> dict[str, str]:
+    """The tags of a sweep's parent run that describe it (DESIGN.md "What MLflow holds"), for
+    :meth:`Tracker.start_sweep`, which adds the role, sweep id, driver and heartbeat. The
+    resolved spec's hash and the configuration count are left out when not known (a sweep
+    tracked before they were); ``note`` is the description MLflow's UI shows."""
+    tags = {contract.SPEC: spec, contract.PROFILE: profile, contract.GIT_SHA: git_sha,
+            contract.METRIC: metric, contract.MODE: mode}
+    if spec_sha256 is not None:
+        tags[contract.SPEC_SHA256] = spec_sha256
+    if n_configs is not None:
+        tags[contract.N_CONFIGS] = str(n_configs)
+    if note:
+        tags["mlflow.note.content"] = note
+    return tags
+
+
+def _now() -> str:
+    """Seconds since the epoch, as a tag value."""
+    return f"{time.time():.0f}"
+
+
+def _param_value(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    """numpy arrays, tensors and their scalars as plain lists and numbers."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+class Tracker:
+    """An ``MlflowClient`` whose calls survive concurrent writers, plus the sweep layout.
+
+    One per process and URI (:func:`tracker`): building a SQLite store checks the schema,
+    which costs a second the first time.
+    """
+
+    def __init__(self, uri: str) -> None:
+        from mlflow import MlflowClient
+
+        self.uri = uri
+        self._lock = retry.store_lock(uri)
+        self.client = self.call(MlflowClient, tracking_uri=uri)
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` under the SQLite lock, retried while the database is
+        locked (:func:`sweeps.tracking.retry.call`)."""
+        return retry.call(self._lock, fn, *args, **kwargs)
+
+    def _locked(self) -> Any:
+        return retry.held(self._lock)
+
+    # -- experiments and sweeps ---------------------------------------------------------
+
+    def experiment_id(self, name: str) -> str:
+        """The id of experiment ``name``, created (artifacts beside a SQLite store) or
+        restored from the trash if need be."""
+        with self._locked():
+            exp = self.call(self.client.get_experiment_by_name, name)
+            if exp is None:
+                return self.call(self.client.create_experiment, name,
+                                 artifact_location=artifact_location(self.uri, name))
+            if exp.lifecycle_stage == "deleted":
+                self.call(self.client.restore_experiment, exp.experiment_id)
+            return exp.experiment_id
+
+    def start_sweep(self, experiment_id: str, sweep_id: str, tags: Mapping[str, str],
+                    texts: Mapping[str, str]) -> SweepRef:
+        """Create the parent run of a new sweep with ``tags`` (plus role, sweep id, this
+        process as its driver and a first heartbeat) and the text artifacts ``texts``
+        (artifact path -> content); with a resolved spec among them, also the cells it
+        defines (``expected_cells.json``)."""
+        texts = dict(texts)
+        if contract.RESOLVED_ARTIFACT in texts:
+            from sweeps.tracking.cells import expected_cells_json
+
+            texts.setdefault(contract.EXPECTED_CELLS_ARTIFACT,
+                             expected_cells_json(texts[contract.RESOLVED_ARTIFACT]))
+        run = self.call(self.client.create_run, experiment_id, run_name=sweep_id,
+                        tags={**tags, contract.SWEEP_ID: sweep_id,
+                              contract.ROLE: contract.ROLE_SWEEP,
+                              contract.DRIVER: driver_tag(), contract.HEARTBEAT: _now()})
+        run_id = run.info.run_id
+        for path, text in texts.items():
+            self.call(self.client.log_text, run_id, text, path)
+        return SweepRef(experiment_id, sweep_id, run_id)
+
+    def reopen_sweep(self, ref: SweepRef) -> None:
+        """Mark a resumed sweep's parent run as running again, driven by this process."""
+        self.call(self.client.update_run, ref.parent_run_id, status="RUNNING")
+        self.call(self.client.set_tag, ref.parent_run_id, contract.DRIVER, driver_tag())
+        self.heartbeat(ref)
+
+    def heartbeat(self, ref: SweepRef) -> None:
+        """Say that the sweep's driver is alive now."""
+        self.call(self.client.set_tag, ref.parent_run_id, contract.HEARTBEAT, _now())
+
+    def end_sweep(self, ref: SweepRef, status: str, metrics: Mapping[str, float]) -> None:
+        """End the parent run with ``status`` (FINISHED or KILLED) and summary ``metrics``."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        batch = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+        self.call(self.client.log_batch, ref.parent_run_id, metrics=batch)
+        self.call(self.client.set_terminated, ref.parent_run_id, status)
+
+    def _sweep_runs(self, query: str, limit: int) -> list[Any]:
+        from mlflow.entities import ViewType
+
+        exps = self.call(self.client.search_experiments, view_type=ViewType.ACTIVE_ONLY)
+        if not exps:
+            return []
+        return self.call(self.client.search_runs, [e.experiment_id for e in exps],
+                         f"tags.`{contract.ROLE}` = '{contract.ROLE_SWEEP}'{query}",
+                         max_results=limit,
+                         order_by=["attributes.start_time DESC"])
+
+    def find_sweep(self, sweep_id: str | None = None, *,
+                   unfinished: bool = False) -> SweepRecord | None:
+        """The sweep ``sweep_id``, or the latest one (the latest not FINISHED when
+        ``unfinished``), or None."""
+        query = ""
+        if sweep_id is not None:
+            query += f" and tags.`{contract.SWEEP_ID}` = {quote(sweep_id)}"
+        if unfinished:
+            query += " and attributes.status != 'FINISHED'"
+        runs = self._sweep_runs(query, 1)
+        return sweep_record(runs[0]) if runs else None
+
+    def list_sweeps(self, limit: int) -> list[SweepRecord]:
+        """The latest ``limit`` sweeps, latest first."""
+        return [sweep_record(r) for r in self._sweep_runs("", limit)
+                if contract.SWEEP_ID in r.data.tags]
+
+    def download_spec(self, ref: SweepRef, dest: Path) -> Path:
+        """Download the spec file a sweep was started from into ``dest``; its path."""
+        folder = contract.SPEC_ARTIFACT_DIR
+        files = self.call(self.client.list_artifacts, ref.parent_run_id, folder)
+        if not files:
+            raise FileNotFoundError(f"sweep {ref.sweep_id} has no {folder}/ artifact")
+        dest.mkdir(parents=True, exist_ok=True)
+        local = self.call(self.client.download_artifacts, ref.parent_run_id, files[0].path,
+                          str(dest))
+        return Path(local)
+
+    def configurations(self, ref: SweepRef) -> list[Any]:
+        """Every active child run of the sweep (MLflow ``Run`` objects)."""
+        query = (f"tags.`{contract.SWEEP_ID}` = {quote(ref.sweep_id)} "
+                 f"and tags.`{contract.ROLE}` = '{contract.ROLE_CONFIGURATION}'")
+        runs: list[Any] = []
+        token = None
+        while True:
+            page = self.call(self.client.search_runs, [ref.experiment_id], query,
+                             max_results=1000, page_token=token)
+            runs.extend(page)
+            token = page.token
+            if not token:
+                return runs
+
+    def discard_unfinished(self, ref: SweepRef) -> int:
+        """Delete every child run of the sweep that is not FINISHED (before a resume
+        re-runs those configurations); how many."""
+        doomed = [r.info.run_id for r in self.configurations(ref) if r.info.status != "FINISHED"]
+        for run_id in doomed:
+            self.call(self.client.delete_run, run_id)
+        return len(doomed)
+
+    def mark_killed(self, ref: SweepRef) -> int:
+        """End every RUNNING child run of an interrupted sweep as KILLED; how many."""
+        live = [r.info.run_id for r in self.configurations(ref) if r.info.status == "RUNNING"]
+        for run_id in live:
+            self.call(self.client.set_terminated, run_id, "KILLED")
+        return len(live)
+
+    # -- configuration runs -------------------------------------------------------------
+
+    def claim(self, ref: SweepRef, key: str, params: Mapping[str, Any],
+              tags: Mapping[str, str]) -> Claim:
+        """Look configuration ``key`` up in the sweep; return its stored result if a run of
+        it FINISHED, else replace any other runs of it by a new RUNNING run with ``params``
+        and ``tags`` (see the module docstring)."""
+        from mlflow.entities import Param
+
+        query = (f"tags.`{contract.SWEEP_ID}` = {quote(ref.sweep_id)} and "
+                 f"tags.`{contract.TRIAL_KEY}` = {quote(key)} and "
+                 f"tags.`{contract.ROLE}` = '{contract.ROLE_CONFIGURATION}'")
+        with self._locked():
+            runs = self.call(self.client.search_runs, [ref.experiment_id], query,
+                             order_by=["attributes.start_time ASC"])
+            done = [r for r in runs if r.info.status == "FINISHED"]
+            for r in runs:
+                if not done or r is not done[0]:
+                    self.call(self.client.delete_run, r.info.run_id)
+            if done:
+                return Claim(done[0].info.run_id, stored_result(done[0]))
+            attempt = 1 + max((int(r.data.tags.get(contract.ATTEMPT, "1")) for r in runs),
+                              default=0)
+            run = self.call(self.client.create_run, ref.experiment_id, run_name=key,
+                            tags={**tags, contract.PARENT: ref.parent_run_id,
+                                  contract.SWEEP_ID: ref.sweep_id, contract.TRIAL_KEY: key,
+                                  contract.ROLE: contract.ROLE_CONFIGURATION,
+                                  contract.ATTEMPT: str(attempt)})
+        run_id = run.info.run_id
+        items = [Param(k, _param_value(v)) for k, v in params.items()]
+        for i in range(0, len(items), PARAM_BATCH):
+            self.call(self.client.log_batch, run_id, params=items[i:i + PARAM_BATCH])
+        return Claim(run_id, None)
+
+    def log_metrics(self, run_id: str, metrics: Sequence[Any]) -> None:
+        """Log MLflow ``Metric`` entities in batches of :data:`BATCH`."""
+        for i in range(0, len(metrics), BATCH):
+            self.call(self.client.log_batch, run_id, metrics=list(metrics[i:i + BATCH]))
+
+    def finish(self, run_id: str, result: Result, step: int, rows: Rows,
+               extra_tags: Mapping[str, str] | None = None) -> None:
+        """End a configuration's run: summaries as metrics at ``step`` (unless a stepwise
+        metric of that name already holds the value there), the metrics CSV,
+        the result's artifacts (JSON), the outcome tag, status FINISHED."""
+        from mlflow.entities import Metric, RunTag
+
+        now = int(time.time() * 1000)
+        last = rows[-1][1] if rows else {}
+        summary = [Metric(k, float(v), now, step) for k, v in result.summary.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and last.get(k) != float(v)]  # no second point for a stepwise metric
+        self.call(self.client.log_text, run_id, metrics_csv(rows), contract.METRICS_CSV)
+        for name, value in result.artifacts.items():
+            self.call(self.client.log_text, run_id, json.dumps(value, default=_jsonable),
+                      f"{name}.json")
+        tags = {contract.OUTCOME: Outcome(result.outcome).value,
+                contract.SUMMARY: json.dumps(result.summary, default=_jsonable),
+                **(extra_tags or {})}
+        self.call(self.client.log_batch, run_id, metrics=summary[:BATCH],
+                  tags=[RunTag(k, v) for k, v in tags.items()])
+        self.log_metrics(run_id, summary[BATCH:])
+        self.call(self.client.set_terminated, run_id, "FINISHED")
+
+    def fail(self, run_id: str, error: str, rows: Rows = ()) -> None:
+        """End a configuration's run as failed: ``traceback.txt``, the metrics CSV so far,
+        outcome ``failed``, status FAILED."""
+        self.call(self.client.log_text, run_id, error, contract.TRACEBACK)
+        if rows:
+            self.call(self.client.log_text, run_id, metrics_csv(rows), contract.METRICS_CSV)
+        self.call(self.client.set_tag, run_id, contract.OUTCOME, Outcome.FAILED.value)
+        self.call(self.client.set_terminated, run_id, "FAILED")
+
+    def history_rows(self, run_id: str) -> list[tuple[int, dict[str, float]]]:
+        """A run's stepwise metrics read back from MLflow, as rows for :func:`metrics_csv`."""
+        rows: dict[int, dict[str, float]] = {}
+        for name in self.call(self.client.get_run, run_id).data.metrics:
+            for m in self.call(self.client.get_metric_history, run_id, name):
+                rows.setdefault(m.step, {})[name] = m.value
+        return sorted(rows.items())
+
+    def kill(self, run_id: str) -> None:
+        """End a run whose trial was interrupted (it is replaced on resume)."""
+        self.call(self.client.set_terminated, run_id, "KILLED")
+
+
+_TRACKERS: dict[str, Tracker] = {}
+
+
+def tracker(uri: str) -> Tracker:
+    """The process's :class:`Tracker` for ``uri`` (built once)."""
+    if uri not in _TRACKERS:
+        _TRACKERS[uri] = Tracker(uri)
+    return _TRACKERS[uri]

@@ -1,0 +1,102 @@
+"""What the tracker reads back from a store: a sweep (its parent run), a claimed
+configuration, and a finished configuration's result."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ortho_core.reporting import Outcome, Result
+from sweeps.contract import (
+    DRIVER,
+    HEARTBEAT,
+    METRIC,
+    MODE,
+    N_CONFIGS,
+    OUTCOME,
+    PROFILE,
+    SPEC,
+    SPEC_SHA256,
+    SUMMARY,
+    SWEEP_ID,
+)
+from sweeps.tracking.liveness import driver_alive
+
+
+@dataclass(frozen=True)
+class SweepRef:
+    """What a trial needs to find its sweep in MLflow."""
+
+    experiment_id: str
+    sweep_id: str
+    parent_run_id: str
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """A sweep as MLflow holds it (its parent run)."""
+
+    ref: SweepRef
+    spec: str
+    profile: str
+    spec_sha256: str
+    status: str
+    """The parent run's status: RUNNING while it runs (or after its driver was killed),
+    FINISHED when it ran to the end, KILLED when interrupted."""
+    start_time: float
+    """Seconds since the epoch."""
+    end_time: float | None
+    n_configs: int
+    metric: str
+    mode: str
+    driver: str = ""
+    """``host:pid`` of the driver that last ran it ("" when unknown)."""
+    heartbeat: float | None = None
+    """When that driver last said it was alive (seconds since the epoch)."""
+
+    @property
+    def alive(self) -> bool:
+        """Whether it is RUNNING and its driver alive (:func:`driver_alive`)."""
+        return self.status == "RUNNING" and driver_alive(self.driver, self.heartbeat)
+
+
+def sweep_record(run: Any) -> SweepRecord:
+    """The :class:`SweepRecord` of a sweep's parent run (an MLflow ``Run``)."""
+    tags = run.data.tags
+    beat = tags.get(HEARTBEAT)
+    return SweepRecord(
+        ref=SweepRef(run.info.experiment_id, tags[SWEEP_ID], run.info.run_id),
+        spec=tags.get(SPEC, ""), profile=tags.get(PROFILE, ""),
+        spec_sha256=tags.get(SPEC_SHA256, ""), status=run.info.status,
+        start_time=run.info.start_time / 1000,
+        end_time=run.info.end_time / 1000 if run.info.end_time else None,
+        n_configs=int(tags.get(N_CONFIGS, "0")), metric=tags.get(METRIC, ""),
+        mode=tags.get(MODE, "max"), driver=tags.get(DRIVER, ""),
+        heartbeat=float(beat) if beat else None)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The outcome of :meth:`~sweeps.tracking.layout.Tracker.claim` for one configuration."""
+
+    run_id: str
+    stored: Result | None
+    """The result of an earlier FINISHED run (then nothing is to be trained), else None."""
+
+
+def stored_result(run: Any) -> Result:
+    """The :class:`Result` a FINISHED configuration run holds."""
+    tags = run.data.tags
+    summary = json.loads(tags[SUMMARY]) if SUMMARY in tags else {}
+    return Result(outcome=Outcome(tags.get(OUTCOME, Outcome.UNSOLVED.value)), summary=summary)
+
+
+def metric_value(summary: Mapping[str, Any], metric: str) -> float | None:
+    """``summary[metric]`` as a finite float, or None when absent or not finite."""
+    value = summary.get(metric)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None

@@ -1,0 +1,151 @@
+"""The live progress of a sweep while Ray Tune runs it: a ``tqdm`` bar on a terminal, one
+plain line at a time elsewhere (CI logs, pipes), and the driver's heartbeat in MLflow.
+
+On a terminal (``tqdm`` decides, as with its ``disable=None``) the bar, below the line that
+names the sweep, shows its ``spec/profile``, configurations done of its total, failures,
+configurations running, the best metric so far, elapsed time and the time left at the
+average rate since this run started; a failed trial's error is written above the bar.
+Elsewhere :func:`sweeps.status.format_line` is printed when trials end (at most every
+``min_interval`` seconds) and at least every ``print_every`` seconds. Counts are of
+configurations, not of Tune trials (a trial trains a pack of them).
+
+This is the one module of the progress display that imports Ray (it subclasses Tune's
+``Callback``); the formatting and ``ortho sweep status`` live in :mod:`sweeps.status`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from ray.tune import Callback
+from tqdm import tqdm
+
+from sweeps.status import Progress, estimate, format_line, standing
+from sweeps.tracking import HEARTBEAT_SECONDS
+
+BAR_REFRESH = 1.0
+"""Seconds between redraws of the bar while nothing ends (so that its clock moves)."""
+
+
+def _pack_size(trial: Any) -> int:
+    return len(trial.config.get("members", ())) or 1
+
+
+def failure_line(trial: Any) -> str:
+    """The last line of a failed trial's error (``RuntimeError: ...``), from the error file
+    Tune writes beside the driver."""
+    path = trial.error_file
+    text = Path(path).read_text() if path and Path(path).exists() else ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "unknown error"
+
+
+class ProgressCallback(Callback):
+    """Shows ``progress`` while Tune runs (the module docstring) and calls ``beat`` (the
+    driver's heartbeat in MLflow, :meth:`sweeps.tracking.Tracker.heartbeat`) every
+    ``beat_interval`` seconds. ``stream`` defaults to stdout; :meth:`close` ends the bar."""
+
+    def __init__(self, progress: Progress, stream: TextIO | None = None,
+                 min_interval: float = 2.0, print_every: float = 30.0,
+                 beat: Callable[[], None] | None = None,
+                 beat_interval: float = HEARTBEAT_SECONDS) -> None:
+        self.progress = progress
+        self.stream = stream
+        self.min_interval = min_interval
+        self.print_every = print_every
+        self.beat = beat
+        self.beat_interval = beat_interval
+        self._beaten_at = time.monotonic()
+        self.start = time.monotonic()
+        self.done_before = progress.done
+        self.trials_ended = 0
+        self.stopped_early: list[str] = []
+        """Trial keys of the configurations whose trials the scheduler stopped (they ended
+        without their final report)."""
+        self._printed_at = time.monotonic()
+        self._changed = False
+        bar = tqdm(total=progress.total, initial=progress.done, unit="config",
+                   desc=progress.label, file=self._out,
+                   smoothing=0, dynamic_ncols=True, leave=False, disable=None)
+        self.bar: tqdm | None = None if bar.disable else bar
+        """The bar on a terminal; None where lines are printed instead."""
+
+    @property
+    def _out(self) -> TextIO:
+        return self.stream or sys.stdout
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Tune pickles its callbacks with the experiment state; the stream, the bar and the
+        heartbeat (which holds the tracker) stay here."""
+        return {**self.__dict__, "stream": None, "beat": None, "bar": None}
+
+    def _update(self, trials: list[Any]) -> None:
+        p = self.progress
+        p.running = sum(_pack_size(t) for t in trials if t.status == "RUNNING")
+        p.elapsed = time.monotonic() - self.start
+        p.eta = estimate(p.done - self.done_before, p.elapsed, p.total - p.done)
+
+    def print_line(self, trials: list[Any]) -> None:
+        """Show the current state now: redraw the bar, or print the line."""
+        self._update(trials)
+        p = self.progress
+        if self.bar is not None:
+            self.bar.n = p.done
+            self.bar.set_postfix_str(", ".join(
+                ([f"{p.failed} failed"] if p.failed else []) + standing(p)), refresh=False)
+            self.bar.refresh()
+        else:
+            print(format_line(p), file=self._out, flush=True)
+        self._printed_at = time.monotonic()
+        self._changed = False
+
+    def close(self) -> None:
+        """Take the bar off the terminal (the caller prints the final line)."""
+        if self.bar is not None:
+            self.bar.close()
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any,
+                          **info: Any) -> None:
+        result = trial.last_result or {}
+        if "configs" not in result:
+            self.stopped_early += [m["key"] for m in trial.config.get("members", ())]
+        self.progress.done += int(result.get("configs", _pack_size(trial)))
+        self.progress.offer(result.get(self.progress.metric))
+        self.trials_ended += 1
+        self._changed = True
+        if self.bar is not None:
+            self.print_line(trials)
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any,
+                       **info: Any) -> None:
+        line = (f"failed: {failure_line(trial)} ({_pack_size(trial)} configuration(s); the "
+                "traceback is their runs' traceback.txt)")
+        if self.bar is not None:
+            self.bar.write(line, file=self._out)
+        else:
+            print(line, file=self._out, flush=True)
+        self.progress.done += _pack_size(trial)
+        self.progress.failed += _pack_size(trial)
+        self.trials_ended += 1
+        self._changed = True
+        if self.bar is not None:
+            self.print_line(trials)
+
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        now = time.monotonic()
+        if self.beat is not None and now - self._beaten_at >= self.beat_interval:
+            self.beat()
+            self._beaten_at = now
+        since = now - self._printed_at
+        if self.bar is not None:
+            if since >= BAR_REFRESH:
+                self.print_line(trials)
+        elif (self._changed and since >= self.min_interval) or since >= self.print_every:
+            self.print_line(trials)
+
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        self.close()

@@ -1,0 +1,160 @@
+"""One Tune run of a sweep's plan: the trainable, the searcher, the scheduler, how many trials
+are staged at once, where Tune keeps its state, and the runs left to end afterwards.
+
+Each Tune trial trains one pack (:mod:`sweeps.plan`) with the spec's resources (fractional
+GPUs allowed; ``device: auto`` becomes ``cuda`` in a trial that got a GPU), handed out by one
+searcher for the whole sweep (:mod:`sweeps.searcher`: grid packs, then an Optuna study per
+cell); an ASHA scheduler stops unpromising trials when the spec asks. Actors are reused
+between trials, so a trial costs no fresh process and no re-import of torch. Tune asks Ray for
+the resources of every grid trial at once (:func:`staged_trials`), so that a cluster starts
+its actors together, on as many nodes as they need, and an autoscaler sees the whole demand;
+Optuna's trials are staged one at a time (:mod:`sweeps.searcher`). A trial that raises is
+retried up to the spec's ``max_failures`` and the sweep goes on. Tune's own output is
+silenced; :class:`~sweeps.tune_progress.ProgressCallback` shows the progress instead.
+
+Ray is imported only when a run starts (:func:`execute`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from sweeps import tracking
+from sweeps.plan import Plan
+from sweeps.spec import ResolvedSpec
+from sweeps.status import Progress
+from sweeps.trial import TrialContext, run_trial
+
+PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
+"""Tune's setting of how many trials may wait for resources at once, read when ``fit()``
+starts; for a searcher of its own Tune stages one trial (``max_concurrent_trials`` when set)."""
+
+MAX_STAGED = 200
+"""Most trials staged at once: Tune's own floor for a grid search (its basic variant
+generator stages ``max(200, 1.1 * cluster CPUs)``)."""
+
+URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+"""A URI's scheme (``s3://``, ``gs://``, ``file://``, ...), per RFC 3986."""
+
+
+def storage_path(storage: str | None, home: Path) -> str:
+    """Where Tune keeps a sweep's state: ``<home>/ray`` by default; ``storage`` unchanged
+    when it is a URI (``s3://bucket/ray``, ``gs://...``: Ray opens it with pyarrow's file
+    systems, which need the credentials of that store on every node), else the local path
+    made absolute (``~`` expanded), so that every trial agrees on it."""
+    if not storage:
+        return str(home / "ray")
+    if URI_SCHEME.match(storage):
+        return storage
+    return str(Path(storage).expanduser().resolve())
+
+
+def staged_trials(n_trials: int, max_concurrent: int | None) -> int:
+    """How many trials Tune may stage (ask Ray resources for) at once.
+
+    Tune stages one trial at a time for a searcher of its own: the next trial's actor is
+    asked for only once the previous trial runs, so a trial shorter than an actor's start
+    hands its actor on, a cluster starts its actors one by one and an autoscaler sees one
+    trial's demand. Every trial of the plan is staged instead, at most ``max_concurrent``
+    and :data:`MAX_STAGED`; the searcher holds back Optuna's points so that they are still
+    proposed one at a time (:class:`~sweeps.searcher.SweepSearcher`).
+    """
+    return max(1, min(n_trials, max_concurrent or n_trials, MAX_STAGED))
+
+
+@contextmanager
+def _staging(n: int) -> Iterator[None]:
+    """:data:`PENDING_ENV` set to ``n`` while Tune runs, unless the user set it."""
+    if PENDING_ENV in os.environ:
+        yield
+        return
+    os.environ[PENDING_ENV] = str(n)
+    try:
+        yield
+    finally:
+        os.environ.pop(PENDING_ENV, None)
+
+
+def _trial_dirname(trial: Any) -> str:
+    return trial.trial_id
+
+
+def _scheduler(spec: ResolvedSpec) -> Any:
+    if spec.scheduler is None:
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    s = spec.scheduler
+    return ASHAScheduler(time_attr="step", metric=s.metric_step, mode=s.mode,
+                         grace_period=s.grace_period, reduction_factor=s.reduction_factor,
+                         max_t=s.max_t or 10**12)
+
+
+def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
+            storage: str, run_name: str, max_concurrent: int | None, progress: Progress,
+            stream: TextIO) -> bool:
+    """Run ``plan`` on Tune, on the Ray this process is connected to; whether it was
+    interrupted before every trial ended."""
+    from ray import tune
+
+    from sweeps.searcher import SweepSearcher, TrialStarts
+    from sweeps.tune_progress import ProgressCallback
+
+    context = TrialContext(
+        tracking_uri=uri, sweep=ref, module=plan.module, metric=spec.metric, mode=spec.mode,
+        cpus=spec.resources.cpu,
+        step_metric=spec.scheduler.metric_step if spec.scheduler else None)
+    trainable = tune.with_resources(tune.with_parameters(run_trial, context=context),
+                                    {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
+    searcher = SweepSearcher(plan, spec.metric, spec.mode, spec.optuna)
+    tracker = tracking.tracker(uri)
+    callback = ProgressCallback(progress, stream, beat=lambda: tracker.heartbeat(ref))
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, scheduler=_scheduler(spec), num_samples=plan.n_tune_trials,
+            max_concurrent_trials=max_concurrent, reuse_actors=True,
+            trial_dirname_creator=_trial_dirname),
+        run_config=tune.RunConfig(
+            name=run_name, storage_path=storage, verbose=0,
+            callbacks=[callback, TrialStarts(searcher)],
+            failure_config=tune.FailureConfig(max_failures=spec.max_failures)))
+    try:
+        with _staging(staged_trials(plan.n_tune_trials, max_concurrent)):
+            tuner.fit()
+    finally:
+        callback.close()
+    end_stopped_runs(tracker, ref, callback.stopped_early)
+    return not searcher.exhausted or callback.trials_ended < searcher.n_suggested
+
+
+def end_stopped_runs(tracker: tracking.Tracker, ref: tracking.SweepRef,
+                     keys: list[str]) -> None:
+    """End the runs of configurations whose trials the scheduler stopped: outcome
+    ``unsolved``, tag ``ortho.stopped_early``, the metrics CSV rebuilt from MLflow (the trial
+    flushed every report before it could be stopped), FINISHED."""
+    from ortho_core.reporting import Outcome, Result
+
+    wanted = set(keys)
+    for run in tracker.configurations(ref):
+        if run.data.tags.get(tracking.TRIAL_KEY) in wanted and run.info.status == "RUNNING":
+            rows = tracker.history_rows(run.info.run_id)
+            tracker.finish(run.info.run_id, Result(Outcome.UNSOLVED),
+                           rows[-1][0] if rows else 0, rows, {tracking.STOPPED_EARLY: "true"})
+
+
+def backfill_failures(tracker: tracking.Tracker, ref: tracking.SweepRef, plan: Plan) -> None:
+    """Give a ``failed`` run to every grid configuration of ``plan`` that has none after a
+    completed Tune run (a trial that died outside the trainer, e.g. a lost actor)."""
+    tracked = {r.data.tags.get(tracking.TRIAL_KEY) for r in tracker.configurations(ref)}
+    for pack in plan.packs:
+        for m in pack:
+            if m.key not in tracked:
+                claim = tracker.claim(ref, m.key, m.params, {tracking.CELL: str(m.cell)})
+                tracker.fail(claim.run_id, "The trial ended without training this "
+                             "configuration (its Ray actor failed); see the Ray logs.")

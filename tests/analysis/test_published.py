@@ -1,0 +1,51 @@
+"""The published-values modules: pure data (importable without pandas or matplotlib), keyed by
+what the reports look up, and the only place in the tree that states a published number."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from analysis.published import kutsuna, manchev
+from analysis.reports.ff_mnist import FF_MODELS
+from analysis.reports.lcw_tables import MODELS as K_MODELS
+from analysis.reports.max_length import MODELS, PROBLEMS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_published_modules_are_pure_data() -> None:
+    code = ("import sys, analysis.published.manchev, analysis.published.kutsuna; "
+            "print(sorted(m for m in ('pandas', 'numpy', 'matplotlib', 'mlflow') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_table_i_has_every_problem_and_model_and_lambda_only_for_open() -> None:
+    assert set(manchev.TABLE_I) == {(t, v) for t in PROBLEMS for v in MODELS}
+    for (_, variant), cell in manchev.TABLE_I.items():
+        assert (cell.penalty is not None) == (variant == "open")
+        assert cell.max_len % manchev.PAPER_PROTOCOL["seq_len_step"] == 0
+        assert cell.max_len > manchev.PAPER_PROTOCOL["seq_len"]
+
+
+def test_pretrain_and_ff_tables_are_keyed_as_the_reports_look_them_up() -> None:
+    assert list(manchev.PRETRAIN) == ["normal", "uniform"]
+    assert all(0 < p.success_rate <= 1 and p.repeats > 0 for p in manchev.PRETRAIN.values())
+    assert list(manchev.TABLE_III) == list(FF_MODELS)
+    assert manchev.TABLE_III["plain"].lr is None
+    assert [p.penalty is not None for p in manchev.TABLE_III.values()] == [False, True, False]
+    assert sorted(manchev.TABLE_IV, reverse=True) == [10.0 ** -k for k in range(1, 6)]
+    # FF never left the majority class, which every other model and α beats.
+    assert manchev.TABLE_III["plain"].accuracy < min(manchev.TABLE_IV.values())
+
+
+def test_kutsuna_statements_name_known_networks_and_models() -> None:
+    networks = {*kutsuna.FIG12_SHAPES, kutsuna.FIG13_SHAPE}
+    assert {key[:3] for key in kutsuna.PUBLISHED} == networks
+    assert {key[3] for key in kutsuna.PUBLISHED} <= set(K_MODELS)
+    assert f"+{100 * kutsuna.LCW_OVERHEAD:.0f} %" in kutsuna.PUBLISHED[
+        ("sigmoid", 100, 128, "lcw")]

@@ -1,0 +1,66 @@
+"""Profiles: overrides of settings and of fixed and swept keys at every level, and the checks
+of the merged shape."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from sweeps.spec import PROFILES, SpecError, load_spec, resolve
+from tests.sweeps.spec.helpers import BASE, cells_of, write
+
+
+def test_profiles_override_fixed_space_and_settings(tmp_path):
+    spec = load_spec(write(tmp_path, BASE))
+    smoke, cpu, paper = (resolve(spec, p) for p in PROFILES)
+    # smoke fixes task (no longer a grid dimension) and doubles the seeds
+    assert len(smoke.cells()) == 1 * 3 * 4 * 2
+    assert {c.params["task"] for c in smoke.cells()} == {"adding"}
+    assert (smoke.repeats, paper.repeats) == (2, 1)
+    # cpu replaces the lr dimension and pack_size
+    assert len(cpu.cells()) == 2 * 1 * 4
+    assert {c.params["lr"] for c in cpu.cells()} == {0.01}
+    assert (cpu.pack_size, paper.pack_size) == (4, 1)
+    assert {s.profile for s in (smoke, cpu, paper)} == set(PROFILES)
+
+
+def test_a_profile_key_holds_in_every_group_of_the_spec(tmp_path):
+    text = BASE.replace("  paper: {}", "  paper: {fixed: {penalty: 0.5, variant: open}}")
+    cells = cells_of(tmp_path, text.replace("  - fixed: {variant: plain}\n", "").replace(
+        "  - fixed: {variant: oinit, pretrain_lr: 0.1}\n", ""))
+    assert {(c.params["variant"], c.params["penalty"]) for c in cells} == {("open", 0.5)}
+    assert len(cells) == 2 * 3
+    # ... so a profile fixing a group's key in the other groups is an error at its line
+    with pytest.raises(SpecError) as info:
+        cells_of(tmp_path, BASE.replace("  paper: {}", "  paper: {fixed: {penalty: 0.5}}"))
+    assert (info.value.field, info.value.line) == ("profiles.paper.fixed.penalty", 21)
+
+
+def test_a_profile_replaces_groups_whole(tmp_path):
+    text = BASE.replace("  paper: {}", "  paper: {groups: [{fixed: {variant: open, penalty: 1}}]}")
+    cells = cells_of(tmp_path, text)
+    assert len(cells) == 2 * 3
+    assert {(c.params["variant"], c.params["penalty"]) for c in cells} == {("open", 1)}
+
+
+def test_a_profile_can_sweep_a_fixed_key(tmp_path):
+    text = BASE.replace("  paper: {}", "  paper: {space: {hidden: [4, 8]}}")
+    cells = cells_of(tmp_path, text)
+    assert len(cells) == 2 * 24
+    assert collections.Counter(c.params["hidden"] for c in cells) == {4: 24, 8: 24}
+
+
+def test_packs_under_a_scheduler_name_the_scheduler(tmp_path):
+    text = BASE.replace("  paper: {}", "  paper:\n    pack_size: 3\n"
+                        "    scheduler: {kind: asha, metric_step: loss, mode: min}")
+    lines = text.splitlines()
+    pack_line = lines.index("    pack_size: 3") + 1
+    path = write(tmp_path, text)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert (info.value.field, info.value.line, info.value.value) == (
+        "profiles.paper.pack_size", pack_line, 3)
+    assert str(info.value) == (
+        f"{path}:{pack_line}: profiles.paper.pack_size: expected 1 when a scheduler is set "
+        f"(line {pack_line + 1}: early stopping judges one configuration per trial) (got 3)")

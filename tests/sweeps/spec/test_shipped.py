@@ -1,0 +1,59 @@
+"""The shipped specs: every profile resolves, with the paper's protocol and grid."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from ortho_core import experiments
+from sweeps.spec import load_spec, resolve
+from tests.sweeps.spec.helpers import config_of
+
+SHIPPED_CELLS = {
+    ("synthetic-max-length", "smoke"): 1 * 2 * (1 + 2 + 1),
+    ("synthetic-max-length", "cpu"): 1 * 3 * (1 + 2 + 1),
+    ("synthetic-max-length", "paper"): 4 * 4 * (1 + 5 + 1),
+    ("orth-pretrain-convergence", "smoke"): 1,
+    ("orth-pretrain-convergence", "cpu"): 1,
+    ("orth-pretrain-convergence", "paper"): 1,
+}
+
+
+@pytest.mark.parametrize(("name", "profile"), sorted(SHIPPED_CELLS))
+def test_shipped_spec_resolves(name, profile):
+    spec = resolve(load_spec(name), profile)
+    cells = spec.cells()
+    assert len(cells) == SHIPPED_CELLS[name, profile]
+    assert spec.name == name and spec.search_kind == "grid"
+    pack_fields = experiments.get(spec.experiment).PACK_FIELDS
+    shapes = collections.Counter(
+        tuple(getattr(config_of(spec.experiment, c.params), f) for f in pack_fields)
+        for c in cells)
+    # a pack never exceeds the configurations that share a shape
+    assert spec.pack_size <= max(shapes.values())
+
+
+def test_synthetic_max_length_paper_protocol():
+    cells = resolve(load_spec("synthetic-max-length"), "paper").cells()
+    first = config_of("synthetic", cells[0].params)
+    assert (first.hidden, first.batch_size, first.max_iters, first.eval_every, first.val_size,
+            first.seq_len, first.seq_len_step, first.init, first.protocol) == (
+        100, 20, 100_000, 100, 10_000, 10, 10, "normalised", "max_length")
+    grid = {(c.params["task"], c.params["variant"], c.params["lr"], c.params.get("penalty"))
+            for c in cells}
+    tasks = ("temporal_order", "temporal_order_3bit", "adding", "permutation")
+    rates = (1e-1, 1e-2, 1e-3, 1e-4)
+    expected = {(t, v, a, p) for t in tasks for a in rates
+                for v, p in [("plain", None), ("oinit", None)]
+                + [("open", lam) for lam in (1.0, 0.1, 0.01, 0.001, 0.0001)]}
+    assert grid == expected
+    oinit = [config_of("synthetic", c.params) for c in cells if c.params["variant"] == "oinit"]
+    assert {(c.pretrain_lr, c.pretrain_tol) for c in oinit} == {(0.1, 1e-6)}
+
+
+def test_shipped_smoke_covers_every_variant():
+    cells = resolve(load_spec("synthetic-max-length"), "smoke").cells()
+    assert {c.params["variant"] for c in cells} == {"plain", "open", "oinit"}
+    configs = [config_of("synthetic", c.params) for c in cells]
+    assert max(c.max_seq_len for c in configs) <= 20 and {c.seq_len for c in configs} == {10}
