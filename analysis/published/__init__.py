@@ -1,6 +1,7 @@
 """Published values, one pure-data module per paper (dataclasses and constants only).
 
 Every number a report sets beside a measured one comes from here and is stated nowhere else
-in the tree: :mod:`analysis.published.manchev` (paper M, Manchev & Spratling) and
+in the tree: :mod:`analysis.published.manchev` (paper M, Manchev & Spratling),
+:mod:`analysis.published.galvan` (paper G, Galvan's thesis) and
 :mod:`analysis.published.kutsuna` (paper K, Kutsuna). Measured results live in ``RESULTS.md``.
 """

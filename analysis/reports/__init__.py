@@ -12,6 +12,11 @@ REPORTS: dict[str, str] = {
     "synthetic-max-length": "analysis.reports.max_length:max_length_report",
     "ff-mnist": "analysis.reports.ff_mnist:ff_mnist_report",
     "lcw-deep-mlp": "analysis.reports.lcw_deep_mlp:lcw_report",
+    "polyphonic-music": "analysis.reports.polyphonic_music:polyphonic_report",
+    "spectral-temporal-gradients":
+        "analysis.reports.temporal_gradients:temporal_gradients_report",
+    "spectral-init-success": "analysis.reports.spectral_init:spectral_init_report",
+    "simplex-direction": "analysis.reports.simplex_direction:simplex_report",
 }
 """Spec name -> ``module:function`` building its report: ``function(runs, histories) ->
 Report`` (:data:`analysis.report.Builder`)."""

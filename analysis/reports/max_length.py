@@ -122,6 +122,10 @@ def max_length_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Tabl
         "hidden units, SGD, batch 20, ≤ 100,000 iterations).",
     ]
     notes += protocol_notes(runs, PAPER_PROTOCOL, "T") + _threshold_notes(runs)
+    open_runs = runs.runs[matching(runs.runs, {"variant": "open"})]
+    if _penalty_forms(open_runs).nunique() > 1:
+        notes.append("SRNN+OPEN is chosen over both penalty forms; the table "
+                     "max-length-penalty-form compares them.")
     missing = sorted({t for t, _ in TABLE_I} - set(cells["task"]), key=list(PROBLEMS).index)
     if missing:
         notes.append(f"Not in profile {runs.sweep.profile}: "
@@ -276,9 +280,53 @@ def fig2(runs: SweepRuns, histories: Histories, seq_len: int | None = None,
                         f"{sweep.spec} · {sweep.profile} · sweep {sweep.sweep_id}")
 
 
+PENALTY_FORMS: dict[str, str] = {"squared": "λ‖WWᵀ − I‖²_F (M's text)",
+                                 "unsquared": "λ‖WWᵀ − I‖_F (M's code)"}
+"""``penalty_form`` -> the OPEN term it adds the gradient of."""
+
+
+def _penalty_forms(frame: pd.DataFrame) -> pd.Series:
+    """Each run's ``penalty_form`` (a run tracked before the option existed: ``squared``)."""
+    return param_values(frame, "penalty_form").map(
+        lambda v: v if isinstance(v, str) else "squared")
+
+
+def penalty_form_table(runs: SweepRuns) -> Table | None:
+    """SRNN+OPEN's max T under each penalty form (issue 9, item 6), one row per problem, α
+    and λ, the two forms side by side; None when the sweep holds OPEN runs of one form only."""
+    frame = runs.runs[matching(runs.runs, {"variant": "open"})]
+    forms = _penalty_forms(frame)
+    if forms.nunique() < 2:
+        return None
+    rows, best = [], {}
+    keys = frame.assign(_t=param_values(frame, "task"), _a=param_values(frame, "lr"),
+                        _l=param_values(frame, "penalty"))
+    for (task, lr, penalty), cell in keys.groupby(["_t", "_a", "_l"], sort=True):
+        row: list[object] = [PROBLEMS.get(task, task), Cell(lr, "g"), Cell(penalty, "g")]
+        for form in PENALTY_FORMS:
+            ranked = rank_max_length(cell[_penalty_forms(cell) == form])
+            value = None if ranked.empty else int(ranked.iloc[0][f"metrics.{MAX_LEN}"])
+            row.append(Cell(value, "d", value is None))
+            if value is not None:
+                best[task, form] = max(best.get((task, form), 0), value)
+        rows.append(row)
+    notes = ["OPEN adds the gradient of λ‖WWᵀ − I‖²_F (M eqs. 29-31, penalty_form squared) or "
+             "of λ‖WWᵀ − I‖_F (M's reference code, unsquared), with which M tuned the "
+             "published λ; T = the largest sequence length solved (0: the first was not)."]
+    notes += [f"{PROBLEMS.get(t, t)}: best T {best.get((t, 'squared'), 0)} (squared) vs "
+              f"{best.get((t, 'unsquared'), 0)} (unsquared)."
+              for t in sorted({t for t, _ in best})]
+    return Table(name="max-length-penalty-form", title="SRNN+OPEN — maximal T per penalty "
+                 "form", columns=["Problem", "α", "λ", *(f"T, {f}" for f in PENALTY_FORMS)],
+                 rows=rows, provenance=provenance(runs), notes=notes)
+
+
 def max_length_report(runs: SweepRuns, histories: Histories | None) -> Report:
-    """Report of ``synthetic-max-length``: Table I; with histories, Fig. 2 and the bars."""
+    """Report of ``synthetic-max-length``: Table I and, when the sweep ran both OPEN forms,
+    their comparison; with histories, Fig. 2 and the bars."""
     cells = max_length_cells(runs)
     figures = [] if histories is None else [fig2(runs, histories),
                                             max_length_bars(runs, cells)]
-    return Report(runs=runs, tables=[max_length_table(runs, cells)], figures=figures)
+    forms = penalty_form_table(runs)
+    tables = [max_length_table(runs, cells), *([] if forms is None else [forms])]
+    return Report(runs=runs, tables=tables, figures=figures)

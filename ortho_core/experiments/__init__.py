@@ -26,6 +26,8 @@ EXPERIMENTS: dict[str, str] = {
     "orth-pretrain-convergence": "ortho_core.experiments.pretrain_convergence",
     "ff-mnist": "ortho_core.experiments.ff_mnist",
     "lcw-mlp": "ortho_core.experiments.lcw_mlp",
+    "polyphonic": "ortho_core.experiments.polyphonic",
+    "temporal-gradients": "ortho_core.experiments.temporal_gradients",
 }
 
 

@@ -12,11 +12,23 @@ from tests.sweeps.spec.helpers import config_of
 
 SHIPPED_CELLS = {
     ("synthetic-max-length", "smoke"): 1 * 2 * (1 + 2 + 1),
-    ("synthetic-max-length", "cpu"): 1 * 3 * (1 + 2 + 1),
+    ("synthetic-max-length", "cpu"): 1 * 3 * (1 + 2 + 2 + 1),
     ("synthetic-max-length", "paper"): 4 * 4 * (1 + 5 + 1),
     ("orth-pretrain-convergence", "smoke"): 1,
     ("orth-pretrain-convergence", "cpu"): 1,
     ("orth-pretrain-convergence", "paper"): 1,
+    ("spectral-temporal-gradients", "smoke"): 5 * 2,
+    ("spectral-temporal-gradients", "cpu"): 5 * 20,
+    ("spectral-temporal-gradients", "paper"): 5,
+    ("spectral-init-success", "smoke"): 2 * 2 * 2,
+    ("spectral-init-success", "cpu"): 4 * 2 * 5,
+    ("spectral-init-success", "paper"): 11 * 2 * 5,
+    ("simplex-direction", "smoke"): 3 * 2,
+    ("simplex-direction", "cpu"): 3 * 3,
+    ("simplex-direction", "paper"): 3 * 3,
+    ("polyphonic-music", "smoke"): 1,
+    ("polyphonic-music", "cpu"): 2 * 2,
+    ("polyphonic-music", "paper"): 4 * 4,
 }
 
 
@@ -57,3 +69,18 @@ def test_shipped_smoke_covers_every_variant():
     assert {c.params["variant"] for c in cells} == {"plain", "open", "oinit"}
     configs = [config_of("synthetic", c.params) for c in cells]
     assert max(c.max_seq_len for c in configs) <= 20 and {c.seq_len for c in configs} == {10}
+
+
+def test_synthetic_max_length_penalty_forms_and_jitter():
+    """cpu compares both OPEN forms; paper follows M's code (unsquared, adding jittered)."""
+    cpu = [config_of("synthetic", c.params)
+           for c in resolve(load_spec("synthetic-max-length"), "cpu").cells()]
+    forms = collections.Counter(c.penalty_form for c in cpu if c.variant == "open")
+    assert forms == {"squared": 6, "unsquared": 6}
+    assert {c.penalty_form for c in cpu if c.variant != "open"} == {"squared"}
+    paper = [config_of("synthetic", c.params)
+             for c in resolve(load_spec("synthetic-max-length"), "paper").cells()]
+    assert {c.penalty_form for c in paper if c.variant == "open"} == {"unsquared"}
+    assert {(c.task, c.length_jitter) for c in paper} == {
+        ("temporal_order", False), ("temporal_order_3bit", False), ("permutation", False),
+        ("adding", True)}

@@ -1,0 +1,185 @@
+"""Report of ``simplex-direction`` (paper G §4.1.2, EXPERIMENTS.md G-T41): G Table 4.1, the
+iterations until convergence on the adding problem, mean over the runs of each descent
+direction (the anti-gradient, the simplex direction, the simplex direction with conditional
+switching), beside the published means (:data:`analysis.published.galvan.TABLE_4_1`); and
+G Fig. 4.2, the validation loss against iterations, one line per direction.
+
+A run *converged* when the trainer's outcome is ``solved`` (validation error < 1 %, G §4.1);
+its iterations are the summary ``iters_to_solve``. The mean is over the converged runs; runs
+that did not converge within their budget are counted beside it and left out of the mean
+(their count would be at least the budget). The ratio to the gradient's mean is shown too,
+since a reduced profile's counts are not comparable with G's but the ratio may be.
+
+ψ is not in the thesis; the notes give G's code's (:data:`~analysis.published.galvan.
+TABLE_4_1_SWITCH_NORM`) beside the sweep's.
+G's order is ambiguous: Table 4.1's means put the switching variant first and the simplex
+direction last, while Fig. 4.2's caption has the simplex direction second and the gradient
+last (:data:`~analysis.published.galvan.FIG_4_2_ORDER`). Both agree that the switching
+variant converges first; that is the verdict's claim, and both orders are printed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from matplotlib.figure import Figure as MplFigure
+
+from analysis.figures import Figure
+from analysis.groups import group, protocol_notes
+from analysis.load import DONE, Histories, SweepRuns, param_values
+from analysis.published.galvan import (
+    FIG_4_2_ORDER,
+    SYNTHETIC_PROTOCOL,
+    TABLE_4_1,
+    TABLE_4_1_RUNS,
+    TABLE_4_1_SEQ_LEN,
+    TABLE_4_1_SWITCH_NORM,
+)
+from analysis.report import Report, provenance
+from analysis.reports.spectral_init import budget_notes
+from analysis.tables import Cell, Table
+
+DIRECTIONS: dict[str, str] = {"gradient": "anti-gradient", "simplex": "simplex",
+                              "simplex_switch": "simplex with switching"}
+"""Direction -> G's name of it."""
+ITERS = "iters_to_solve"
+"""Trial summary: iterations until the run converged."""
+LOSS = "val_loss"
+"""Stepwise metric of Fig. 4.2 (the validation loss, mean squared error)."""
+
+
+def direction_cells(runs: SweepRuns) -> pd.DataFrame:
+    """One row per direction: the group's counts, ``converged`` and ``not_converged`` (runs
+    that trained to their end and did or did not converge), ``mean`` (iterations, over the
+    converged runs), ``ratio`` (mean over the gradient's mean) and ``published``."""
+    rows = []
+    for direction in DIRECTIONS:
+        g = group(runs, {"direction": direction})
+        done = g.runs[g.runs["outcome"].isin(DONE)]
+        ok = done[done["outcome"] == "solved"]
+        iters = ok.get(f"metrics.{ITERS}", pd.Series(dtype="float64")).dropna()
+        rows.append({"direction": direction, **g.counts(), "count": g.count_text(),
+                     "converged": len(ok), "not_converged": len(done) - len(ok),
+                     "mean": float(iters.mean()) if len(iters) else None,
+                     "published": TABLE_4_1[direction]})
+    cells = pd.DataFrame.from_records(rows)
+    base = cells.loc[cells["direction"] == "gradient", "mean"].iloc[0]
+    cells["ratio"] = [None if m is None or base is None else m / base for m in cells["mean"]]
+    return cells
+
+
+def _order(values: dict[str, float | None]) -> list[str]:
+    """Directions by ascending value, those without one left out."""
+    return sorted((d for d, v in values.items() if v is not None and not math.isnan(v)),
+                  key=lambda d: values[d])
+
+
+def verdict(cells: pd.DataFrame) -> list[str]:
+    """The measured order beside G's two, and whether the switching variant is first."""
+    means = dict(zip(cells["direction"], cells["mean"], strict=True))
+    measured = _order(means)
+    names = [DIRECTIONS[d] for d in measured]
+    line = "Measured order (fastest first): " + (", ".join(names) or "none converged") + \
+        "; Table 4.1's: " + ", ".join(DIRECTIONS[d] for d in _order(dict(TABLE_4_1))) + \
+        "; Fig. 4.2's caption: " + ", ".join(DIRECTIONS[d] for d in FIG_4_2_ORDER) + "."
+    complete = len(measured) == len(DIRECTIONS)
+    if complete and measured[0] == "simplex_switch":
+        result = "Verdict: as G — the simplex direction with switching converges first."
+    elif complete:
+        result = "Verdict: differs from G — the simplex direction with switching does not " \
+                 "converge first."
+    else:
+        result = "Verdict: none — some direction has no converged run."
+    return [result, line]
+
+
+def simplex_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Table:
+    """G Table 4.1: mean iterations to converge per direction, published beside."""
+    cells = direction_cells(runs) if cells is None else cells
+    base = TABLE_4_1["gradient"]
+    rows = []
+    for _, r in cells.iterrows():
+        partial = bool(r["partial"]) or r["not_converged"] > 0
+        mean = Cell("none converged") if r["converged"] == 0 and r["n_done"] > 0 else Cell(
+            r["mean"], ",.0f", partial)
+        rows.append([DIRECTIONS[r["direction"]], mean,
+                     Cell(r["published"], ",d"), Cell(r["ratio"], ".2f", partial),
+                     Cell(r["published"] / base, ".2f"), int(r["converged"]),
+                     int(r["not_converged"]), r["count"]])
+    lengths = sorted({int(v) for v in param_values(runs.runs, "seq_len")
+                      if isinstance(v, (int, float)) and v == v})
+    psi = sorted({float(v) for v in param_values(runs.runs, "switch_norm")
+                  if isinstance(v, (int, float)) and v == v})
+    notes = [
+        *verdict(cells),
+        "Iterations: mean over the runs that converged (validation error < 1 %); runs that "
+        "did not converge within their budget are counted under 'not converged' and left "
+        "out of the mean (marked †).",
+        f"Published: Galvan, Table 4.1 (adding, T = {TABLE_4_1_SEQ_LEN}, mean of "
+        f"{TABLE_4_1_RUNS} runs).",
+        f"T = {', '.join(map(str, lengths)) or '?'}"
+        + (f"; ψ = {', '.join(format(v, 'g') for v in psi)} (G's code: "
+           f"{TABLE_4_1_SWITCH_NORM:g}; the thesis gives none)" if psi else "") + ".",
+        *protocol_notes(runs, {**SYNTHETIC_PROTOCOL, "seq_len": TABLE_4_1_SEQ_LEN},
+                        "the iteration count"),
+        *budget_notes(runs),
+    ]
+    return Table(name="simplex-direction", title="G Table 4.1 — iterations to converge on "
+                 "adding per descent direction",
+                 columns=["direction", "iterations", "paper", "÷ gradient", "÷ gradient "
+                          "(paper)", "converged", "not converged", "configurations"],
+                 rows=rows, provenance=provenance(runs), notes=notes)
+
+
+def _median_run(runs: pd.DataFrame) -> str | None:
+    """The run with the median iterations (non-converged runs last), lower median on ties."""
+    done = runs[runs["outcome"].isin(DONE)]
+    if done.empty:
+        return None
+    iters = done.get(f"metrics.{ITERS}", pd.Series(math.nan, index=done.index))
+    key = iters.where(done["outcome"] == "solved").fillna(math.inf)
+    order = done.assign(_key=key).sort_values(["_key", "run_id"], kind="stable")
+    return str(order.iloc[(len(order) - 1) // 2]["run_id"])
+
+
+def loss_curves(runs: SweepRuns, histories: Histories) -> Figure:
+    """G Fig. 4.2: validation loss against iterations, one line per direction (its median
+    run by iterations to converge), log scale."""
+    rows, notes = [], []
+    for direction, name in DIRECTIONS.items():
+        run_id = _median_run(group(runs, {"direction": direction}).runs)
+        if run_id is None:
+            notes.append(f"No {name} run trained to its end.")
+            continue
+        history = histories.get(run_id, LOSS)
+        rows.append(pd.DataFrame({"direction": direction, "run_id": run_id,
+                                  "step": history["step"], "loss": history["value"]}))
+    columns = ["direction", "run_id", "step", "loss"]
+    data = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
+
+    def draw(data: pd.DataFrame, fig: MplFigure) -> None:
+        ax = fig.add_subplot()
+        for direction, name in DIRECTIONS.items():
+            series = data[data["direction"] == direction]
+            if len(series):
+                ax.plot(series["step"], series["loss"], label=name)
+        if len(data) and (data["loss"] > 0).all():
+            ax.set_yscale("log")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("validation loss (MSE)")
+        ax.legend(fontsize=8)
+
+    sweep = runs.sweep
+    return Figure(name="simplex-loss", data=data[columns], draw=draw,
+                  notes=["Each line is the direction's median run by iterations to "
+                         "converge.", *notes],
+                  title=f"G Fig. 4.2 — validation loss per descent direction · {sweep.spec} · "
+                        f"{sweep.profile} · sweep {sweep.sweep_id}")
+
+
+def simplex_report(runs: SweepRuns, histories: Histories | None) -> Report:
+    """Report of ``simplex-direction``: Table 4.1; with histories, Fig. 4.2."""
+    cells = direction_cells(runs)
+    figures = [] if histories is None else [loss_curves(runs, histories)]
+    return Report(runs=runs, tables=[simplex_table(runs, cells)], figures=figures)

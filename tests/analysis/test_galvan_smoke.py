@@ -1,0 +1,107 @@
+"""The smoke profiles of G's synthetic specs end to end: ``ortho sweep run SPEC --profile
+smoke`` into a fresh embedded home (Ray, SQLite MLflow), then ``ortho report SPEC``, whose
+tables are checked against the runs MLflow holds."""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from analysis.load import load_sweep
+from analysis.reports import simplex_direction, spectral_init, temporal_gradients
+from sweeps.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def smoke_sweep(spec: str, home: Path) -> list:
+    """Run ``spec``'s smoke profile into ``home`` (a subprocess, so that its Ray stops with
+    it); the configuration runs MLflow holds."""
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("ORTHO_TRACKING_URI", None)
+    done = subprocess.run([sys.executable, "-m", "sweeps.cli", "sweep", "run", spec,
+                           "--profile", "smoke", "--home", str(home)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(spec).experiment_id
+    parent, = client.search_runs([exp], "tags.`ortho.role` = 'sweep'")
+    children = client.search_runs([exp], "tags.`ortho.role` = 'configuration'")
+    assert len(children) == int(parent.data.tags["ortho.n_configs"])
+    return children
+
+
+def report_files(spec: str, home: Path, out: Path, capsys) -> str:
+    assert main(["report", spec, "--home", str(home), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert all(p.stat().st_size > 0 for p in out.iterdir())
+    return text
+
+
+def test_spectral_temporal_gradients_smoke(tmp_path: Path, capsys) -> None:
+    home = tmp_path / "home"
+    children = smoke_sweep("spectral-temporal-gradients", home)
+    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+    by_rho: dict[float, list[float]] = {}
+    for run in children:
+        by_rho.setdefault(float(run.data.params["spectral_radius"]), []).append(
+            run.data.metrics["log10_ratio"])
+        steps = [m.step for m in client.get_metric_history(run.info.run_id,
+                                                           "temporal_grad_norm")]
+        assert sorted(steps) == list(range(1, int(run.data.params["seq_len"]) + 1))
+    runs = load_sweep(client, "spectral-temporal-gradients")
+    cells = temporal_gradients.ratio_cells(runs).set_index("rho")
+    for rho, values in by_rho.items():
+        assert cells.loc[rho, "median"] == pytest.approx(statistics.median(values))
+    text = report_files("spectral-temporal-gradients", home, tmp_path / "out", capsys)
+    assert "profile smoke" in text and "Verdict:" in text
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {"temporal-gradients.md",
+                                                              "temporal-gradients.png"}
+
+
+def test_spectral_init_success_smoke(tmp_path: Path, capsys) -> None:
+    home = tmp_path / "home"
+    children = smoke_sweep("spectral-init-success", home)
+    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+    cells = spectral_init.success_cells(load_sweep(client, "spectral-init-success"))
+    for run in children:
+        rho = run.data.params["spectral_radius"]
+        init = "gaussian" if rho == "None" else "spectral"
+        row = cells[(cells["seq_len"] == int(run.data.params["seq_len"]))
+                    & (cells["init"] == init)].iloc[0]
+        mine = [c for c in children if c.data.params["seq_len"] == run.data.params["seq_len"]
+                and c.data.params["spectral_radius"] == rho]
+        solved = sum(c.data.tags["ortho.outcome"] == "solved" for c in mine)
+        assert (row["solved"], row["n_done"]) == (solved, len(mine))
+    text = report_files("spectral-init-success", home, tmp_path / "out", capsys)
+    assert "G Fig. 4.1" in text and "profile smoke" in text
+
+
+def test_simplex_direction_smoke(tmp_path: Path, capsys) -> None:
+    home = tmp_path / "home"
+    children = smoke_sweep("simplex-direction", home)
+    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+    cells = simplex_direction.direction_cells(
+        load_sweep(client, "simplex-direction")).set_index("direction")
+    for direction in simplex_direction.DIRECTIONS:
+        mine = [c for c in children if c.data.params["direction"] == direction]
+        assert len(mine) == 2
+        ok = [c.data.metrics["iters_to_solve"] for c in mine
+              if c.data.tags["ortho.outcome"] == "solved"]
+        assert cells.loc[direction, "converged"] == len(ok)
+        mean = cells.loc[direction, "mean"]
+        assert (mean is None or math.isnan(mean)) if not ok else mean == pytest.approx(
+            sum(ok) / len(ok))
+    text = report_files("simplex-direction", home, tmp_path / "out", capsys)
+    assert "G Table 4.1" in text and "1,807,466" in text
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {"simplex-direction.md",
+                                                              "simplex-loss.png"}
