@@ -91,8 +91,6 @@ class SweepRuns:
     """Configuration runs read, superseded ones included."""
     tracking_uri: str = ""
     """Store the runs were read from."""
-    spec_text: str | None = field(default=None, repr=False)
-    """The resolved spec (YAML) the parent run holds as an artifact, when it has one."""
     expected_cells: list[dict[str, Any]] | None = field(default=None, repr=False)
     """The cells the sweep's spec defines (``expected_cells.json`` of the parent run, see
     :mod:`analysis.expected`); None for a sweep tracked without it."""
@@ -257,11 +255,6 @@ def _artifact_text(client: MlflowClient, sweep: Sweep, name: str) -> str | None:
         return fh.read()
 
 
-def read_spec_text(client: MlflowClient, sweep: Sweep) -> str | None:
-    """The resolved spec the sweep's parent run holds (``resolved_spec.yaml``), or None."""
-    return _artifact_text(client, sweep, contract.RESOLVED_ARTIFACT)
-
-
 def read_expected(client: MlflowClient, sweep: Sweep) -> list[dict[str, Any]] | None:
     """The cells the sweep should hold (``expected_cells.json``), or None for a sweep
     tracked without that artifact."""
@@ -310,13 +303,11 @@ def load_sweep(client: MlflowClient, spec: str, sweep_id: str | None = None,
         raw, meta = hit
     else:
         raw = raw_frame(child_runs(client, sweep))
-        meta = {"spec_text": read_spec_text(client, sweep),
-                "expected_cells": read_expected(client, sweep)}
+        meta = {"expected_cells": read_expected(client, sweep)}
         if cache is not None and key:
             cache.put_runs(spec, sweep.sweep_id, key, raw, meta)
     return SweepRuns(sweep=sweep, runs=select_latest(raw), n_runs=len(raw),
-                     tracking_uri=tracking_uri, spec_text=meta["spec_text"],
-                     expected_cells=meta["expected_cells"])
+                     tracking_uri=tracking_uri, expected_cells=meta["expected_cells"])
 
 
 def param_values(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -325,6 +316,13 @@ def param_values(frame: pd.DataFrame, name: str) -> pd.Series:
     if col in frame:
         return frame[col]
     return pd.Series([None] * len(frame), index=frame.index, dtype=object)
+
+
+def numeric_values(frame: pd.DataFrame, name: str, kind: type = float) -> list[Any]:
+    """The distinct numbers param ``name`` takes in ``frame``, as ``kind``, ascending (runs
+    that did not log it, or logged something else, are left out)."""
+    return sorted({kind(v) for v in param_values(frame, name)
+                   if isinstance(v, (int, float)) and v == v})
 
 
 class Histories:

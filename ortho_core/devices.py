@@ -8,6 +8,9 @@ import torch
 
 from ortho_core.config import require
 
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
+"""Training precisions by the name a Config's ``dtype`` key takes."""
+
 _PATTERN = re.compile(r"cpu|cuda(:\d+)?|auto")
 
 

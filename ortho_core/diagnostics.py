@@ -139,7 +139,8 @@ def gradient_diagnostics(model: PackedMLP, x: Tensor, y: Tensor) -> list[dict[st
 
 
 def glance(artifacts: dict[str, Any]) -> dict[str, float]:
-    """The summary scalars of the initial diagnostics (see :func:`train`)."""
+    """The summary scalars of the initial diagnostics (see
+    :func:`ortho_core.experiments.lcw_mlp.train`)."""
     angles, rms = artifacts["angles_init"], artifacts["gradients_init"]["grad_rms"]
     last_hidden = len(angles["layer"]) - 1
     return {"init_act_std_first": angles["act_std_samples"][0],

@@ -58,10 +58,6 @@ Reporter = Callable[[Report], None]
 """Receives every evaluation of every member."""
 
 
-def null_reporter(report: Report) -> None:
-    """A reporter that discards everything."""
-
-
 class Trainer(Protocol):
     """Signature every experiment's ``train`` function has."""
 

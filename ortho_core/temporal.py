@@ -60,8 +60,9 @@ def temporal_gradients(trace: Trace) -> list[Tensor]:
 
 def temporal_sq_norms(trace: Trace) -> Tensor:
     """‖∇_p L|_t‖² for every member, step t and parameter p: (K, T, 5), the last axis in the
-    order of :data:`PARAMETERS` (G Fig. 3.1 plots their square roots per parameter; the norm
-    of the stacked temporal gradient of θ is the square root of their sum)."""
+    order of :data:`PARAMETERS`; the norm of the stacked temporal gradient of θ, what G
+    Fig. 3.1 plots ("w.r.t. all the variables of the model"), is the square root of their
+    sum."""
     x, hs, da = trace.x, trace.hs, trace.da
     k, steps, _, n_hidden = hs.shape
     out = hs.new_zeros((k, steps, len(PARAMETERS)))

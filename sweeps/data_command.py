@@ -88,6 +88,8 @@ def _fetch(published: Published, target: Path) -> None:
     """Bring ``published`` to ``target`` with pooch, trying each URL in turn."""
     import pooch
 
+    if _is_intact(target, published):
+        return
     failures = []
     for url in published.urls:
         try:

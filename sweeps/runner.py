@@ -22,9 +22,6 @@ cluster (given the same tracking URI). A sweep whose driver is still alive (it r
 host, or its heartbeat is recent: :func:`sweeps.tracking.driver_alive`) is not resumed
 unless forced, since a resume deletes the runs in flight. Finding the sweep, and
 ``ortho sweep status``, are :mod:`sweeps.lookup` (which imports no Ray).
-
-``start_embedded_ray``, ``sweep_status`` and ``SweepNotFound`` are re-exported here, beside
-``run_sweep`` and ``resume_sweep``, for callers that know them as the runner's.
 """
 
 from __future__ import annotations
@@ -39,15 +36,14 @@ from typing import Any, TextIO
 
 from ortho_core.errors import ConfigError
 from sweeps import tracking
-from sweeps.lookup import SweepNotFound, find, new_sweep_id, open_store, refuse_alive, sweep_status
+from sweeps.lookup import SweepNotFound, find, new_sweep_id, open_store, refuse_alive
 from sweeps.plan import PastTrial, Plan, build_plan
-from sweeps.ray_session import check_resources, ray_session, start_embedded_ray
+from sweeps.ray_session import check_resources, ray_session
 from sweeps.spec import ResolvedSpec, load_spec, resolve
 from sweeps.status import Progress, format_line, from_mlflow
 from sweeps.tune_run import backfill_failures, execute, storage_path
 
-__all__ = ["PROJECT_ROOT", "SweepNotFound", "resume_sweep", "run_sweep", "start_embedded_ray",
-           "sweep_status"]
+__all__ = ["PROJECT_ROOT", "resume_sweep", "run_sweep"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 """The checkout the sweeps run from (for ``ortho.git_sha``)."""

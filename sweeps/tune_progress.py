@@ -15,6 +15,7 @@ This is the one module of the progress display that imports Ray (it subclasses T
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from ray.tune import Callback
 from tqdm import tqdm
 
 from sweeps.status import Progress, estimate, format_line, standing
-from sweeps.tracking import HEARTBEAT_SECONDS
+from sweeps.tracking import HEARTBEAT_SECONDS, redact
 
 BAR_REFRESH = 1.0
 """Seconds between redraws of the bar while nothing ends (so that its clock moves)."""
@@ -138,7 +139,11 @@ class ProgressCallback(Callback):
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         now = time.monotonic()
         if self.beat is not None and now - self._beaten_at >= self.beat_interval:
-            self.beat()
+            try:
+                self.beat()
+            except Exception as error:  # a missed heartbeat must not end the sweep
+                logging.getLogger(__name__).warning("heartbeat not recorded: %s",
+                                                    redact(str(error)))
             self._beaten_at = now
         since = now - self._printed_at
         if self.bar is not None:

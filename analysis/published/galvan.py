@@ -31,22 +31,23 @@ class TemporalGradientProfile:
 
     spectral_radius: float
     """ρ the recurrent matrix was rescaled to (G Alg. 3.1)."""
-    vanishing: bool
+    vanishing: bool | None
     """True: recent steps' components are exponentially larger than distant ones (decay on
-    the log axis); False: all steps have roughly the same norm (a flat profile)."""
+    the log axis); False: all steps have roughly the same norm (a flat profile); None: the
+    thesis says neither."""
 
 
 FIG_3_1: tuple[TemporalGradientProfile, ...] = (
     TemporalGradientProfile(0.8, True),
     TemporalGradientProfile(0.9, True),
-    TemporalGradientProfile(1.0, False),
+    TemporalGradientProfile(1.0, None),
     TemporalGradientProfile(1.1, False),
     TemporalGradientProfile(1.2, False),
 )
 """G Fig. 3.1 (temporal order, 100 samples, gradients w.r.t. all variables): ρ < 1 are
 "perfect examples of vanishing gradient"; for ρ larger than one "the temporal components
-have roughly the same norm". The thesis does not describe ρ = 1 in words; the figure shows
-it with the non-vanishing curves, recorded here as False."""
+have roughly the same norm". The thesis does not describe ρ = 1 in words, so no claim is
+recorded for it."""
 
 FIG_3_1_TASK = "temporal_order"
 """The problem of G Fig. 3.1."""

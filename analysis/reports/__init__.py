@@ -17,6 +17,7 @@ REPORTS: dict[str, str] = {
         "analysis.reports.temporal_gradients:temporal_gradients_report",
     "spectral-init-success": "analysis.reports.spectral_init:spectral_init_report",
     "simplex-direction": "analysis.reports.simplex_direction:simplex_report",
+    "deep-orthogonal": "analysis.reports.deep_orthogonal:deep_orthogonal_report",
 }
 """Spec name -> ``module:function`` building its report: ``function(runs, histories) ->
 Report`` (:data:`analysis.report.Builder`)."""

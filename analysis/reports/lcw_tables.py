@@ -17,7 +17,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.groups import Group, group
-from analysis.load import DONE, SweepRuns, param_values
+from analysis.load import DONE, SweepRuns, numeric_values, param_values
 from analysis.published.kutsuna import EPOCHS, LCW_OVERHEAD, PUBLISHED, Shape
 from analysis.report import provenance
 from analysis.tables import Cell, Table
@@ -81,12 +81,10 @@ def _dataset_notes(runs: SweepRuns) -> list[str]:
 
 def _protocol_notes(runs: SweepRuns) -> list[str]:
     notes = []
-    epochs = sorted({int(v) for v in param_values(runs.runs, "epochs")
-                     if isinstance(v, (int, float))})
+    epochs = numeric_values(runs.runs, "epochs", int)
     if epochs and epochs != [EPOCHS]:
         notes.append("Epochs: " + ", ".join(map(str, epochs)) + f" (K: {EPOCHS}).")
-    sizes = sorted({int(v) for v in param_values(runs.runs, "train_size")
-                    if isinstance(v, (int, float))})
+    sizes = numeric_values(runs.runs, "train_size", int)
     if sizes:
         notes.append("Training subsets of " + ", ".join(f"{s:,}" for s in sizes)
                      + " images (K: the whole training split).")

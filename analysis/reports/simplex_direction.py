@@ -27,7 +27,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from analysis.figures import Figure
 from analysis.groups import group, protocol_notes
-from analysis.load import DONE, Histories, SweepRuns, param_values
+from analysis.load import DONE, Histories, SweepRuns, numeric_values
 from analysis.published.galvan import (
     FIG_4_2_ORDER,
     SYNTHETIC_PROTOCOL,
@@ -65,7 +65,7 @@ def direction_cells(runs: SweepRuns) -> pd.DataFrame:
                      "published": TABLE_4_1[direction]})
     cells = pd.DataFrame.from_records(rows)
     base = cells.loc[cells["direction"] == "gradient", "mean"].iloc[0]
-    cells["ratio"] = [None if m is None or base is None else m / base for m in cells["mean"]]
+    cells["ratio"] = [None if pd.isna(m) or pd.isna(base) else m / base for m in cells["mean"]]
     return cells
 
 
@@ -107,10 +107,8 @@ def simplex_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Table:
                      Cell(r["published"], ",d"), Cell(r["ratio"], ".2f", partial),
                      Cell(r["published"] / base, ".2f"), int(r["converged"]),
                      int(r["not_converged"]), r["count"]])
-    lengths = sorted({int(v) for v in param_values(runs.runs, "seq_len")
-                      if isinstance(v, (int, float)) and v == v})
-    psi = sorted({float(v) for v in param_values(runs.runs, "switch_norm")
-                  if isinstance(v, (int, float)) and v == v})
+    lengths = numeric_values(runs.runs, "seq_len", int)
+    psi = numeric_values(runs.runs, "switch_norm")
     notes = [
         *verdict(cells),
         "Iterations: mean over the runs that converged (validation error < 1 %); runs that "

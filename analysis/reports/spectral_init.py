@@ -18,7 +18,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from analysis.figures import Figure
 from analysis.groups import Group, group, matching, protocol_notes, same
-from analysis.load import DONE, Histories, SweepRuns, param_values
+from analysis.load import DONE, Histories, SweepRuns, numeric_values, param_values
 from analysis.published.galvan import FIG_4_1, FIG_4_1_RUNS, SYNTHETIC_PROTOCOL
 from analysis.report import Report, expected, provenance
 from analysis.tables import Cell, Table
@@ -102,10 +102,8 @@ def budget_notes(runs: SweepRuns) -> list[str]:
     """The sweep's budget per run beside G's failure rule (G §4.1: no budget; a run fails
     once the loss has not decreased for 3·10⁶ iterations)."""
     frame = runs.runs
-    iters = sorted({int(v) for v in param_values(frame, "max_iters")
-                    if isinstance(v, (int, float)) and v == v})
-    patience = sorted({int(v) for v in param_values(frame, "patience")
-                       if isinstance(v, (int, float)) and v == v})
+    iters = numeric_values(frame, "max_iters", int)
+    patience = numeric_values(frame, "patience", int)
     if not iters:
         return []
     rule = (f"failed when the validation loss has not decreased for "

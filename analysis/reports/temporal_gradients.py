@@ -20,7 +20,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from analysis.figures import Figure
 from analysis.groups import group
-from analysis.load import DONE, Histories, SweepRuns, param_values
+from analysis.load import DONE, Histories, SweepRuns, numeric_values, param_values
 from analysis.published.galvan import FIG_3_1, FIG_3_1_SAMPLES, FIG_3_1_TASK
 from analysis.report import Report, provenance
 from analysis.tables import Cell, Table
@@ -59,7 +59,8 @@ def ratio_cells(runs: SweepRuns) -> pd.DataFrame:
     ``partial``, ``count``, ``median``, ``low``, ``high``, ``shape``, ``claim`` (``decays``,
     ``flat`` or None when G does not show this ρ) and ``agrees`` (bool, or None).
     """
-    claims = {p.spectral_radius: "decays" if p.vanishing else "flat" for p in FIG_3_1}
+    claims = {p.spectral_radius: None if p.vanishing is None else
+              "decays" if p.vanishing else "flat" for p in FIG_3_1}
     rows = []
     for rho in _radii(runs):
         g = group(runs, {"spectral_radius": rho})
@@ -88,10 +89,8 @@ def ratio_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Table:
                      Cell(r["shape"], "", partial), Cell(r["claim"]),
                      Cell(verdict, "", partial), r["count"]])
     judged = cells[cells["agrees"].notna()]
-    lengths = sorted({int(v) for v in param_values(runs.runs, "seq_len")
-                      if isinstance(v, (int, float)) and v == v})
-    samples = sorted({int(v) for v in param_values(runs.runs, "samples")
-                      if isinstance(v, (int, float)) and v == v})
+    lengths = numeric_values(runs.runs, "seq_len", int)
+    samples = numeric_values(runs.runs, "samples", int)
     tasks = sorted({str(v) for v in param_values(runs.runs, "task") if isinstance(v, str)})
     notes = [
         f"Verdict: {int(judged['agrees'].sum())} of {len(judged)} ρ behave as G describes "
@@ -102,7 +101,7 @@ def ratio_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Table:
         f"≥ {FLAT:g} (within a factor of 10), else in between.",
         "Published: Galvan, Fig. 3.1 (no numbers): ρ < 1 are \"perfect examples of vanishing "
         "gradient\"; for ρ > 1 \"the temporal components have roughly the same norm\"; ρ = 1 "
-        "is not described in words (recorded as flat, as the figure draws it).",
+        "is not described in words, so no verdict is given for it.",
         f"T = {', '.join(map(str, lengths)) or '?'} (G does not state it); "
         f"{', '.join(map(str, samples)) or '?'} samples (G: {FIG_3_1_SAMPLES}); "
         f"problem {', '.join(tasks) or '?'} (G: {FIG_3_1_TASK}).",

@@ -28,6 +28,7 @@ EXPERIMENTS: dict[str, str] = {
     "lcw-mlp": "ortho_core.experiments.lcw_mlp",
     "polyphonic": "ortho_core.experiments.polyphonic",
     "temporal-gradients": "ortho_core.experiments.temporal_gradients",
+    "deep-orthogonal": "ortho_core.experiments.deep_orthogonal",
 }
 
 

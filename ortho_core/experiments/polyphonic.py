@@ -42,18 +42,16 @@ from ortho_core.config import (
     one_of,
     optional_integer_in,
     positive,
+    require,
 )
 from ortho_core.data.music import CUTS, FORMATS, N_NOTES, cut, load_music, music_dataset
-from ortho_core.devices import check_device, resolve_device
+from ortho_core.devices import DTYPES, check_device, resolve_device
 from ortho_core.experiments.polyphonic_eval import marginal_nll, pad, split_nll
 from ortho_core.metrics import member_norm, spectral_radius
 from ortho_core.models.note_rnn import init_note_rnn, next_frame_inputs, song_nll
 from ortho_core.models.srnn import SRNNInit
 from ortho_core.optim import clip_factors, sgd_step
 from ortho_core.reporting import Outcome, Report, Reporter, Result
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
-"""Training precisions by name."""
 
 SPLIT_NAMES = ("train", "valid", "test")
 """The splits evaluated, in the order of the metric names."""
@@ -126,7 +124,8 @@ class Config:
             positive(self.spectral_radius, "spectral_radius")
         optional_integer_in(self.max_len, "max_len", 1, 1_000_000)
         one_of(self.cut, CUTS, "cut")
-        one_of(self.eval_whole, (True, False), "eval_whole")
+        require(isinstance(self.eval_whole, bool), "eval_whole", "true or false",
+                self.eval_whole)
         optional_integer_in(self.train_size, "train_size", 1, info.songs[0])
         integer_at_least(self.seed, "seed", 0)
         integer_at_least(self.data_seed, "data_seed", 0)

@@ -69,12 +69,10 @@ from torch import Tensor
 
 from ortho_core.config import check_pack
 from ortho_core.data.synthetic import Task, get_task
-from ortho_core.devices import resolve_device
+from ortho_core.devices import DTYPES, resolve_device
 from ortho_core.experiments.synthetic_config import (
     ADDED_FIELDS,
-    DTYPES,
     PACK_FIELDS,
-    VARIANTS,
     Config,
 )
 from ortho_core.experiments.synthetic_stage import EVAL_KEYS, Stage
@@ -82,8 +80,7 @@ from ortho_core.init import PretrainResult, orthogonal_pretrain, require_converg
 from ortho_core.models.srnn import SRNNInit, init_srnn
 from ortho_core.reporting import Outcome, Report, Reporter, Result
 
-__all__ = ["ADDED_FIELDS", "DTYPES", "PACK_FIELDS", "VARIANTS", "Config", "initial_weights",
-           "train"]
+__all__ = ["ADDED_FIELDS", "PACK_FIELDS", "Config", "initial_weights", "train"]
 
 @dataclass
 class _Member:

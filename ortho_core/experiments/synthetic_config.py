@@ -2,7 +2,7 @@
 field per DESIGN.md key, each validated at construction (``ConfigError`` naming the field).
 
 :mod:`ortho_core.experiments.synthetic` trains packs of these configurations and re-exports
-:class:`Config`, :data:`PACK_FIELDS`, :data:`VARIANTS` and :data:`DTYPES`.
+:class:`Config`, :data:`PACK_FIELDS` and :data:`VARIANTS`.
 """
 
 from __future__ import annotations
@@ -10,19 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import torch
-
 from ortho_core.config import integer_at_least, non_negative, one_of, positive, require
 from ortho_core.data.synthetic import DEFAULT_ERROR_THRESHOLD, get_task
-from ortho_core.devices import check_device
+from ortho_core.devices import DTYPES, check_device
 from ortho_core.directions import DIRECTIONS
 from ortho_core.penalty import PENALTY_FORMS
 
 VARIANTS = ("plain", "open", "oinit")
 """M's recurrent models: SRNN, SRNN+OPEN, SRNN+OINIT."""
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
-"""Training precisions by name."""
 
 
 @dataclass

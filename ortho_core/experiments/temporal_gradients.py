@@ -34,8 +34,7 @@ import torch
 
 from ortho_core.config import check_pack, integer_at_least, one_of, positive
 from ortho_core.data.synthetic import get_task
-from ortho_core.devices import check_device, resolve_device
-from ortho_core.experiments.synthetic_config import DTYPES
+from ortho_core.devices import DTYPES, check_device, resolve_device
 from ortho_core.experiments.synthetic_stage import TRAIN_STREAM, stream_seed
 from ortho_core.metrics import member_norm, spectral_radius
 from ortho_core.models.srnn import SRNNInit, init_srnn

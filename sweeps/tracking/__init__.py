@@ -22,11 +22,7 @@ from sweeps.contract import (
     EXPECTED_CELLS_ARTIFACT,
     GIT_SHA,
     HEARTBEAT,
-    HOSTNAME,
-    METRIC,
     METRICS_CSV,
-    MODE,
-    N_CONFIGS,
     NODE,
     NODE_IP,
     OPTUNA_PARAMS,
@@ -34,9 +30,6 @@ from sweeps.contract import (
     PARENT,
     PROFILE,
     RESOLVED_ARTIFACT,
-    ROLE,
-    ROLE_CONFIGURATION,
-    ROLE_SWEEP,
     SPEC,
     SPEC_ARTIFACT_DIR,
     SPEC_SHA256,
@@ -48,7 +41,7 @@ from sweeps.contract import (
     TRIALS,
 )
 from sweeps.tracking.layout import _TRACKERS as _TRACKERS  # tests replace its entries
-from sweeps.tracking.layout import BATCH, PARAM_BATCH, Tracker, sweep_tags, tracker
+from sweeps.tracking.layout import Tracker, sweep_tags, tracker
 from sweeps.tracking.liveness import (
     ALIVE_SECONDS,
     HEARTBEAT_SECONDS,
@@ -58,8 +51,7 @@ from sweeps.tracking.liveness import (
     node_tags,
 )
 from sweeps.tracking.metrics_csv import metrics_csv
-from sweeps.tracking.records import Claim, SweepRecord, SweepRef, metric_value, stored_result
-from sweeps.tracking.retry import RETRIES
+from sweeps.tracking.records import SweepRecord, SweepRef, metric_value, stored_result
 from sweeps.tracking.uri import (
     artifact_location,
     home_dir,
@@ -72,30 +64,20 @@ from sweeps.tracking.uri import (
 __all__ = [
     "ALIVE_SECONDS",
     "ATTEMPT",
-    "BATCH",
     "CELL",
     "DRIVER",
     "EXPECTED_CELLS_ARTIFACT",
     "GIT_SHA",
     "HEARTBEAT",
     "HEARTBEAT_SECONDS",
-    "HOSTNAME",
-    "METRIC",
     "METRICS_CSV",
-    "MODE",
     "NODE",
     "NODE_IP",
-    "N_CONFIGS",
     "OPTUNA_PARAMS",
     "OUTCOME",
-    "PARAM_BATCH",
     "PARENT",
     "PROFILE",
     "RESOLVED_ARTIFACT",
-    "RETRIES",
-    "ROLE",
-    "ROLE_CONFIGURATION",
-    "ROLE_SWEEP",
     "SPEC",
     "SPEC_ARTIFACT_DIR",
     "SPEC_SHA256",
@@ -105,7 +87,6 @@ __all__ = [
     "TRACEBACK",
     "TRIALS",
     "TRIAL_KEY",
-    "Claim",
     "SweepRecord",
     "SweepRef",
     "Tracker",

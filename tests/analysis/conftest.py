@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -121,6 +124,22 @@ SW1: list[Trial] = [
 """Child runs of sweep ``sw-1`` (created in the order of ``start``)."""
 
 SW0: list[Trial] = [Trial("temporal_order", "plain", 0.1, max_len=20, iters=300, start=2)]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_smoke_sweep(spec: str, home: Path) -> None:
+    """``ortho sweep run SPEC --profile smoke`` into ``home`` on the embedded default (Ray on
+    127.0.0.1, a SQLite store), in a subprocess so that its Ray stops with it; datasets from
+    ``$ORTHO_DATA_DIR`` (else ``../shared/data``)."""
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "MLFLOW_DISABLE_TELEMETRY": "true",
+           "ORTHO_DATA_DIR": os.environ.get("ORTHO_DATA_DIR", str(ROOT.parent / "shared/data"))}
+    env.pop("ORTHO_TRACKING_URI", None)
+    done = subprocess.run([sys.executable, "-m", "sweeps.cli", "sweep", "run", spec,
+                           "--profile", "smoke", "--home", str(home)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def frame_runs(frame: pd.DataFrame, spec: str, spec_text: str | None) -> SweepRuns:

@@ -62,8 +62,10 @@ def test_temporal_gradient_table_sets_the_median_beside_g_s_claim():
     rows = {row[0].text(): [c.marked() for c in row] for row in table.rows}
     assert rows["0.8"] == ["0.8", "-3.00", "-4.00", "-2.50", "decays", "decays", "as G", "3/3"]
     assert rows["1.2"] == ["1.2", "-0.20", "-1.50", "0.10", "flat", "flat", "as G", "3/3"]
-    # ρ G shows but the sweep did not run: G's claim only
-    assert rows["1"][1:] == ["–", "–", "–", "–", "flat", "–", "0/0"]
+    # ρ G describes but the sweep did not run: G's claim only; ρ = 1, which G's text does
+    # not describe: no claim either
+    assert rows["1.1"][1:] == ["–", "–", "–", "–", "flat", "–", "0/0"]
+    assert rows["1"][1:] == ["–", "–", "–", "–", "–", "–", "0/0"]
     assert table.notes[0] == "Verdict: 2 of 2 ρ behave as G describes them."
 
 

@@ -5,10 +5,7 @@ tables are checked against the runs MLflow holds."""
 from __future__ import annotations
 
 import math
-import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +14,7 @@ from mlflow.tracking import MlflowClient
 from analysis.load import load_sweep
 from analysis.reports import simplex_direction, spectral_init, temporal_gradients
 from sweeps.cli import main
+from tests.analysis.conftest import run_smoke_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,12 +24,7 @@ pytestmark = pytest.mark.slow
 def smoke_sweep(spec: str, home: Path) -> list:
     """Run ``spec``'s smoke profile into ``home`` (a subprocess, so that its Ray stops with
     it); the configuration runs MLflow holds."""
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("ORTHO_TRACKING_URI", None)
-    done = subprocess.run([sys.executable, "-m", "sweeps.cli", "sweep", "run", spec,
-                           "--profile", "smoke", "--home", str(home)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    run_smoke_sweep(spec, home)
     client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
     exp = client.get_experiment_by_name(spec).experiment_id
     parent, = client.search_runs([exp], "tags.`ortho.role` = 'sweep'")

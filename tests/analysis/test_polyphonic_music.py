@@ -4,9 +4,6 @@ REAL smoke sweep (sweep -> MLflow -> report)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +15,7 @@ from analysis.published import galvan
 from analysis.report import REPORTS, builder
 from analysis.reports import polyphonic_music as pm
 from sweeps.cli import main
-from tests.analysis.conftest import frame_runs
+from tests.analysis.conftest import frame_runs, run_smoke_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = "polyphonic-music"
@@ -111,13 +108,7 @@ def smoke_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``ortho sweep run polyphonic-music --profile smoke`` into a fresh home, in a
     subprocess so that its Ray stops with it."""
     home = tmp_path_factory.mktemp("music-sweep")
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "MLFLOW_DISABLE_TELEMETRY": "true",
-           "ORTHO_DATA_DIR": os.environ.get("ORTHO_DATA_DIR", str(ROOT.parent / "shared/data"))}
-    env.pop("ORTHO_TRACKING_URI", None)
-    done = subprocess.run([sys.executable, "-m", "sweeps.cli", "sweep", "run", SPEC,
-                           "--profile", "smoke", "--home", str(home)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    run_smoke_sweep(SPEC, home)
     return home
 
 

@@ -4,7 +4,6 @@ statuses; and the report of a REAL smoke sweep checked cell by cell against its 
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from analysis.report import build_report
 from analysis.reports import max_length
 from analysis.tables import SUFFIX
 from sweeps.cli import main
-from tests.analysis.conftest import PRETRAIN_SPEC, SPEC, Store, copy_store
+from tests.analysis.conftest import PRETRAIN_SPEC, SPEC, Store, copy_store, run_smoke_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -152,13 +151,7 @@ def real_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     embedded default: Ray on 127.0.0.1, SQLite store), in a subprocess so that its Ray
     stops with it."""
     home = tmp_path_factory.mktemp("real-sweep")
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "MLFLOW_DISABLE_TELEMETRY": "true",
-           "ORTHO_DATA_DIR": os.environ.get("ORTHO_DATA_DIR", str(ROOT.parent / "shared/data"))}
-    env.pop("ORTHO_TRACKING_URI", None)
-    done = subprocess.run([sys.executable, "-m", "sweeps.cli", "sweep", "run", SPEC,
-                           "--profile", "smoke", "--home", str(home)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    run_smoke_sweep(SPEC, home)
     return home
 
 

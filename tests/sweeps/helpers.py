@@ -77,7 +77,7 @@ def toy_ray() -> Iterator[None]:
     """Experiment ``toy`` registered and an embedded Ray running, for one test module."""
     import ray
 
-    from sweeps.runner import start_embedded_ray
+    from sweeps.ray_session import start_embedded_ray
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)

@@ -21,7 +21,8 @@ import pytest
 
 from ortho_core.errors import ConfigError
 from sweeps import tracking
-from sweeps.runner import resume_sweep, run_sweep, sweep_status
+from sweeps.lookup import sweep_status
+from sweeps.runner import resume_sweep, run_sweep
 from sweeps.testing import track
 from tests.conftest import Store
 from tests.sweeps import toy_experiment
@@ -187,10 +188,12 @@ def test_a_killed_driver_leaves_a_sweep_that_resumes(tmp_path, drivers):
 
     record = tracker_of(home).find_sweep()
     assert record.status == "RUNNING" and not record.alive
-    before = {float(r.data.params["x"]): r for r in child_runs(home, record.ref.sweep_id)}
+    runs_before = child_runs(home, record.ref.sweep_id)
+    # A run killed between its creation and its params (mid-claim) has none: not begun.
+    before = {float(r.data.params["x"]): r for r in runs_before if "x" in r.data.params}
     finished_before = {x: r.info.run_id for x, r in before.items()
                        if r.info.status == "FINISHED"}
-    assert len(finished_before) >= 2 and "RUNNING" in {r.info.status for r in before.values()}
+    assert len(finished_before) >= 2 and "RUNNING" in {r.info.status for r in runs_before}
     status = sweep_status(home=home)
     assert (status.state, status.running, status.done) == ("interrupted", 0,
                                                            len(finished_before))
@@ -208,8 +211,8 @@ def test_a_killed_driver_leaves_a_sweep_that_resumes(tmp_path, drivers):
             assert (r.info.run_id, trained) == (finished_before[x], 1)
         else:
             assert trained == 1 + (x in before)  # again from its beginning if it had begun
-    for x, run in before.items():
-        if x not in finished_before:  # the runs in flight are gone
+    for run in runs_before:
+        if run.info.status != "FINISHED":  # the runs in flight are gone
             stage = tracker_of(home).client.get_run(run.info.run_id).info.lifecycle_stage
             assert stage == "deleted"
     assert tracker_of(home).find_sweep(record.ref.sweep_id).status == "FINISHED"
@@ -234,7 +237,7 @@ def test_a_sweep_whose_driver_is_alive_is_resumed_only_when_forced(tmp_path):
 
 
 def test_resume_without_an_unfinished_sweep_says_so(tmp_path):
-    from sweeps.runner import SweepNotFound
+    from sweeps.lookup import SweepNotFound
 
     with pytest.raises(SweepNotFound, match="no unfinished sweep"):
         resume_sweep(home=new_home(tmp_path), stream=io.StringIO())

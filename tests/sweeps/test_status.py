@@ -38,6 +38,16 @@ def test_the_progress_callback_beats_every_interval():
     assert callback.__getstate__()["beat"] is None  # Tune pickles callbacks: no tracker
 
 
+def test_a_failed_heartbeat_is_logged_and_the_sweep_goes_on(caplog):
+    def unreachable() -> None:
+        raise ConnectionError("http://user:secret@tracking:5000 refused")
+
+    callback = ProgressCallback(_progress(), io.StringIO(), beat=unreachable, beat_interval=0.0)
+    callback.on_step_end(0, [])  # raises nothing
+    assert "heartbeat not recorded" in caplog.text
+    assert "secret" not in caplog.text and "refused" in caplog.text
+
+
 class Terminal(io.StringIO):
     """A stream that says it is a terminal."""
 

@@ -29,6 +29,9 @@ SHIPPED_CELLS = {
     ("polyphonic-music", "smoke"): 1,
     ("polyphonic-music", "cpu"): 2 * 2,
     ("polyphonic-music", "paper"): 4 * 4,
+    ("deep-orthogonal", "smoke"): (2 + 1 + 1 + 1 + 2) * 2,
+    ("deep-orthogonal", "cpu"): (10 + 1 + 8 + 4 + 2) * 3,
+    ("deep-orthogonal", "paper"): (10 + 1 + 36 + 9 + 2) * 3,
 }
 
 
