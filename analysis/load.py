@@ -18,6 +18,7 @@ Ray, training code or any of ``sweeps`` but its contract.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -245,12 +246,13 @@ def select_latest(raw: pd.DataFrame) -> pd.DataFrame:
     return best
 
 
-def _artifact_text(client: MlflowClient, sweep: Sweep, name: str) -> str | None:
-    """The text of the sweep's parent-run artifact ``name``, or None when it has none."""
-    names = {a.path for a in client.list_artifacts(sweep.parent_run_id)}
+def artifact_text(client: MlflowClient, run_id: str, name: str) -> str | None:
+    """The text of run ``run_id``'s top-level artifact ``name``, or None when it has none (a
+    store that cannot be read raises, rather than passing for a missing artifact)."""
+    names = {a.path for a in client.list_artifacts(run_id)}
     if name not in names:
         return None
-    path = client.download_artifacts(sweep.parent_run_id, name)
+    path = client.download_artifacts(run_id, name)
     with open(path, encoding="utf-8") as fh:
         return fh.read()
 
@@ -258,7 +260,7 @@ def _artifact_text(client: MlflowClient, sweep: Sweep, name: str) -> str | None:
 def read_expected(client: MlflowClient, sweep: Sweep) -> list[dict[str, Any]] | None:
     """The cells the sweep should hold (``expected_cells.json``), or None for a sweep
     tracked without that artifact."""
-    text = _artifact_text(client, sweep, contract.EXPECTED_CELLS_ARTIFACT)
+    text = artifact_text(client, sweep.parent_run_id, contract.EXPECTED_CELLS_ARTIFACT)
     return None if text is None else contract.read_expected_cells(text)
 
 
@@ -334,6 +336,11 @@ class Histories:
         self.runs = runs
         self.cache = cache
         self._ended = set(runs.runs.loc[runs.runs["status"] != "RUNNING", "run_id"])
+
+    def artifact_json(self, run_id: str, name: str) -> Any:
+        """Run ``run_id``'s JSON artifact ``<name>.json`` parsed (None when it has none)."""
+        text = artifact_text(self.client, run_id, f"{name}.json")
+        return None if text is None else json.loads(text)
 
     def get(self, run_id: str, key: str) -> pd.DataFrame:
         """Metric ``key`` of run ``run_id`` over steps (columns ``step``, ``value``)."""

@@ -22,7 +22,6 @@ Rules, stated under the tables:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -278,16 +277,6 @@ def _lr_notes(runs: SweepRuns) -> list[str]:
     return []
 
 
-def _artifact(histories: Histories, run_id: str, name: str) -> dict[str, Any] | None:
-    """The run's JSON artifact ``name`` (None when it has none)."""
-    try:
-        path = histories.client.download_artifacts(run_id, f"{name}.json")
-    except Exception:  # MLflow raises several types for a missing artifact
-        return None
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
 def _title(runs: SweepRuns, what: str) -> str:
     s = runs.sweep
     return f"{what} · {s.spec} · {s.profile} · sweep {s.sweep_id}"
@@ -300,7 +289,7 @@ def data_figure(runs: SweepRuns, histories: Histories) -> Figure:
     for dataset, variant in (("two_class", "orth"), ("spiral", "orth_relu")):
         best = _best_run(group(runs, {"dataset": dataset, "variant": variant}),
                          "best_train_error")
-        points = None if best is None else _artifact(histories, best["run_id"], "points")
+        points = None if best is None else histories.artifact_json(best["run_id"], "points")
         if points is not None:
             rows.append(pd.DataFrame({"dataset": dataset, "x": points["x"], "y": points["y"],
                                       "label": points["label"],
@@ -329,7 +318,7 @@ def _profiles(histories: Histories, picks: list[tuple[str, pd.Series | None]],
               key: str) -> pd.DataFrame:
     rows = []
     for label, best in picks:
-        prof = None if best is None else _artifact(histories, best["run_id"], "grad_profile")
+        prof = None if best is None else histories.artifact_json(best["run_id"], "grad_profile")
         if prof is None:
             continue
         for when, values in (("init", prof[key][0]), ("end", prof[key][-1])):

@@ -7,7 +7,6 @@ configuration :func:`analysis.reports.lcw_tables.chosen` picks.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -65,16 +64,6 @@ def train_accuracy_figure(runs: SweepRuns, histories: Histories) -> Figure:
                         f"{sweep.profile} · sweep {sweep.sweep_id}")
 
 
-def _artifact(histories: Histories, run_id: str, name: str) -> dict[str, Any] | None:
-    """The run's JSON artifact ``name`` (None when it has none)."""
-    try:
-        path = histories.client.download_artifacts(run_id, f"{name}.json")
-    except Exception:  # MLflow raises several types for a missing artifact
-        return None
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
 def gradient_figure(runs: SweepRuns, histories: Histories, shape: Shape = FIG13_SHAPE
                     ) -> Figure:
     """K Fig. 13: per layer, the distribution of the weight gradients at initialisation
@@ -88,7 +77,7 @@ def gradient_figure(runs: SweepRuns, histories: Histories, shape: Shape = FIG13_
     rows = []
     for variant in ("plain", "lcw") if shape in shapes(runs) else ():
         best = chosen(runs, shape, variant)[1]
-        grads = None if best is None else _artifact(histories, best["run_id"], "gradients_init")
+        grads = None if best is None else histories.artifact_json(best["run_id"], "gradients_init")
         if grads is None:
             notes.append(f"No gradient diagnostics of {MODELS[variant]}.")
             continue
@@ -143,7 +132,7 @@ def _diagnostics(runs: SweepRuns, histories: Histories, when: str
             best = chosen(runs, shape, variant)[1]
             if best is None:
                 continue
-            angles = _artifact(histories, best["run_id"], f"angles_{when}")
+            angles = histories.artifact_json(best["run_id"], f"angles_{when}")
             if angles is not None:
                 out.append((shape, variant, best["run_id"], angles))
     return out

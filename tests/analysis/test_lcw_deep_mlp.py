@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
-from analysis.load import Sweep, SweepRuns
+from analysis.load import Histories, Sweep, SweepRuns
 from analysis.published.kutsuna import PUBLISHED
 from analysis.report import REPORTS, builder
 from analysis.reports import lcw_deep_mlp, lcw_figures, lcw_tables
@@ -79,17 +80,22 @@ def angles(offset: float) -> dict:
 
 
 class FakeClient:
+    """Artifacts as files under ``root/<run_id>/``, as MLflow's client lists and fetches them."""
+
     def __init__(self, root: Path):
         self.root = root
 
+    def list_artifacts(self, run_id: str) -> list[SimpleNamespace]:
+        folder = self.root / run_id
+        return [SimpleNamespace(path=f.name) for f in folder.iterdir()] if folder.is_dir() else []
+
     def download_artifacts(self, run_id: str, path: str) -> str:
-        file = self.root / run_id / path
-        if not file.is_file():
-            raise OSError(f"no artifact {path}")
-        return str(file)
+        return str(self.root / run_id / path)
 
 
-class FakeHistories:
+class FakeHistories(Histories):
+    """Histories whose metrics are made up and whose artifacts are files."""
+
     def __init__(self, root: Path):
         self.client = FakeClient(root)
 
