@@ -11,7 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from analysis.load import load_sweep
-from analysis.reports import deep_orthogonal as report
+from analysis.reports import deep_orthogonal_tables as report
 from sweeps.cli import main
 from tests.analysis.conftest import run_smoke_sweep
 

@@ -1,0 +1,255 @@
+"""The tables of ``deep-orthogonal``'s report (N-F1, N-F3, N-F4) and the selection rules they
+share with its figures; see :mod:`analysis.reports.deep_orthogonal`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from analysis.groups import Group, group
+from analysis.load import DONE, SweepRuns, param_values
+from analysis.published.nosarzewski import (
+    F1_HIDDEN,
+    F1_ORTH_DEPTH,
+    F1_ORTH_ERROR,
+    F1_RELU_MIN_ERROR,
+    F1_RELU_VANISH_DEPTH,
+    F3_SPREAD_LIMIT,
+    F4_INTERNAL,
+)
+from analysis.report import provenance
+from analysis.tables import Cell, Table
+
+NAMES = {"relu": "ReLU", "orth": "orthogonal", "orth_relu": "Orth/ReLU"}
+"""Variant -> name in tables."""
+TRAINED = 0.05
+"""A net of N-F3 trains when its best training error is at most this."""
+
+
+def _ints(frame: pd.DataFrame, key: str) -> list[int]:
+    return sorted({int(v) for v in param_values(frame, key)
+                   if isinstance(v, (int, float)) and v == v})
+
+
+def _done(g: Group) -> pd.DataFrame:
+    return g.runs[g.runs["outcome"].isin(DONE)]
+
+
+def _metric(runs: pd.DataFrame, name: str) -> pd.Series:
+    return runs.get(f"metrics.{name}", pd.Series(dtype="float64")).dropna()
+
+
+def best_run(g: Group, metric: str) -> pd.Series | None:
+    done = _done(g)
+    values = _metric(done, metric)
+    return None if values.empty else done.loc[values.idxmin()]
+
+
+def _stats(g: Group, metric: str) -> tuple[float | None, float | None]:
+    """(min, median) of a summary over the group's finished runs, in %."""
+    values = _metric(_done(g), metric)
+    if values.empty:
+        return None, None
+    return 100 * float(values.min()), 100 * float(values.median())
+
+
+def _median(g: Group, metric: str) -> float | None:
+    values = _metric(_done(g), metric)
+    return None if values.empty else float(values.median())
+
+
+def f1_cells(runs: SweepRuns) -> pd.DataFrame:
+    """One row per N-F1 net: ``variant``, ``layers``, ``best`` and ``median`` error (%),
+    ``spread`` (median activation-gradient spread at initialisation), counts."""
+    rows = []
+    frame = runs.runs[runs.runs.get("params.dataset", pd.Series(dtype=object)) == "two_class"]
+    for variant in ("relu", "orth"):
+        for layers in _ints(frame[param_values(frame, "variant") == variant], "layers"):
+            g = group(runs, {"dataset": "two_class", "variant": variant, "layers": layers})
+            best, median = _stats(g, "best_train_error")
+            rows.append({"variant": variant, "layers": layers, "best": best, "median": median,
+                         "spread": _median(g, "act_grad_spread_init"),
+                         "partial": g.partial, "count": g.count_text()})
+    return pd.DataFrame.from_records(rows, columns=["variant", "layers", "best", "median",
+                                                    "spread", "partial", "count"])
+
+
+def f1_verdict(cells: pd.DataFrame) -> str:
+    """N-F1's verdict line."""
+    deep = cells[(cells["variant"] == "relu") & (cells["layers"] >= F1_RELU_VANISH_DEPTH)]
+    orth = cells[cells["variant"] == "orth"]
+    if deep["best"].isna().all() or orth["best"].isna().all():
+        return "Verdict: none — a ReLU net of depth ≥ 10 or the orthogonal net did not finish."
+    relu_fail = bool((deep["best"].dropna() > F1_RELU_MIN_ERROR).all())
+    orth_best = float(orth["best"].min())
+    if relu_fail and orth_best < F1_RELU_MIN_ERROR:
+        return (f"Verdict: as N — every ReLU net of depth ≥ {F1_RELU_VANISH_DEPTH} errs on more "
+                f"than {F1_RELU_MIN_ERROR:g} % (lowest {deep['best'].min():.1f} %), the "
+                f"orthogonal net on {orth_best:.1f} % (N: {F1_ORTH_ERROR:g} %).")
+    return (f"Verdict: differs from N — deep ReLU nets' lowest error "
+            f"{deep['best'].min():.1f} %, orthogonal net's {orth_best:.1f} %.")
+
+
+def f1_table(runs: SweepRuns) -> Table:
+    """N-F1: training error against depth for ReLU nets beside the orthogonal net."""
+    cells = f1_cells(runs)
+    rows = []
+    for _, r in cells.iterrows():
+        p = bool(r["partial"])
+        claim = (f"{F1_ORTH_ERROR:g}" if r["variant"] == "orth" else
+                 f"> {F1_RELU_MIN_ERROR:g}" + (", gradient vanishes"
+                                               if r["layers"] >= F1_RELU_VANISH_DEPTH else ""))
+        rows.append([NAMES[r["variant"]], int(r["layers"]), Cell(r["best"], ".1f", p),
+                     Cell(r["median"], ".1f", p), Cell(r["spread"], ".1f", p), claim,
+                     r["count"]])
+    notes = [f1_verdict(cells),
+             "error %: best training error over evaluations, the lowest over seeds (median "
+             "beside); spread: log10(max/min) of ‖∂J/∂a^[l]‖ over the layers at "
+             "initialisation, median over seeds (30: a gradient exactly 0).",
+             f"Published: Nosarzewski §6.1, Fig. 1 — {F1_HIDDEN} hidden units; ReLU nets' "
+             f"gradients vanish from depth {F1_RELU_VANISH_DEPTH}, error > "
+             f"{F1_RELU_MIN_ERROR:g} % at any depth; {F1_ORTH_DEPTH}-layer orthogonal net "
+             f"{F1_ORTH_ERROR:g} %.", *_lr_notes(runs)]
+    return Table(name="n-f1-depth", title="N Fig. 1 — two-class 2-D set, 2 hidden units: "
+                 "error against depth",
+                 columns=["net", "L", "error %", "median %", "spread", "paper",
+                          "configurations"],
+                 rows=rows, provenance=provenance(runs), notes=notes)
+
+
+def f3_cells(runs: SweepRuns) -> pd.DataFrame:
+    """One row per finished N-F3 run: ``variant``, ``layers``, ``hidden``, ``block``,
+    ``spread`` (weight-gradient spread at initialisation), ``error`` (best, %)."""
+    frame = runs.runs
+    spiral = frame[(param_values(frame, "dataset") == "spiral") & frame["outcome"].isin(DONE)]
+    return pd.DataFrame({
+        "variant": param_values(spiral, "variant"),
+        "layers": pd.to_numeric(param_values(spiral, "layers")),
+        "hidden": pd.to_numeric(param_values(spiral, "hidden")),
+        "block": pd.to_numeric(param_values(spiral, "block")).where(
+            param_values(spiral, "variant") == "orth_relu"),
+        "spread": spiral.get("metrics.weight_grad_spread_init"),
+        "error": 100 * spiral.get("metrics.best_train_error", pd.Series(dtype="float64")),
+        "run_id": spiral["run_id"]}).reset_index(drop=True)
+
+
+def f3_verdict(cells: pd.DataFrame) -> str:
+    """N-F3's verdict line."""
+    limit = F3_SPREAD_LIMIT[1]
+    low, high = cells[cells["spread"] <= limit], cells[cells["spread"] > limit]
+    if low.empty or high.empty:
+        return (f"Verdict: none — no run on one side of {limit:g} orders of magnitude "
+                f"({len(low)} within, {len(high)} beyond).")
+    rate_low = float((low["error"] <= 100 * TRAINED).mean())
+    rate_high = float((high["error"] <= 100 * TRAINED).mean())
+    agrees = "as N" if rate_low > rate_high else "differs from N"
+    return (f"Verdict: {agrees} — {rate_low:.0%} of the {len(low)} runs with spread ≤ "
+            f"{limit:g} train (error ≤ {100 * TRAINED:g} %), {rate_high:.0%} of the "
+            f"{len(high)} beyond.")
+
+
+def f3_table(runs: SweepRuns) -> Table:
+    """N-F3: per Orth/ReLU (and ReLU) net on the spiral, gradient spread beside trainability."""
+    cells = f3_cells(runs)
+    rows = []
+    frame = runs.runs
+    spiral = frame[param_values(frame, "dataset") == "spiral"]
+    for variant in ("orth_relu", "relu"):
+        mine = spiral[param_values(spiral, "variant") == variant]
+        for layers in _ints(mine, "layers"):
+            for hidden in _ints(mine, "hidden"):
+                for block in (_ints(mine, "block") if variant == "orth_relu" else [None]):
+                    values = {"dataset": "spiral", "variant": variant, "layers": layers,
+                              "hidden": hidden} | ({} if block is None else {"block": block})
+                    g = group(runs, values)
+                    if g.runs.empty and not g.n_expected:
+                        continue
+                    best, median = _stats(g, "best_train_error")
+                    trained = int((_metric(_done(g), "best_train_error") <= TRAINED).sum())
+                    p = g.partial
+                    rows.append([NAMES[variant], layers, hidden,
+                                 Cell(block, "d"), Cell(_median(g, "weight_grad_spread_init"),
+                                                        ".1f", p),
+                                 Cell(_median(g, "weight_grad_spread"), ".1f", p),
+                                 Cell(best, ".1f", p), Cell(median, ".1f", p),
+                                 f"{trained}/{g.n_done}", g.count_text()])
+    notes = [f3_verdict(cells),
+             "spread: log10(max/min) of the weight-gradient norms over the layers, at "
+             "initialisation and after training, median over seeds; trained: seeds whose best "
+             f"training error ≤ {100 * TRAINED:g} %; error %: lowest over seeds (median beside).",
+             "Published: Nosarzewski §6.2, Fig. 3 — block size chosen so that the gradient "
+             f"varies by no more than {F3_SPREAD_LIMIT[0]:g}-{F3_SPREAD_LIMIT[1]:g} orders of "
+             "magnitude; beyond 3, training became unstable; λ = 0.001 on the ReLU layers.",
+             *_lr_notes(runs)]
+    return Table(name="n-f3-orth-relu", title="N Fig. 3 — Orth/ReLU nets on the spiral: "
+                 "gradient spread and trainability",
+                 columns=["net", "L", "H", "B", "spread init", "spread end", "error %",
+                          "median %", "trained", "configurations"],
+                 rows=rows, provenance=provenance(runs), notes=notes)
+
+
+def f4_rows(runs: SweepRuns) -> dict[str, dict[str, Any]]:
+    """Per variant of N-F4: best and median test error (%), spread, baseline, group."""
+    out = {}
+    for variant in ("relu", "orth"):
+        g = group(runs, {"dataset": "mnist", "variant": variant})
+        if g.runs.empty and not g.n_expected:
+            continue
+        best, median = _stats(g, "best_test_error")
+        base = _median(g, "baseline_error")
+        out[variant] = {"best": best, "median": median, "group": g,
+                        "train": _stats(g, "best_train_error")[0],
+                        "spread": _median(g, "act_grad_spread_init"),
+                        "baseline": None if base is None else 100 * base}
+    return out
+
+
+def f4_verdict(rows: dict[str, dict[str, Any]]) -> str:
+    """N-F4's verdict line."""
+    relu, orth = rows.get("relu"), rows.get("orth")
+    if not relu or not orth or relu["best"] is None or orth["best"] is None:
+        return "Verdict: none — a MNIST net did not finish."
+    base = relu["baseline"] if relu["baseline"] is not None else 100.0
+    stuck = relu["best"] >= base - 1.0
+    if stuck and orth["best"] <= relu["best"] - 10.0:
+        return (f"Verdict: as N — the ReLU net stays at {relu['best']:.1f} % test error "
+                f"(majority class {base:.1f} %), the orthogonal net reaches {orth['best']:.1f} %.")
+    return (f"Verdict: differs from N — ReLU {relu['best']:.1f} %, orthogonal "
+            f"{orth['best']:.1f} % (majority class {base:.1f} %).")
+
+
+def f4_table(runs: SweepRuns) -> Table:
+    """N-F4: MNIST, 4 hidden units, standard against orthogonal net of the same depth."""
+    rows_by = f4_rows(runs)
+    rows = []
+    for variant, r in rows_by.items():
+        g, p = r["group"], r["group"].partial
+        layers = _ints(g.runs, "layers")
+        rows.append([NAMES[variant], ", ".join(map(str, layers)), Cell(r["best"], ".1f", p),
+                     Cell(r["median"], ".1f", p), Cell(r["train"], ".1f", p),
+                     Cell(r["spread"], ".1f", p), Cell(r["baseline"], ".1f", p),
+                     "untrainable" if variant == "relu" else "cost and error decrease",
+                     g.count_text()])
+    notes = [f4_verdict(rows_by),
+             "test error %: best over evaluations, lowest over seeds (median beside); train %: "
+             "best training error on the evaluation images; spread: activation-gradient "
+             "spread at initialisation (orders of magnitude); majority %: error of always "
+             "answering the commonest class.",
+             f"Published: Nosarzewski §6.3, Fig. 4 — 4 hidden units; a standard net {F4_INTERNAL}"
+             " layers deep cannot be trained; the orthogonal net (first and last layer a "
+             f"matrix with sign-flip, {F4_INTERNAL} internal orthogonal layers) learns.",
+             *_lr_notes(runs)]
+    return Table(name="n-f4-mnist", title="N Fig. 4 — MNIST, 4 hidden units, 52 layers",
+                 columns=["net", "L", "test error %", "median %", "train %", "spread",
+                          "majority %", "paper", "configurations"],
+                 rows=rows, provenance=provenance(runs), notes=notes)
+
+
+def _lr_notes(runs: SweepRuns) -> list[str]:
+    rates = sorted({float(v) for v in param_values(runs.runs, "lr")
+                    if isinstance(v, (int, float)) and v == v})
+    if rates and rates != [0.001]:
+        return [f"Protocol differs from N's: α = {', '.join(format(v, 'g') for v in rates)} "
+                "(N: about 10⁻³), so the step counts are not comparable one to one."]
+    return []
