@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.groups import Group, group
-from analysis.load import DONE, SweepRuns, param_values
+from analysis.load import DONE, SweepRuns, numeric_values, param_values
 from analysis.published.nosarzewski import (
     F1_HIDDEN,
     F1_ORTH_DEPTH,
@@ -25,11 +25,6 @@ NAMES = {"relu": "ReLU", "orth": "orthogonal", "orth_relu": "Orth/ReLU"}
 """Variant -> name in tables."""
 TRAINED = 0.05
 """A net of N-F3 trains when its best training error is at most this."""
-
-
-def _ints(frame: pd.DataFrame, key: str) -> list[int]:
-    return sorted({int(v) for v in param_values(frame, key)
-                   if isinstance(v, (int, float)) and v == v})
 
 
 def _done(g: Group) -> pd.DataFrame:
@@ -65,7 +60,8 @@ def f1_cells(runs: SweepRuns) -> pd.DataFrame:
     rows = []
     frame = runs.runs[runs.runs.get("params.dataset", pd.Series(dtype=object)) == "two_class"]
     for variant in ("relu", "orth"):
-        for layers in _ints(frame[param_values(frame, "variant") == variant], "layers"):
+        mine = frame[param_values(frame, "variant") == variant]
+        for layers in numeric_values(mine, "layers", int):
             g = group(runs, {"dataset": "two_class", "variant": variant, "layers": layers})
             best, median = _stats(g, "best_train_error")
             rows.append({"variant": variant, "layers": layers, "best": best, "median": median,
@@ -157,9 +153,10 @@ def f3_table(runs: SweepRuns) -> Table:
     spiral = frame[param_values(frame, "dataset") == "spiral"]
     for variant in ("orth_relu", "relu"):
         mine = spiral[param_values(spiral, "variant") == variant]
-        for layers in _ints(mine, "layers"):
-            for hidden in _ints(mine, "hidden"):
-                for block in (_ints(mine, "block") if variant == "orth_relu" else [None]):
+        for layers in numeric_values(mine, "layers", int):
+            for hidden in numeric_values(mine, "hidden", int):
+                blocks = numeric_values(mine, "block", int) if variant == "orth_relu" else [None]
+                for block in blocks:
                     values = {"dataset": "spiral", "variant": variant, "layers": layers,
                               "hidden": hidden} | ({} if block is None else {"block": block})
                     g = group(runs, values)
@@ -225,7 +222,7 @@ def f4_table(runs: SweepRuns) -> Table:
     rows = []
     for variant, r in rows_by.items():
         g, p = r["group"], r["group"].partial
-        layers = _ints(g.runs, "layers")
+        layers = numeric_values(g.runs, "layers", int)
         rows.append([NAMES[variant], ", ".join(map(str, layers)), Cell(r["best"], ".1f", p),
                      Cell(r["median"], ".1f", p), Cell(r["train"], ".1f", p),
                      Cell(r["spread"], ".1f", p), Cell(r["baseline"], ".1f", p),
@@ -247,8 +244,7 @@ def f4_table(runs: SweepRuns) -> Table:
 
 
 def _lr_notes(runs: SweepRuns) -> list[str]:
-    rates = sorted({float(v) for v in param_values(runs.runs, "lr")
-                    if isinstance(v, (int, float)) and v == v})
+    rates = numeric_values(runs.runs, "lr")
     if rates and rates != [0.001]:
         return [f"Protocol differs from N's: α = {', '.join(format(v, 'g') for v in rates)} "
                 "(N: about 10⁻³), so the step counts are not comparable one to one."]

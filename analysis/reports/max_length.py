@@ -21,7 +21,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from analysis.figures import Figure
 from analysis.groups import count_text, group, matching, protocol_notes, rank
-from analysis.load import Histories, SweepRuns, param_values
+from analysis.load import Histories, SweepRuns, numeric_values, param_values
 from analysis.published.manchev import FIG2_T, PAPER_PROTOCOL, TABLE_I, PublishedMaxLength
 from analysis.report import Report, expected, provenance
 from analysis.tables import Cell, Table
@@ -139,8 +139,7 @@ def max_length_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Tabl
 def _threshold_notes(runs: SweepRuns) -> list[str]:
     """Which success threshold the adding problem used (EXPERIMENTS.md: a parameter)."""
     frame = runs.runs
-    values = param_values(frame[param_values(frame, "task") == "adding"], "error_threshold")
-    values = sorted({float(v) for v in values if isinstance(v, (int, float)) and v == v})
+    values = numeric_values(frame[param_values(frame, "task") == "adding"], "error_threshold")
     if not values:
         return []
     return ["Adding: a sample counts as wrong when (y − t)² > error_threshold = "

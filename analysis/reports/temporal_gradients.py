@@ -37,9 +37,8 @@ FLAT = -1.0
 
 def _radii(runs: SweepRuns) -> list[float]:
     """Every ρ the paper shows or the sweep holds, ascending."""
-    held = {float(v) for v in param_values(runs.runs, "spectral_radius")
-            if isinstance(v, (int, float)) and v == v}
-    return sorted(held | {p.spectral_radius for p in FIG_3_1})
+    held = numeric_values(runs.runs, "spectral_radius")
+    return sorted(set(held) | {p.spectral_radius for p in FIG_3_1})
 
 
 def shape_of(ratio: float | None) -> str | None:
