@@ -8,10 +8,11 @@ each is defined once.
 
 The layout, in brief: one experiment per spec; one parent run per sweep (:data:`ROLE` =
 :data:`ROLE_SWEEP`) tagged :data:`SWEEP_ID`, :data:`SPEC`, :data:`PROFILE`,
-:data:`SPEC_SHA256`, :data:`GIT_SHA`, :data:`N_CONFIGS`, with the artifacts
+:data:`SPEC_SHA256`, :data:`N_CONFIGS`, with the artifacts
 :data:`RESOLVED_ARTIFACT` and :data:`EXPECTED_CELLS_ARTIFACT`; one child run per
 configuration (:data:`ROLE` = :data:`ROLE_CONFIGURATION`, :data:`PARENT`,
-:data:`TRIAL_KEY`, :data:`OUTCOME`, :data:`NODE`).
+:data:`TRIAL_KEY`, :data:`OUTCOME`, :data:`NODE`); on both, the code that ran them
+(:data:`GIT_SHA`, :data:`GIT_DIRTY`, :data:`VERSION`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ PROFILE = "ortho.profile"
 SPEC_SHA256 = "ortho.spec_sha256"
 """Parent: SHA-256 of the resolved spec text."""
 GIT_SHA = "ortho.git_sha"
-"""Parent: the commit the sweep ran from (``unknown`` outside git)."""
+"""Parent and child: the commit the code came from (``unknown`` where nothing tells)."""
+GIT_DIRTY = "ortho.git_dirty"
+"""Parent and child: ``true`` when that code differed from the commit (uncommitted or
+untracked files), ``false``, or ``unknown``."""
+VERSION = "ortho.version"
+"""Parent and child: the package's version."""
 ROLE = "ortho.role"
 """:data:`ROLE_SWEEP` on a parent run, :data:`ROLE_CONFIGURATION` on a child run (what
 searches filter on)."""

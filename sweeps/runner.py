@@ -9,8 +9,13 @@ see :func:`sweeps.tune_run.storage_path`). ``home`` is ``--home``, else ``$ORTHO
 ``./ortho-runs``; it and the tracking URI are made absolute before any trial starts. With an
 ``address`` the driver joins a running cluster (``auto`` inside a Ray job): its nodes need
 this package, as the cluster image has it, or use ``ortho sweep submit``, which ships the
-checkout. ``tracking_uri`` (or ``$ORTHO_TRACKING_URI``) points the driver and every trial at a
-tracking server. How a plan becomes Tune trials is :mod:`sweeps.tune_run`.
+checkout. ``tracking_uri`` (or ``$ORTHO_TRACKING_URI``) names a tracking server instead. Only
+the driver's node writes the store: trials on any node track through the sweep's writer
+there (:mod:`sweeps.writer`), so the embedded default works on a cluster too, and Tune's
+state, which only the driver writes, need not be on shared storage. A Ray Client address
+(``ray://``) with a store on this machine's disk is refused
+(:func:`refuse_client_with_local_store`). Every run records the code's provenance
+(:mod:`sweeps.provenance`). How a plan becomes Tune trials is :mod:`sweeps.tune_run`.
 
 Resume (:func:`resume_sweep`) reads the sweep back from MLflow, not from Tune's state (which
 is kept for inspection only): the spec file stored with the parent run is resolved again
@@ -35,7 +40,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ortho_core.errors import ConfigError
-from sweeps import tracking
+from sweeps import provenance, tracking
 from sweeps.lookup import SweepNotFound, find, new_sweep_id, open_store, refuse_alive
 from sweeps.plan import PastTrial, Plan, build_plan
 from sweeps.ray_session import check_resources, ray_session
@@ -46,23 +51,37 @@ from sweeps.tune_run import backfill_failures, execute, storage_path
 __all__ = ["PROJECT_ROOT", "resume_sweep", "run_sweep"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-"""The checkout the sweeps run from (for ``ortho.git_sha``)."""
+"""The code the sweeps run (its provenance: :mod:`sweeps.provenance`)."""
+
+
+def refuse_client_with_local_store(address: str | None, uri: str) -> None:
+    """Refuse a Ray Client address (``ray://``) with a store on this machine's disk:
+    this process would write the sweep here while its writer writes on the cluster's head
+    (``ConfigError`` naming ``address``)."""
+    on_disk = tracking.sqlite_path(uri) is not None or uri.startswith("file:") or \
+        "://" not in uri
+    if address and address.startswith("ray://") and on_disk:
+        raise ConfigError("address", "a cluster address the driver runs on (`auto` on the "
+                          "head), or `ortho sweep submit`; with a Ray Client connection pass "
+                          "--tracking-uri of a tracking server both this machine and the head "
+                          "reach", address)
 
 
 def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracking.Tracker,
          home: Path, storage: str | None, run_name: str, max_concurrent: int | None,
-         progress: Progress, stream: TextIO) -> Progress:
-    """Run what ``plan`` leaves, end the parent run, and print the last line."""
+         progress: Progress, stream: TextIO, run_tags: dict[str, str]) -> Progress:
+    """Run what ``plan`` leaves (``run_tags`` on every run it creates), end the parent run,
+    and print the last line."""
     store = storage_path(storage, home)
     interrupted = False
     start = time.monotonic()
     if plan.n_tune_trials:
         interrupted = execute(spec, plan, ref, tracker.uri, store, run_name, max_concurrent,
-                              progress, stream)
+                              progress, stream, run_tags)
     if interrupted:
         tracker.mark_killed(ref)
     else:
-        backfill_failures(tracker, ref, plan)
+        backfill_failures(tracker, ref, plan, run_tags)
     record = tracker.find_sweep(ref.sweep_id)
     assert record is not None
     final = from_mlflow(tracker, record)
@@ -93,6 +112,8 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     plan = build_plan(spec)
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
+    refuse_client_with_local_store(address, uri)
+    code = provenance.current(PROJECT_ROOT)
     with ray_session(address) as embedded:
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)
@@ -100,7 +121,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
         sweep_id = new_sweep_id()
         source = Path(spec.source)
         tags = tracking.sweep_tags(spec=spec.name, profile=profile, spec_sha256=spec.sha256,
-                                   git_sha=tracking.git_sha(PROJECT_ROOT), metric=spec.metric,
+                                   code=code.tags(), metric=spec.metric,
                                    mode=spec.mode, n_configs=plan.n_configs,
                                    note=spec.description)
         texts = {tracking.RESOLVED_ARTIFACT: spec.text,
@@ -112,7 +133,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
         progress = Progress(sweep_id=sweep_id, label=f"{spec.name}/{profile}",
                             metric=spec.metric, mode=spec.mode, total=plan.n_configs)
         return _run(spec, plan, ref, tracker, home_path, storage, sweep_id, max_concurrent,
-                    progress, stream)
+                    progress, stream, code.tags())
 
 
 def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
@@ -159,6 +180,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
                         done=len(finished))
     for run in finished.values():
         progress.offer(tracking.metric_value(tracking.stored_result(run).summary, spec.metric))
+    refuse_client_with_local_store(address, uri)
     with ray_session(address) as embedded:
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)
@@ -169,4 +191,4 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
               file=stream, flush=True)
         run_name = f"{record.ref.sweep_id}-resume-{time.strftime('%H%M%S', time.gmtime())}"
         return _run(spec, plan, record.ref, tracker, home_path, storage, run_name,
-                    max_concurrent, progress, stream)
+                    max_concurrent, progress, stream, provenance.current(PROJECT_ROOT).tags())

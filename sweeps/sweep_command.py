@@ -30,7 +30,11 @@ where this package is installed), and the datasets are read from the nodes' own
 ``$ORTHO_DATA_DIR`` (the image sets ``/home/ray/data``) unless ``--data-dir`` names a folder
 on the nodes; this machine's ``$ORTHO_DATA_DIR`` is not passed on. The tracking URI reaches
 the job in its environment (``ORTHO_TRACKING_URI``), not on its command line, which Ray shows
-in its job list; what is printed has its credentials masked.
+in its job list; what is printed has its credentials masked. So do this checkout's commit
+and whether it has uncommitted or untracked files (``ORTHO_GIT_SHA``, ``ORTHO_GIT_DIRTY``),
+which every run of the sweep records. With no tracking URI the sweep tracks into SQLite
+under ``--home`` on the head, written there only (trials on other nodes track through the
+driver's node), which ``ortho sweep status --home`` on the head shows.
 """
 
 from __future__ import annotations
@@ -58,9 +62,10 @@ DEFAULT_CLUSTER_PYTHON = "python"
 """The interpreter a submitted job runs: the first ``python`` on the job's PATH on the head
 (``/home/ray/anaconda3/bin/python`` in the cluster image, cluster/README.md)."""
 
-SUBMIT_EXCLUDES = ["ortho-runs/", ".git/", "data/", "*.egg-info/", "__pycache__/",
+SUBMIT_EXCLUDES = ["/ortho-runs/", "/.git/", "/data/", "*.egg-info/", "__pycache__/",
                    ".pytest_cache/", ".ruff_cache/"]
-"""Paths of the checkout not shipped with a job (gitignore syntax)."""
+"""Paths of the checkout not shipped with a job (gitignore syntax: a leading ``/`` anchors
+a folder at the checkout's root, so that ``/data/`` leaves ``ortho_core/data/`` in)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,9 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(default: $ORTHO_HOME, else ./ortho-runs)")
 
     def tune_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--storage", help="Tune's storage: a path (default HOME/ray) or an "
-                       "object store URI such as s3://bucket/ray, passed unchanged; shared "
-                       "storage when trials run on several nodes")
+        p.add_argument("--storage", help="Tune's own state: a path (default HOME/ray) or an "
+                       "object store URI such as s3://bucket/ray, passed unchanged; only the "
+                       "driver writes it, so it need not be shared")
         p.add_argument("--max-concurrent", type=int, metavar="N",
                        help="at most N trials at once (default: as resources allow)")
 
@@ -104,8 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: $ORTHO_TRACKING_URI, else SQLite under HOME on the head)")
     submit.add_argument("--home", default="~/ortho-runs",
                         help="HOME on the cluster's head node (default ~/ortho-runs)")
-    submit.add_argument("--storage", help="Tune's storage on the cluster: a path every node "
-                        "mounts, or an object store URI such as s3://bucket/ray")
+    submit.add_argument("--storage", help="Tune's own state on the cluster: a path on the "
+                        "head (default HOME/ray) or an object store URI such as s3://bucket/ray")
     submit.add_argument("--data-dir", metavar="DIR",
                         help="the datasets' folder on the cluster's nodes (absolute or under "
                         "~), passed to the job as ORTHO_DATA_DIR (default: the nodes' own "
@@ -182,14 +187,15 @@ def job_spec_argument(spec_ref: str, root: Path) -> str:
 def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     """The entrypoint and runtime environment of the job that runs ``args``' sweep; every
     path in it is the cluster's, and the tracking URI is in its environment only (the module
-    docstring)."""
-    from sweeps import tracking
+    docstring), as is the commit of ``root`` and whether it is dirty (the shipped copy has no
+    ``.git``: :mod:`sweeps.provenance`)."""
+    from sweeps import provenance, tracking
     from sweeps.ray_session import QUIET_ENV
 
     command = [args.python, "-m", "sweeps.cli", "sweep", "run",
                job_spec_argument(args.spec, root), "--profile", args.profile,
                "--address", "auto", "--home", args.home]
-    env = dict(QUIET_ENV)
+    env = {**QUIET_ENV, **provenance.current(root).env()}
     uri = args.tracking_uri or os.environ.get("ORTHO_TRACKING_URI")
     if uri:
         env["ORTHO_TRACKING_URI"] = tracking.tracking_uri(uri, Path.cwd())

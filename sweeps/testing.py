@@ -70,7 +70,8 @@ def start_sweep(tracker: tracking.Tracker, spec: str, sweep_id: str, *, profile:
         sha = hashlib.sha256(resolved_text.encode()).hexdigest()
         if n_configs is None:
             n_configs = sum(c[tracking.TRIALS] for c in expected_cells(resolved_text))
-    tags = tracking.sweep_tags(spec=spec, profile=profile, git_sha=git_sha, metric=metric,
+    tags = tracking.sweep_tags(spec=spec, profile=profile,
+                               code={tracking.GIT_SHA: git_sha}, metric=metric,
                                mode=mode, spec_sha256=sha, n_configs=n_configs)
     return tracker.start_sweep(tracker.experiment_id(spec), sweep_id, tags, texts)
 

@@ -5,6 +5,8 @@ run per member (:meth:`sweeps.tracking.Tracker.claim`: a FINISHED one is skipped
 stored result reused), builds the members' ``Config`` with ``from_dict``, and calls the
 trainer with a :class:`Recorder`, which batches every report into MLflow and, when the spec
 has an early-stopping scheduler, forwards the scheduler's metric to ``ray.tune.report``.
+Every write goes through the sweep's writer on the driver's node (:mod:`sweeps.writer`):
+a trial never opens the tracking store itself.
 
 Endings:
 
@@ -40,13 +42,14 @@ import os
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ortho_core.config import from_dict, to_dict
 from ortho_core.reporting import Report, Result
 from sweeps import tracking
 from sweeps.tracking import SweepRef
+from sweeps.writer import MetricRow, RemoteTracker
 
 FLUSH_METRICS = 1000
 """Buffered metric values that trigger a ``log_batch``."""
@@ -60,8 +63,8 @@ THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 class TrialContext:
     """What every trial of a sweep shares (passed with ``tune.with_parameters``)."""
 
-    tracking_uri: str
-    """Absolute tracking URI (made so by the driver)."""
+    writer: Any
+    """The handle of the sweep's writer (:func:`sweeps.writer.start_writer`)."""
     sweep: SweepRef
     """The sweep's parent run."""
     module: str
@@ -75,6 +78,9 @@ class TrialContext:
     step_metric: str | None = None
     """The scheduler's per-report metric, forwarded to Tune at every report (None: no
     scheduler, and Tune hears from the trial once, at its end)."""
+    run_tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags of every configuration's run: the code's provenance
+    (:meth:`sweeps.provenance.Provenance.tags`)."""
 
 
 def trial_threads(cpus: float) -> int:
@@ -107,7 +113,7 @@ class Recorder:
     """The trainer's reporter: buffers each member's metrics for MLflow (flushed in
     batches) and keeps the rows of its metrics CSV."""
 
-    def __init__(self, tracker: tracking.Tracker, run_ids: Sequence[str],
+    def __init__(self, tracker: RemoteTracker, run_ids: Sequence[str],
                  context: TrialContext) -> None:
         self.tracker = tracker
         self.run_ids = list(run_ids)
@@ -115,18 +121,16 @@ class Recorder:
         self.last_forwarded: dict[str, float] = {}
         """The last report sent to Tune's scheduler (``step`` and its metric)."""
         self.rows: list[list[tuple[int, dict[str, float]]]] = [[] for _ in run_ids]
-        self._pending: list[list[Any]] = [[] for _ in run_ids]
+        self._pending: list[list[MetricRow]] = [[] for _ in run_ids]
         self._n_pending = 0
         self._flushed_at = time.monotonic()
 
     def __call__(self, report: Report) -> None:
-        from mlflow.entities import Metric
-
         now = int(time.time() * 1000)
         values = {k: float(v) for k, v in report.metrics.items()}
         self.rows[report.member].append((report.step, values))
         self._pending[report.member].extend(
-            Metric(k, v, now, report.step) for k, v in values.items())
+            (k, v, now, report.step) for k, v in values.items())
         self._n_pending += len(values)
         if (self._n_pending >= FLUSH_METRICS
                 or time.monotonic() - self._flushed_at >= FLUSH_SECONDS):
@@ -136,16 +140,17 @@ class Recorder:
             from ray import tune
 
             self.last_forwarded = {step_metric: values[step_metric], "step": report.step}
-            self.flush()  # MLflow has every report before the scheduler may stop the trial
+            self.flush(wait=True)  # MLflow has every report before the scheduler may stop it
             # Tune requires the searcher's metric in every result; it is known at the end.
             tune.report({**self.last_forwarded, self.context.metric: math.nan})
 
-    def flush(self) -> None:
-        """Send every buffered metric to MLflow."""
-        for run_id, pending in zip(self.run_ids, self._pending, strict=True):
-            if pending:
-                self.tracker.log_metrics(run_id, pending)
-                pending.clear()
+    def flush(self, wait: bool = False) -> None:
+        """Send every buffered metric to MLflow; with ``wait``, until they are written."""
+        if self._n_pending:
+            self.tracker.log_metrics(dict(zip(self.run_ids, self._pending, strict=True)))
+            self._pending = [[] for _ in self.run_ids]
+        if wait:
+            self.tracker.sync()
         self._n_pending = 0
         self._flushed_at = time.monotonic()
 
@@ -169,8 +174,8 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> None:
     limit_threads(context.cpus)
     module = importlib.import_module(context.module)
     members = config["members"]
-    tracker = tracking.tracker(context.tracking_uri)
-    node = tracking.node_tags()
+    tracker = RemoteTracker(context.writer)
+    node = {**context.run_tags, **tracking.node_tags()}
     configs = [from_dict(module.Config, resolve_device(m["params"])) for m in members]
     results: list[Result | None] = []
     todo: list[int] = []

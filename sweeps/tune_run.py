@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -29,6 +29,7 @@ from sweeps.plan import Plan
 from sweeps.spec import ResolvedSpec
 from sweeps.status import Progress
 from sweeps.trial import TrialContext, run_trial
+from sweeps.writer import start_writer
 
 PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
 """Tune's setting of how many trials may wait for resources at once, read when ``fit()``
@@ -97,18 +98,32 @@ def _scheduler(spec: ResolvedSpec) -> Any:
 
 def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
             storage: str, run_name: str, max_concurrent: int | None, progress: Progress,
-            stream: TextIO) -> bool:
-    """Run ``plan`` on Tune, on the Ray this process is connected to; whether it was
-    interrupted before every trial ended."""
+            stream: TextIO, run_tags: Mapping[str, str]) -> bool:
+    """Run ``plan`` on Tune, on the Ray this process is connected to, the trials tracking
+    through a writer on this node (:mod:`sweeps.writer`) with ``run_tags`` on every run;
+    whether it was interrupted before every trial ended."""
+    import ray
+
+    writer = start_writer(uri, f"ortho-writer-{run_name}")
+    try:
+        return _fit(spec, plan, ref, uri, storage, run_name, max_concurrent, progress, stream,
+                    TrialContext(writer=writer, sweep=ref, module=plan.module,
+                                 metric=spec.metric, mode=spec.mode, cpus=spec.resources.cpu,
+                                 step_metric=spec.scheduler.metric_step if spec.scheduler
+                                 else None, run_tags=dict(run_tags)))
+    finally:
+        ray.kill(writer)
+
+
+def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, storage: str,
+         run_name: str, max_concurrent: int | None, progress: Progress, stream: TextIO,
+         context: TrialContext) -> bool:
+    """:func:`execute` once its writer runs."""
     from ray import tune
 
     from sweeps.searcher import SweepSearcher, TrialStarts
     from sweeps.tune_progress import ProgressCallback
 
-    context = TrialContext(
-        tracking_uri=uri, sweep=ref, module=plan.module, metric=spec.metric, mode=spec.mode,
-        cpus=spec.resources.cpu,
-        step_metric=spec.scheduler.metric_step if spec.scheduler else None)
     trainable = tune.with_resources(tune.with_parameters(run_trial, context=context),
                                     {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
     searcher = SweepSearcher(plan, spec.metric, spec.mode, spec.optuna)
@@ -148,13 +163,16 @@ def end_stopped_runs(tracker: tracking.Tracker, ref: tracking.SweepRef,
                            rows[-1][0] if rows else 0, rows, {tracking.STOPPED_EARLY: "true"})
 
 
-def backfill_failures(tracker: tracking.Tracker, ref: tracking.SweepRef, plan: Plan) -> None:
-    """Give a ``failed`` run to every grid configuration of ``plan`` that has none after a
-    completed Tune run (a trial that died outside the trainer, e.g. a lost actor)."""
+def backfill_failures(tracker: tracking.Tracker, ref: tracking.SweepRef, plan: Plan,
+                      run_tags: Mapping[str, str]) -> None:
+    """Give a ``failed`` run (tagged ``run_tags``) to every grid configuration of ``plan``
+    that has none after a completed Tune run (a trial that died outside the trainer, e.g. a
+    lost actor)."""
     tracked = {r.data.tags.get(tracking.TRIAL_KEY) for r in tracker.configurations(ref)}
     for pack in plan.packs:
         for m in pack:
             if m.key not in tracked:
-                claim = tracker.claim(ref, m.key, m.params, {tracking.CELL: str(m.cell)})
+                claim = tracker.claim(ref, m.key, m.params,
+                                      {**run_tags, tracking.CELL: str(m.cell)})
                 tracker.fail(claim.run_id, "The trial ended without training this "
                              "configuration (its Ray actor failed); see the Ray logs.")

@@ -33,6 +33,13 @@ not listen; the second node is therefore started the way ``ray start`` starts on
 ``ray.cluster_utils.Cluster`` does). The cluster uses token authentication with a token of
 its own (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN_PATH``), which clients find in
 :attr:`RayCluster.client_env`.
+
+Separate disks. Nodes of a real cluster share no file system, and a test whose nodes share
+one cannot see what breaks when they do not. So every node but the head runs in a mount
+namespace of its own (``unshare --mount``) with an empty tmpfs over ``/tmp``, which hides
+the head's temporary directory, Ray session and home (:attr:`RayCluster.home`, under
+``/tmp``) and every pytest ``tmp_path``; its home is an empty folder in that tmpfs. The
+network namespace stays shared: the nodes still talk over 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -369,6 +376,26 @@ Node(RayParams(**json.loads(sys.argv[1])), head=False, shutdown_at_exit=False,
 """What ``ray start --address`` does for a node joining a cluster, minus its address
 rewriting (see the module docstring); the node's processes outlive this script."""
 
+_OWN_DISK = ('mount -t tmpfs -o mode=1777 ortho-node /tmp && mkdir -p "$HOME" && cd "$HOME" '
+             '&& exec "$@"')
+"""Run in a fresh mount namespace (``unshare --mount``): an empty tmpfs over ``/tmp``, then
+the command, from its new home under it."""
+
+ISOLATED_HOME = "/tmp/home"
+"""``$HOME`` of the nodes after the head, inside their own ``/tmp``."""
+
+
+def mount_namespaces() -> str | None:
+    """Why a node cannot get a disk of its own here (not root, no ``unshare``), or None."""
+    if shutil.which("unshare") is None:
+        return "util-linux's `unshare` is not installed"
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                            "mount -t tmpfs ortho-probe /tmp"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"cannot make a mount namespace (root is needed): {probe.stderr.strip()}"
+    return None
+
+
 RAY_STOP_GRACE = 3.0
 """Seconds Ray's processes get after SIGTERM: the raylet, GCS server and runtime-env agent
 of a cluster stopped all at once ignore it for longer than :data:`STOP_GRACE` (``ray stop``
@@ -390,6 +417,20 @@ class RayCluster:
     """Environment a client (``ray job submit``, ``ortho sweep submit``) needs."""
     directory: Path
     processes: ProcessSet
+    home: Path
+    """``$HOME`` of the head's processes (a job's driver expands ``~`` to it); the other
+    nodes cannot see it."""
+
+    def isolated_pids(self) -> set[int]:
+        """The cluster's processes that run in a mount namespace other than this process's
+        (those of the nodes after the head)."""
+        ours = os.readlink("/proc/self/ns/mnt")
+        found = set()
+        for pid in self.processes.pids():
+            with suppress(OSError):
+                if os.readlink(f"/proc/{pid}/ns/mnt") != ours:
+                    found.add(pid)
+        return found
 
     def _get(self, path: str) -> Any:
         token = Path(self.client_env["RAY_AUTH_TOKEN_PATH"]).read_text().strip()
@@ -426,22 +467,32 @@ def start_ray_cluster(nodes: tuple[str, ...] = ("node_a", "node_b"),
                       num_cpus: int = 1) -> Iterator[RayCluster]:
     """A Ray cluster of ``len(nodes)`` nodes on 127.0.0.1, each with ``num_cpus`` CPUs, no
     GPU and one unit of its custom resource; the head (``ray start --head``) runs the
-    dashboard and job API on 127.0.0.1:<free port>. Every port is free-chosen, so clusters
-    of other tests or users on this machine are not disturbed."""
+    dashboard and job API on 127.0.0.1:<free port>, the other nodes each on a disk of its
+    own (the module docstring). Every port is free-chosen, so clusters of other tests or
+    users on this machine are not disturbed. No ``ORTHO_*`` variable but the data folder
+    reaches the nodes: a job finds what it is given, not what the test machine has."""
     directory = Path(tempfile.mkdtemp(prefix="ortho-ray-", dir="/tmp"))  # short socket paths
     token = directory / "auth_token"
     token.write_text(secrets.token_hex(32))
     token.chmod(0o600)
     client_env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token),
                   "RAY_USAGE_STATS_ENABLED": "0"}
-    env = {**os.environ, **client_env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    home = directory / "home"
+    home.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ORTHO_")},
+           **client_env, "HOME": str(home), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
            "AUTOSCALER_METRIC_PORT": str(free_port()),
            "DASHBOARD_METRIC_PORT": str(free_port())}
+    if "ORTHO_DATA_DIR" in os.environ:
+        env["ORTHO_DATA_DIR"] = os.environ["ORTHO_DATA_DIR"]
+    worker_env = {**{k: v for k, v in env.items() if k != "RAY_AUTH_TOKEN_PATH"},
+                  "RAY_AUTH_TOKEN": token.read_text(), "HOME": ISOLATED_HOME, "TMPDIR": "/tmp"}
     gcs_port, dashboard_port = free_port(), free_port()
     gcs_address = f"127.0.0.1:{gcs_port}"
     cluster = RayCluster(gcs_address=gcs_address,
                          dashboard_url=f"http://127.0.0.1:{dashboard_port}", nodes=nodes,
-                         client_env=client_env, directory=directory, processes=ProcessSet())
+                         client_env=client_env, directory=directory, processes=ProcessSet(),
+                         home=home)
     log = directory / "start.log"
     ray = Path(sys.executable).with_name("ray")
     try:
@@ -467,8 +518,9 @@ def start_ray_cluster(nodes: tuple[str, ...] = ("node_a", "node_b"),
                       "min_worker_port": 0, "max_worker_port": 0,
                       "dashboard_agent_listen_port": free_port(),
                       "temp_dir": str(directory / name)}
-            node = _spawn([sys.executable, "-c", _SECOND_NODE, json.dumps(params)], log,
-                          env=env, cwd=directory)
+            node = _spawn(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                           _OWN_DISK, "sh", sys.executable, "-c", _SECOND_NODE,
+                           json.dumps(params)], log, env=worker_env, cwd=directory)
             cluster.processes.groups.add(node.pid)
             if node.wait(START_TIMEOUT) != 0:
                 raise RuntimeError(f"node {name} failed to start{_log_tail(log)}")
@@ -505,6 +557,12 @@ def mlflow_server(postgres: Postgres) -> Iterator[MLflowServer]:
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[RayCluster]:
-    """A two-node Ray cluster (resources ``node_a`` on the head, ``node_b``; 1 CPU each)."""
+    """A two-node Ray cluster (resources ``node_a`` on the head, ``node_b`` on a disk of its
+    own; 1 CPU each); skipped where mount namespaces cannot be made, except under CI."""
+    reason = mount_namespaces()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
     with start_ray_cluster() as cluster:
         yield cluster

@@ -20,6 +20,7 @@ from sweeps.contract import (
     CELL,
     DRIVER,
     EXPECTED_CELLS_ARTIFACT,
+    GIT_DIRTY,
     GIT_SHA,
     HEARTBEAT,
     METRICS_CSV,
@@ -39,6 +40,7 @@ from sweeps.contract import (
     TRACEBACK,
     TRIAL_KEY,
     TRIALS,
+    VERSION,
 )
 from sweeps.tracking.layout import _TRACKERS as _TRACKERS  # tests replace its entries
 from sweeps.tracking.layout import Tracker, sweep_tags, tracker
@@ -47,7 +49,6 @@ from sweeps.tracking.liveness import (
     HEARTBEAT_SECONDS,
     driver_alive,
     driver_tag,
-    git_sha,
     node_tags,
 )
 from sweeps.tracking.metrics_csv import metrics_csv
@@ -67,6 +68,7 @@ __all__ = [
     "CELL",
     "DRIVER",
     "EXPECTED_CELLS_ARTIFACT",
+    "GIT_DIRTY",
     "GIT_SHA",
     "HEARTBEAT",
     "HEARTBEAT_SECONDS",
@@ -87,13 +89,13 @@ __all__ = [
     "TRACEBACK",
     "TRIALS",
     "TRIAL_KEY",
+    "VERSION",
     "SweepRecord",
     "SweepRef",
     "Tracker",
     "artifact_location",
     "driver_alive",
     "driver_tag",
-    "git_sha",
     "home_dir",
     "metric_value",
     "metrics_csv",

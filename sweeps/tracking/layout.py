@@ -3,7 +3,8 @@
 
 - One experiment per spec, named after it.
 - One parent run per sweep (run name = sweep id), tagged ``ortho.sweep_id``, ``ortho.spec``,
-  ``ortho.profile``, ``ortho.spec_sha256``, ``ortho.git_sha``; the resolved spec
+  ``ortho.profile``, ``ortho.spec_sha256``, and the code's ``ortho.git_sha``,
+  ``ortho.git_dirty``, ``ortho.version`` (as is every child run); the resolved spec
   (``resolved_spec.yaml``), the cells it defines (``expected_cells.json``, for ``analysis``)
   and the spec file it came from (``spec/<name>.yaml``, read back by ``ortho sweep resume``)
   are its artifacts.
@@ -56,14 +57,15 @@ Rows = Sequence[tuple[int, Mapping[str, float]]]
 """Stepwise metrics: (step, metric name -> value) per report."""
 
 
-def sweep_tags(*, spec: str, profile: str, git_sha: str, metric: str, mode: str,
+def sweep_tags(*, spec: str, profile: str, code: Mapping[str, str], metric: str, mode: str,
                spec_sha256: str | None = None, n_configs: int | None = None,
                note: str = "") -> dict[str, str]:
     """The tags of a sweep's parent run that describe it (DESIGN.md "What MLflow holds"), for
-    :meth:`Tracker.start_sweep`, which adds the role, sweep id, driver and heartbeat. The
+    :meth:`Tracker.start_sweep`, which adds the role, sweep id, driver and heartbeat.
+    ``code`` is the provenance of the code (:meth:`sweeps.provenance.Provenance.tags`). The
     resolved spec's hash and the configuration count are left out when not known (a sweep
     tracked before they were); ``note`` is the description MLflow's UI shows."""
-    tags = {contract.SPEC: spec, contract.PROFILE: profile, contract.GIT_SHA: git_sha,
+    tags = {contract.SPEC: spec, contract.PROFILE: profile, **code,
             contract.METRIC: metric, contract.MODE: mode}
     if spec_sha256 is not None:
         tags[contract.SPEC_SHA256] = spec_sha256

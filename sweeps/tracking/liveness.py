@@ -6,17 +6,15 @@ refreshed every :data:`HEARTBEAT_SECONDS` while Tune runs). A RUNNING sweep is a
 driver's process exists on this host, or, driven from another host, when its heartbeat is
 younger than :data:`ALIVE_SECONDS` (:func:`driver_alive`); one that is not was killed
 without ending its run (SIGKILL, a lost node) and may be resumed. A child run records where
-it ran (:func:`node_tags`), a parent run the commit it ran from (:func:`git_sha`).
+it ran (:func:`node_tags`).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 
@@ -27,17 +25,6 @@ HEARTBEAT_SECONDS = 30.0
 ALIVE_SECONDS = 120.0
 """A driver on another host whose heartbeat is younger than this counts as alive (four
 heartbeats, for a busy driver and clocks a little apart)."""
-
-
-def git_sha(root: Path) -> str:
-    """``git rev-parse HEAD`` of ``root``, or ``unknown`` outside git or before a commit."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    sha = out.stdout.strip()
-    return sha if out.returncode == 0 and sha else "unknown"
 
 
 def node_tags() -> dict[str, str]:

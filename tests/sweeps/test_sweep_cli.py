@@ -8,6 +8,7 @@ import argparse
 import shlex
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -150,10 +151,33 @@ def test_submitted_job_runs_the_sweep_on_the_cluster(monkeypatch):
                        "--storage", "s3://bucket/ray"]  # the tracking URI: in env_vars only
     env = request["runtime_env"]
     assert env["working_dir"] == str(PROJECT_ROOT)
-    assert {"ortho-runs/", ".git/", "data/"} <= set(env["excludes"]) == set(SUBMIT_EXCLUDES)
+    assert env["excludes"] == SUBMIT_EXCLUDES
+    shipped = _shipped(env["excludes"])
+    assert not any(shipped(PROJECT_ROOT / p) for p in ("data/mnist.npz", "ortho-runs/mlflow.db",
+                                                         ".git/HEAD", "sweeps/__pycache__/a.pyc"))
+    code = [p for package in ("ortho_core", "sweeps", "analysis")
+            for p in (PROJECT_ROOT / package).rglob("*.py") if "__pycache__" not in p.parts]
+    assert PROJECT_ROOT / "ortho_core" / "data" / "mnist.py" in code
+    assert all(shipped(p) for p in [*code, PROJECT_ROOT / "pyproject.toml"])
+    # The shipped copy has no .git: the commit and the dirty flag travel in the environment.
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=PROJECT_ROOT,
+                            capture_output=True, text=True, check=True).stdout
+    assert env["env_vars"]["ORTHO_GIT_SHA"] == head
+    assert env["env_vars"]["ORTHO_GIT_DIRTY"] == ("true" if status.strip() else "false")
     assert env["env_vars"]["ORTHO_TRACKING_URI"] == "http://127.0.0.1:5000"
     assert "ORTHO_DATA_DIR" not in env["env_vars"]
     assert env["env_vars"]["RAY_USAGE_STATS_ENABLED"] == "0"
+
+
+def _shipped(excludes: list[str]) -> Callable[[Path], bool]:
+    """Whether Ray ships a file of the checkout, by Ray's own matcher of ``excludes``."""
+    from ray._private.runtime_env.packaging import _get_excludes
+
+    excluded = _get_excludes(PROJECT_ROOT, excludes)
+    return lambda path: not any(excluded(p) for p in (path, *path.parents)
+                                if p.is_relative_to(PROJECT_ROOT) and p != PROJECT_ROOT)
 
 
 class _FakeJobClient:

@@ -1,0 +1,87 @@
+"""The sweep's one writer: trials in other processes track through it, what they send is
+what MLflow holds, its errors reach the trial, and claims of one configuration from trials
+racing each other leave one run (on every kind of store)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import ray
+
+from ortho_core.reporting import Outcome, Result
+from sweeps import tracking
+from sweeps.testing import start_sweep
+from sweeps.writer import RemoteTracker, start_writer
+from tests.sweeps.helpers import toy_ray
+
+pytestmark = pytest.mark.usefixtures(toy_ray.__name__)
+
+
+@ray.remote(num_cpus=0, max_calls=1)
+def _trial(writer, ref, key):
+    """A trial in a fresh worker process: claim, two batches without waiting, finish."""
+    tracker = RemoteTracker(writer)
+    claim = tracker.claim(ref, key, {"lr": 0.25, "hidden": 8}, {tracking.CELL: "3"})
+    tracker.log_metrics({claim.run_id: [("loss", 1.0, 1000, 10), ("loss", 0.5, 1001, 20)]})
+    tracker.log_metrics({claim.run_id: [("loss", 0.25, 1002, 30)]})
+    rows = [(10, {"loss": 1.0}), (20, {"loss": 0.5}), (30, {"loss": 0.25})]
+    tracker.finish(claim.run_id, Result(Outcome.SOLVED, {"score": 0.75}), 30, rows)
+    return claim.run_id, "mlflow" in sys.modules
+
+
+def test_a_trial_tracks_through_the_writer_without_opening_the_store(store):
+    tracker = tracking.tracker(store.uri)
+    ref = start_sweep(tracker, "writer", "s-1", profile="smoke")
+    writer = start_writer(store.uri, "ortho-writer-test-1")
+    try:
+        assert ray.get(writer.ready.remote()) == ray.get_runtime_context().get_node_id()
+        run_id, imported_mlflow = ray.get(_trial.remote(writer, ref, "k1"))
+    finally:
+        ray.kill(writer)
+    assert not imported_mlflow
+    run = tracker.client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.params == {"lr": "0.25", "hidden": "8"}
+    assert run.data.tags[tracking.CELL] == "3"
+    assert run.data.tags[tracking.OUTCOME] == "solved"
+    history = tracker.client.get_metric_history(run_id, "loss")
+    assert sorted((m.step, m.value) for m in history) == [(10, 1.0), (20, 0.5), (30, 0.25)]
+    assert run.data.metrics["score"] == 0.75
+    assert tracker.history_rows(run_id)[-1] == (30, {"loss": 0.25, "score": 0.75})
+
+
+def test_an_error_of_the_store_reaches_the_trial(store):
+    tracker = tracking.tracker(store.uri)
+    ref = start_sweep(tracker, "writer", "s-2", profile="smoke")
+    writer = start_writer(store.uri, "ortho-writer-test-2")
+    remote = RemoteTracker(writer)
+    try:
+        remote.log_metrics({"0" * 32: [("loss", 1.0, 1000, 1)]})  # no such run
+        with pytest.raises(ray.exceptions.RayTaskError, match="0" * 32):
+            remote.sync()
+        claim = remote.claim(ref, "k", {}, {})
+        remote.log_metrics({"0" * 32: [("loss", 1.0, 1000, 1)]})
+        with pytest.raises(ray.exceptions.RayTaskError):  # an ending waits for earlier batches
+            remote.kill(claim.run_id)
+    finally:
+        ray.kill(writer)
+
+
+@ray.remote(num_cpus=0)
+def _claim(writer, ref, key):
+    return RemoteTracker(writer).claim(ref, key, {"x": 1}, {}).run_id
+
+
+def test_racing_claims_of_one_configuration_leave_one_run(store):
+    tracker = tracking.tracker(store.uri)
+    ref = start_sweep(tracker, "writer", "s-3", profile="smoke")
+    writer = start_writer(store.uri, "ortho-writer-test-3")
+    try:
+        claimed = ray.get([_claim.remote(writer, ref, "same-key") for _ in range(6)])
+    finally:
+        ray.kill(writer)
+    runs = tracker.configurations(ref)
+    assert len(set(claimed)) == 6  # each claim replaced the run before it ...
+    assert len(runs) == 1 and runs[0].info.run_id in claimed  # ... and one is left,
+    assert runs[0].data.tags[tracking.ATTEMPT] == "6"  # having seen the five before it
