@@ -145,3 +145,24 @@ def protocol_notes(runs: SweepRuns, paper: Mapping[str, float], what: str,
         return []
     return [f"Protocol differs from the paper's, so {what} is not comparable one to one: "
             + "; ".join(diffs) + "."]
+
+
+def baseline_level(runs: SweepRuns) -> float:
+    """The majority-class accuracy (%) of the test set a classification sweep used (the
+    summary ``baseline_accuracy`` of its first run that logged one); NaN if none did."""
+    column = runs.runs.get("metrics.baseline_accuracy")
+    if column is None or not column.notna().any():
+        return math.nan
+    return float(column.dropna().iloc[0]) * 100
+
+
+def baseline_notes(runs: SweepRuns, published: float) -> list[str]:
+    """A table note with every majority-class baseline (%) the sweep's runs measured, beside
+    the paper's ``published`` one on all 10,000 MNIST test images; none if no run logged it."""
+    column = runs.runs.get("metrics.baseline_accuracy")
+    values = sorted({round(100.0 * v, 2) for v in column.dropna()}) if column is not None else []
+    if not values:
+        return []
+    return ["Majority-class baseline of the test set used: "
+            + ", ".join(f"{v:.2f} %" for v in values)
+            + f" (M: {published:.2f} % on all 10,000)."]

@@ -1,8 +1,9 @@
-"""Plain SGD over a pack, with per-member learning rates, gradient-norm clipping and a mask of
-the members still training (DESIGN.md "Packs").
+"""Plain SGD and RMSProp over a pack, with per-member learning rates, gradient-norm clipping
+and a mask of the members still training (DESIGN.md "Packs").
 
-M trains with plain SGD (M §III); G clips the step when the gradient norm exceeds τ, which
-is the rescaling g · min(1, τ/‖g‖) (G §3.4, after Pascanu et al.).
+M trains with plain SGD (M §III); M's pixel-MNIST code trains with RMSProp
+(:func:`rmsprop_step`); G clips the step when the gradient norm exceeds τ, which is the
+rescaling g · min(1, τ/‖g‖) (G §3.4, after Pascanu et al.).
 
 Why not ``torch.optim.SGD``: a pack holds K members in one tensor, each with its own rate α[k]
 and its own "still training" flag, and no library step does that exactly. ``torch.optim.SGD``
@@ -97,3 +98,34 @@ def _per_member(values: Tensor, like: Sequence[Tensor]) -> list[Tensor]:
         if t.dim() not in views:
             views[t.dim()] = values.reshape((-1,) + (1,) * (t.dim() - 1))
     return [views[t.dim()] for t in like]
+
+
+def rmsprop_step(
+    params: Sequence[Tensor],
+    grads: Sequence[Tensor],
+    square_avgs: Sequence[Tensor],
+    lr: float | Tensor,
+    active: Tensor,
+    rho: float = 0.9,
+    eps: float = 1e-6,
+) -> None:
+    """In place, RMSProp as M's code runs it (Lasagne's ``rmsprop``), per member:
+    r := ρr + (1 − ρ)g², then p := p − α·g / √(r + ε), ε inside the root.
+
+    ``square_avgs`` are the running averages r, tensors like ``params`` (zeros at the
+    start), updated in place; ``lr`` (α) is a float or a tensor (K,); ``active`` (K,) bool.
+    An inactive member's weights and averages stay bit-identical, whatever its gradient
+    holds (NaN included).
+    """
+    if not len(params) == len(grads) == len(square_avgs):
+        raise ValueError(f"rmsprop_step: {len(params)} parameters, {len(grads)} gradients, "
+                         f"{len(square_avgs)} averages")
+    if not params:
+        return
+    rates = _per_member(torch.as_tensor(lr, dtype=params[0].dtype, device=params[0].device),
+                        params)
+    masks = _per_member(active, params)
+    with torch.no_grad():
+        for p, g, r, rate, mask in zip(params, grads, square_avgs, rates, masks, strict=True):
+            r.copy_(torch.where(mask, rho * r + (1 - rho) * g * g, r))
+            p.sub_(torch.where(mask, rate * g / torch.sqrt(r + eps), 0.0))

@@ -18,6 +18,7 @@ REPORTS: dict[str, str] = {
     "spectral-init-success": "analysis.reports.spectral_init:spectral_init_report",
     "simplex-direction": "analysis.reports.simplex_direction:simplex_report",
     "deep-orthogonal": "analysis.reports.deep_orthogonal:deep_orthogonal_report",
+    "pixel-mnist": "analysis.reports.pixel_mnist:pixel_mnist_report",
 }
 """Spec name -> ``module:function`` building its report: ``function(runs, histories) ->
 Report`` (:data:`analysis.report.Builder`)."""

@@ -10,16 +10,27 @@ Choice rule (Table III): M reports per model "the best accuracy" over its grid w
 parameters that reached it. Here the configuration with the highest ``best_test_accuracy``
 (best over epochs) wins; ties go to the smaller α, then the smaller λ, then the run id (only
 for determinism). Table IV is FF+OPEN with λ = 1, one row per α, the best over seeds.
+
+Every row names the pixel preprocessing of the run its number comes from (the ``preprocessing``
+param: ``unit``, value / 255, or ``standardise``, M's code's per-pixel standardisation); runs
+tracked before the param existed logged none and used ``unit``, the only one then.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
 from analysis.figures import Figure
-from analysis.groups import Group, group, matching, protocol_notes, rank
+from analysis.groups import (
+    Group,
+    baseline_level,
+    baseline_notes,
+    group,
+    matching,
+    protocol_notes,
+    rank,
+)
 from analysis.load import Histories, SweepRuns, param_values
 from analysis.published.manchev import (
     FF_PAPER_PROTOCOL,
@@ -39,6 +50,15 @@ ACCURACY = "best_test_accuracy"
 FF_SUBSETS = ("train_size", "test_size")
 """Config keys that train or test on a subset of MNIST (M: the whole splits)."""
 
+PREPROCESSING_NAMES: dict[str, str] = {"unit": "unit", "standardise": "standardise (M's code)"}
+"""``preprocessing`` param -> its name in the tables."""
+
+PREPROCESSING_NOTE = ("preprocessing: of the run behind the number; unit = pixel / 255 in "
+                      "[0, 1]; standardise (M's code, FF_MNIST.py) = each pixel at zero mean "
+                      "and unit variance over its split (training and test sets each with "
+                      "their own statistics); runs that logged no preprocessing used unit.")
+"""Table note that explains the preprocessing column."""
+
 
 def _best_accuracy(g: Group) -> pd.Series | None:
     """The configuration of ``g`` with the best test accuracy (Table III's rule), if any
@@ -47,19 +67,19 @@ def _best_accuracy(g: Group) -> pd.Series | None:
     return ranked.iloc[0] if len(ranked) else None
 
 
+def _preprocessing(row: pd.Series | None, partial: bool) -> Cell:
+    """The pixel preprocessing of ``row``'s run: ``unit`` when it logged none (the default
+    before the param existed); nothing without a run."""
+    if row is None:
+        return Cell(None, partial=partial)
+    value = row.get("params.preprocessing")
+    value = "unit" if pd.isna(value) else str(value)
+    return Cell(PREPROCESSING_NAMES.get(value, value), partial=partial)
+
+
 def _percent(row: pd.Series | None, partial: bool) -> Cell:
     value = None if row is None else 100.0 * float(row[f"metrics.{ACCURACY}"])
     return Cell(value, ".2f", partial)
-
-
-def _baseline(runs: SweepRuns) -> list[str]:
-    column = runs.runs.get("metrics.baseline_accuracy")
-    values = sorted({round(100.0 * v, 2) for v in column.dropna()}) if column is not None else []
-    if not values:
-        return []
-    return ["Majority-class baseline of the test set used: "
-            + ", ".join(f"{v:.2f} %" for v in values)
-            + f" (M: {TABLE_III['plain'].accuracy:.2f} % on all 10,000)."]
 
 
 def _ff_protocol_notes(runs: SweepRuns) -> list[str]:
@@ -79,18 +99,20 @@ def table_iii(runs: SweepRuns) -> Table:
             Cell(pub.lr, "g"),
             Cell(None if best is None or not has_penalty else best.get("params.penalty"), "g",
                  g.partial and has_penalty),
-            Cell(pub.penalty, "g"), g.count_text()])
+            Cell(pub.penalty, "g"), _preprocessing(best, g.partial), g.count_text()])
     notes = ["Accuracy: the best test accuracy over epochs of the configuration chosen per "
              "model (highest; ties to the smaller α, then λ), in %.",
              "configurations = trained to their end / defined by the spec.",
+             PREPROCESSING_NOTE,
              "Published: Manchev & Spratling, Table III (784-100×10-10, tanh, σ = 0.001, "
              "SGD, batch 20, 100 epochs; FF: no α left the baseline)."]
     return Table(name="ff-table-iii", title="M Table III — best MNIST accuracy of the "
                  "feedforward nets",
                  columns=["Network", "accuracy %", "paper %", "α", "α (paper)", "λ",
-                          "λ (paper)", "configurations"],
+                          "λ (paper)", "preprocessing", "configurations"],
                  rows=rows, provenance=provenance(runs),
-                 notes=notes + _baseline(runs) + _ff_protocol_notes(runs))
+                 notes=notes + baseline_notes(runs, TABLE_III["plain"].accuracy)
+                 + _ff_protocol_notes(runs))
 
 
 def table_iv(runs: SweepRuns) -> Table:
@@ -103,18 +125,21 @@ def table_iv(runs: SweepRuns) -> Table:
         g = group(runs, {"variant": "open", "penalty": TABLE_IV_PENALTY, "lr": lr})
         if g.n_expected == 0 and g.runs.empty:
             rows.append([format(lr, "g"), Cell(None), Cell(TABLE_IV.get(lr), ".2f"),
-                         "not in this profile"])
+                         Cell(None), "not in this profile"])
             continue
-        rows.append([format(lr, "g"), _percent(_best_accuracy(g), g.partial),
-                     Cell(TABLE_IV.get(lr), ".2f"), g.count_text()])
+        best = _best_accuracy(g)
+        rows.append([format(lr, "g"), _percent(best, g.partial), Cell(TABLE_IV.get(lr), ".2f"),
+                     _preprocessing(best, g.partial), g.count_text()])
     return Table(name="ff-table-iv", title="M Table IV — FF+OPEN with λ = 1 across α",
-                 columns=["α", "accuracy %", "paper %", "configurations"],
+                 columns=["α", "accuracy %", "paper %", "preprocessing", "configurations"],
                  rows=rows, provenance=provenance(runs),
-                 notes=["Published: Manchev & Spratling, Table IV.", *_ff_protocol_notes(runs)])
+                 notes=["Published: Manchev & Spratling, Table IV.", PREPROCESSING_NOTE,
+                        *_ff_protocol_notes(runs)])
 
 
 def accuracy_curves(runs: SweepRuns, histories: Histories) -> Figure:
-    """Test accuracy after every epoch of each model's chosen configuration (Table III's)."""
+    """Test accuracy after every epoch of each model's chosen configuration (Table III's),
+    each labelled with its pixel preprocessing."""
     rows, notes = [], []
     for variant, name in FF_MODELS.items():
         best = _best_accuracy(group(runs, {"variant": variant}))
@@ -125,20 +150,20 @@ def accuracy_curves(runs: SweepRuns, histories: Histories) -> Figure:
         epochs = histories.get(best["run_id"], "epoch").rename(columns={"value": "epoch"})
         merged = acc.merge(epochs, on="step", how="left")
         rows.append(pd.DataFrame({"variant": variant, "run_id": best["run_id"],
+                                  "preprocessing": _preprocessing(best, False).text(),
                                   "epoch": merged["epoch"], "step": merged["step"],
                                   "accuracy": 100.0 * merged["value"]}))
-    columns = ["variant", "run_id", "epoch", "step", "accuracy"]
+    columns = ["variant", "run_id", "preprocessing", "epoch", "step", "accuracy"]
     data = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
-    baseline = runs.runs.get("metrics.baseline_accuracy")
-    level = float(baseline.dropna().iloc[0]) * 100 if baseline is not None and \
-        baseline.notna().any() else np.nan
+    level = baseline_level(runs)
 
     def draw(data: pd.DataFrame, fig: MplFigure) -> None:
         ax = fig.add_subplot()
         for variant, name in FF_MODELS.items():
             series = data[data["variant"] == variant]
             if len(series):
-                ax.plot(series["epoch"], series["accuracy"], marker=".", label=name)
+                ax.plot(series["epoch"], series["accuracy"], marker=".",
+                        label=f"{name} ({series['preprocessing'].iloc[0]})")
         if level == level:
             ax.axhline(level, color="grey", linestyle="--", linewidth=0.8,
                        label="majority class")

@@ -2,7 +2,9 @@
 
 ``load_dataset("mnist" | "cifar10" | "cifar100" | "svhn", split)`` dispatches to the
 loader of that dataset (``mnist.py``, ``cifar.py``, ``svhn.py``); :data:`DATASETS` gives
-each one's input size, class count and split sizes without touching the files.
+each one's input size, class count and split sizes without touching the files. Pixels are
+``value / 255`` in [0, 1] (``preprocessing="unit"``); MNIST also offers M's per-pixel
+standardisation (``"standardise"``, :mod:`ortho_core.data.mnist`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from ortho_core.data.cifar import load_cifar
-from ortho_core.data.mnist import load_mnist
+from ortho_core.data.mnist import Preprocessing, load_mnist
 from ortho_core.data.paths import PathLike
 from ortho_core.data.svhn import load_svhn
 from ortho_core.errors import ConfigError
@@ -57,19 +59,25 @@ def dataset_info(name: str) -> DatasetInfo:
 
 
 def load_dataset(name: str, split: str, *, flatten: bool = True,
-                 data_dir: PathLike | None = None,
+                 preprocessing: Preprocessing = "unit", data_dir: PathLike | None = None,
                  verify_md5: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """``(x, y)`` of dataset ``name``'s ``split`` (``"train"`` or ``"test"``).
 
-    ``x`` is float32 in [0, 1] of shape (N, n_features) with ``flatten``, else
-    (N, *image_shape); ``y`` is int64 of shape (N,). ``data_dir`` defaults to
+    ``x`` is float32 of shape (N, n_features) with ``flatten``, else (N, *image_shape): in
+    [0, 1] with ``preprocessing="unit"``, standardised per pixel over the split with
+    ``"standardise"`` (MNIST only); ``y`` is int64 of shape (N,). ``data_dir`` defaults to
     ``$ORTHO_DATA_DIR``, then ``~/.cache/ortho-sweeps/data``. Errors: ``ConfigError`` for
-    an unknown name or split, ``DataError`` for a missing directory or a missing, corrupt
-    or malformed file (naming the file and its expected md5).
+    an unknown name, split or preprocessing, or ``standardise`` for a dataset other than
+    MNIST; ``DataError`` for a missing directory or a missing, corrupt or malformed file
+    (naming the file and its expected md5).
     """
     dataset_info(name)
     if name == "mnist":
-        return load_mnist(split, flatten=flatten, data_dir=data_dir, verify_md5=verify_md5)
+        return load_mnist(split, flatten=flatten, preprocessing=preprocessing,
+                          data_dir=data_dir, verify_md5=verify_md5)
+    if preprocessing != "unit":
+        raise ConfigError("preprocessing", f"unit for {name} (standardise is implemented "
+                          "for mnist only, as M's code uses it)", preprocessing)
     if name == "svhn":
         return load_svhn(split, flatten=flatten, data_dir=data_dir, verify_md5=verify_md5)
     return load_cifar(name, split, flatten=flatten, data_dir=data_dir, verify_md5=verify_md5)

@@ -4,7 +4,19 @@ Reads ``<data_dir>/mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz``, chec
 file's size and published md5 (once per process), parses the IDX headers strictly (magic
 0x00000803 with dims (N, 28, 28) for images, 0x00000801 with dims (N,) for labels) and
 keeps the parsed uint8 arrays in a per-process cache, so a second load only converts to
-float. Pixels are scaled to [0, 1] as ``value / 255`` in float32.
+float.
+
+Preprocessing (``preprocessing``, float32 either way):
+
+- ``"unit"``: ``value / 255``, in [0, 1] (this project's default since its first runs).
+- ``"standardise"``: M's (nmanchev/OO-INIT-ANN, ``loadMNIST(rescaling=True)`` in
+  ``FF_MNIST.py`` and ``SRNN_MNIST.py``: ``sklearn.preprocessing.scale(X.astype("float64"))``
+  on the (N, 784) training and test matrices separately): each pixel (column) minus its
+  mean over the split, divided by its population standard deviation (ddof = 0) over the
+  split, in float64; a pixel constant over the split (std 0) is only centred, to 0. The
+  statistics are those of the whole split as loaded: a caller that subsamples afterwards
+  (``train_size``, ``test_size``) keeps the full split's statistics. (M's ``SRNN_MNIST.py``
+  can subsample before scaling, but M's runs load the whole splits.)
 
 Layouts: ``flatten=True`` gives (N, 784) in row-major pixel order; ``sequence=True`` gives
 (N, 784, 1), one pixel per time step (M's pixel-by-pixel MNIST, EXPERIMENTS.md M-T2);
@@ -19,6 +31,7 @@ import gzip
 import struct
 import zlib
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -30,6 +43,12 @@ from ortho_core.errors import ConfigError, DataError
 
 N_PIXELS = 28 * 28
 """Pixels per image, the length of a pixel sequence."""
+
+Preprocessing = Literal["unit", "standardise"]
+"""How pixel values become inputs: ``unit`` (value / 255) or ``standardise`` (M's code)."""
+
+PREPROCESSINGS: tuple[str, ...] = ("unit", "standardise")
+"""The values of :data:`Preprocessing`."""
 
 _IMAGES_MAGIC = 0x00000803
 _LABELS_MAGIC = 0x00000801
@@ -91,20 +110,40 @@ def pixel_permutation(seed: int) -> torch.Tensor:
     return torch.randperm(N_PIXELS, generator=generator)
 
 
+def standardise(pixels: torch.Tensor) -> torch.Tensor:
+    """M's per-pixel standardisation of an (N, D) matrix, as float32 (module docstring).
+
+    ``sklearn.preprocessing.scale`` in float64: every column minus its mean, divided by its
+    population standard deviation, or by 1 where that is 0.
+    """
+    x = pixels.to(torch.float64)
+    mean = x.mean(dim=0)
+    std = x.std(dim=0, correction=0)
+    return x.sub_(mean).div_(torch.where(std > 0, std, 1.0)).to(torch.float32)
+
+
 def load_mnist(split: str, *, flatten: bool = True, sequence: bool = False,
-               permutation_seed: int | None = None, data_dir: PathLike | None = None,
+               permutation_seed: int | None = None,
+               preprocessing: Preprocessing = "unit", data_dir: PathLike | None = None,
                verify_md5: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """MNIST ``split`` (``"train"``: 60,000 images, ``"test"``: 10,000) as tensors.
 
-    Returns ``(images, labels)``: float32 images in [0, 1] of shape (N, 784) (``flatten``),
+    Returns ``(images, labels)``: float32 images of shape (N, 784) (``flatten``),
     (N, 784, 1) (``sequence``) or (N, 1, 28, 28) (neither), and int64 labels 0..9 of
-    shape (N,). Both are fresh tensors the caller may modify. ``verify_md5=False`` skips
-    the md5 check (for IDX files that are not the published ones); the IDX structure is
-    always checked. A missing or corrupt file raises
-    :class:`~ortho_core.errors.DataError` naming the file and its expected md5.
+    shape (N,). Both are fresh tensors the caller may modify. ``preprocessing`` is
+    ``"unit"`` (values in [0, 1]) or ``"standardise"`` (M's: zero mean and unit variance
+    per pixel over this split); the permutation of ``permutation_seed`` is applied after it
+    (per-pixel statistics move with their pixel, so the order does not change the result).
+    ``verify_md5=False`` skips the md5 check (for IDX files that are not the published
+    ones); the IDX structure is always checked. A missing or corrupt file raises
+    :class:`~ortho_core.errors.DataError` naming the file and its expected md5; a bad
+    argument raises :class:`~ortho_core.errors.ConfigError` naming it.
     """
     if split not in ("train", "test"):
         raise ConfigError("split", "train or test", split)
+    if preprocessing not in PREPROCESSINGS:
+        raise ConfigError("preprocessing", "one of " + ", ".join(PREPROCESSINGS),
+                          preprocessing)
     if sequence and not flatten:
         raise ConfigError("sequence", "flatten=True with sequence=True (pixel sequences "
                           "are flat)", sequence)
@@ -121,9 +160,12 @@ def load_mnist(split: str, *, flatten: bool = True, sequence: bool = False,
     if len(labels) and int(labels.max()) > 9:
         raise DataError(str(root / label_file.relpath), "labels 0..9", int(labels.max()))
     pixels = images.reshape(len(images), N_PIXELS)
+    if preprocessing == "standardise":
+        x = standardise(pixels)
+    else:
+        x = pixels.to(torch.float32).div_(255.0)
     if permutation_seed is not None:
-        pixels = pixels[:, pixel_permutation(permutation_seed)]
-    x = pixels.to(torch.float32).div_(255.0)
+        x = x[:, pixel_permutation(permutation_seed)]
     if sequence:
         x = x.unsqueeze(-1)
     elif not flatten:

@@ -29,6 +29,7 @@ EXPERIMENTS: dict[str, str] = {
     "polyphonic": "ortho_core.experiments.polyphonic",
     "temporal-gradients": "ortho_core.experiments.temporal_gradients",
     "deep-orthogonal": "ortho_core.experiments.deep_orthogonal",
+    "pixel-mnist": "ortho_core.experiments.pixel_mnist",
 }
 
 

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from ortho_core.data.datasets import load_dataset
+from ortho_core.data.mnist import Preprocessing
 from ortho_core.models.mlp import PackedMLP, member_cross_entropy
 from ortho_core.optim import sgd_step
 from ortho_core.penalty import ortho_penalty_grad
@@ -34,11 +35,18 @@ class Splits:
 
 def load_splits(dataset: str, data_dir: str | Path | None, train_size: int | None,
                 test_size: int | None, generator: torch.Generator,
-                device: torch.device) -> Splits:
-    """``dataset`` flattened to values in [0, 1], the training and test sets subsampled to
-    ``train_size`` and ``test_size`` images (None: all) with ``generator``."""
-    x_train, y_train = load_dataset(dataset, "train", data_dir=data_dir)
-    x_test, y_test = load_dataset(dataset, "test", data_dir=data_dir)
+                device: torch.device, preprocessing: Preprocessing = "unit") -> Splits:
+    """``dataset`` flattened and preprocessed (``unit``: values in [0, 1]; ``standardise``:
+    M's per-pixel standardisation, MNIST only), the training and test sets subsampled to
+    ``train_size`` and ``test_size`` images (None: all) with ``generator``.
+
+    Each split is preprocessed whole, with its own statistics, before it is subsampled, so a
+    subset keeps the statistics of its full split (as M's runs, which use the full splits).
+    """
+    x_train, y_train = load_dataset(dataset, "train", preprocessing=preprocessing,
+                                    data_dir=data_dir)
+    x_test, y_test = load_dataset(dataset, "test", preprocessing=preprocessing,
+                                  data_dir=data_dir)
     if train_size is not None:
         keep = torch.randperm(len(y_train), generator=generator)[:train_size]
         x_train, y_train = x_train[keep], y_train[keep]

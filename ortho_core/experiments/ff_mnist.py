@@ -4,6 +4,7 @@ Run one configuration (or a pack) with ``ortho train ff-mnist --set variant=oini
 epochs=1``. The net is 784-100×L-10 (L = 10), tanh hidden layers, softmax output (M eq. 6),
 all weights W ~ N(0, σ²) with σ = 0.001 and biases 0, trained by SGD with minibatches of 20
 for 100 epochs; test accuracy is measured after every epoch (Tables III and IV report the best).
+Pixels are scaled to [0, 1] or, as in M's code, standardised per pixel (``preprocessing``).
 
 Variants (M Table III):
 
@@ -42,6 +43,7 @@ from ortho_core.config import (
     positive,
 )
 from ortho_core.data.datasets import DATASETS
+from ortho_core.data.mnist import PREPROCESSINGS
 from ortho_core.devices import check_device, resolve_device
 from ortho_core.experiments.feedforward import load_splits, train_step
 from ortho_core.init import gaussian, orthogonal_pretrain, require_converged
@@ -93,6 +95,13 @@ class Config:
     solved_accuracy: float = 0.5
     """A member whose best test accuracy reaches this fraction is ``solved`` (it escaped the
     majority-class baseline); training still runs all epochs."""
+    preprocessing: Literal["unit", "standardise"] = "unit"
+    """How pixels become inputs. ``unit``: value / 255, in [0, 1] (this experiment's choice
+    before issue 12, kept as the default so that tracked runs keep their meaning).
+    ``standardise``: M's code (``FF_MNIST.py``, ``loadMNIST(rescaling=True)``:
+    ``sklearn.preprocessing.scale``), each pixel at zero mean and unit variance over its split,
+    the training and test sets each with their own statistics; the paper's text does not say,
+    the ``paper`` profile uses it (:mod:`ortho_core.data.mnist`)."""
     data_dir: str | None = None
     """Directory holding ``mnist/``; None: ``$ORTHO_DATA_DIR``, else
     ``~/.cache/ortho-sweeps/data``."""
@@ -116,14 +125,20 @@ class Config:
         optional_integer_in(self.train_size, "train_size", self.batch_size, info.n_train)
         optional_integer_in(self.test_size, "test_size", 1, info.n_test)
         fraction(self.solved_accuracy, "solved_accuracy")
+        one_of(self.preprocessing, PREPROCESSINGS, "preprocessing")
         check_device(self.device)
 
 
 PACK_FIELDS: tuple[str, ...] = (
     "variant", "layers", "hidden", "pretrain_tol", "pretrain_max_steps", "batch_size",
-    "epochs", "train_size", "test_size", "data_dir", "data_seed", "device",
+    "epochs", "train_size", "test_size", "preprocessing", "data_dir", "data_seed", "device",
 )
 """Fields equal across a pack; α, λ, αₚ, σ, seed and solved_accuracy may differ per member."""
+
+ADDED_FIELDS: tuple[str, ...] = ("preprocessing",)
+"""Fields added after sweeps of this experiment were first tracked (issue 12): a trial key
+leaves each out while it holds its default, so that configurations tracked before keep their
+keys (:func:`sweeps.spec.trial_key`)."""
 
 
 def build_model(configs: Sequence[Config], device: torch.device) -> PackedMLP:
@@ -186,7 +201,8 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     device = resolve_device(cfg.device)
     k = len(configs)
     data_gen = torch.Generator().manual_seed(cfg.data_seed)
-    data = load_splits("mnist", cfg.data_dir, cfg.train_size, cfg.test_size, data_gen, device)
+    data = load_splits("mnist", cfg.data_dir, cfg.train_size, cfg.test_size, data_gen, device,
+                       cfg.preprocessing)
     model = build_model(configs, device)
     pretrain_steps = pretrain(model, configs) if cfg.variant == "oinit" else None
     params = list(model.parameters())

@@ -7,21 +7,15 @@ pack dimension K.
 
 The recurrence is a custom autograd function with hand-written backpropagation through time,
 because a 100-unit network is far too small for per-operation overhead to hide behind its
-arithmetic (benchmarks/srnn_throughput.py measures the result):
+arithmetic; its time loops are in :mod:`ortho_core.models.srnn_kernels` (whole-pack operations
+per step into preallocated buffers; on a multi-core CPU one thread per block of members) and,
+on CUDA, captured as graphs by :mod:`ortho_core.models.srnn_cuda_graph`
+(``benchmarks/srnn_throughput.py`` and ``benchmarks/pixel_throughput.py`` measure them).
 
-- forward: the input projection of all T steps is one batched matmul into a buffer
-  (K, T, B, H) of pre-activations; each step then costs one ``baddbmm`` (adding W_hh h_{t-1})
-  into a preallocated scratch and a tanh written back into the buffer (on CPU through the
-  faster sigmoid, :func:`_tanh_into`), which ends up holding every hidden state;
-- backward: 1 − h² for all steps in one pass; each step costs one ``bmm``
-  (∂L/∂h_{t-1} = ∂L/∂a_t · W_hh) and one in-place product with 1 − h²_{t-1}; the weight
-  gradients are then single matmuls over all T·B rows at once (∂W_hh = Σ_t ∂a_tᵀ h_{t-1}
-  as one (K, H, (T−1)B) × (K, (T−1)B, H) product, ∂W_xh likewise with x).
-
-Nothing is allocated per step, and the cost is linear in T. The two (K, T, B, H) buffers are
-kept by the pack and reused from one training iteration to the next (:class:`_Workspace`).
-Without gradients (evaluation) the forward keeps only the current state, so memory does not
-grow with T. The same code runs on CPU and CUDA.
+Nothing is allocated per step, and the cost is linear in T. The two (K, T, B, H) buffers
+(states and ∂L/∂a_t) are kept by the pack and reused from one training iteration to the next
+(:class:`_Workspace`). Without gradients (evaluation) the forward keeps only the current state,
+so memory does not grow with T.
 """
 
 from __future__ import annotations
@@ -38,6 +32,16 @@ from ortho_core.config import one_of, positive, require
 from ortho_core.init.gaussian import gaussian
 from ortho_core.init.normalised import normalised
 from ortho_core.init.spectral import rescale_spectral_radius
+from ortho_core.models.srnn_cuda_graph import GraphedLoops, graphs_apply
+from ortho_core.models.srnn_kernels import (
+    backward,
+    forward_states,
+    last_state,
+    states_shape,
+    weight_grads,
+)
+
+__all__ = ["PackedSRNN", "SRNNInit", "Trace", "init_srnn", "weight_grads"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,11 @@ class PackedSRNN(nn.Module):
     ``b_y`` (K, O). Inputs are cast to the parameters' dtype.
     """
 
+    cuda_graphs: bool
+    """Whether training passes on CUDA run the time loops as CUDA graphs (default True; set to
+    False to compare, or when the parameters are replaced rather than updated in place at
+    every iteration, which forces a new capture each time)."""
+
     def __init__(self, w_xh: Tensor, w_hh: Tensor, b_h: Tensor, w_hy: Tensor, b_y: Tensor):
         super().__init__()
         k, h = w_xh.shape[:2]
@@ -131,6 +140,7 @@ class PackedSRNN(nn.Module):
         self.w_hy = nn.Parameter(w_hy)
         self.b_y = nn.Parameter(b_y)
         self._workspace = _Workspace()
+        self.cuda_graphs = True
 
     @property
     def n_members(self) -> int:
@@ -148,9 +158,9 @@ class PackedSRNN(nn.Module):
         x = x.to(self.w_xh.dtype)
         weights = (self.w_xh, self.w_hh, self.b_h)
         if torch.is_grad_enabled() and any(t.requires_grad for t in (x, *weights)):
-            h_last = _Recurrence.apply(x, *weights, self._workspace)
+            h_last = _Recurrence.apply(x, *weights, self._workspace, self.cuda_graphs)
         else:
-            h_last = _last_state(x, *(w.detach() for w in weights))
+            h_last = last_state(x, *(w.detach() for w in weights))
         return self.readout(h_last)
 
     def readout(self, h: Tensor) -> Tensor:
@@ -168,15 +178,24 @@ class PackedSRNN(nn.Module):
         """
         x = x.to(self.w_xh.dtype)
         w_xh, w_hh, b_h = (w.detach() for w in (self.w_xh, self.w_hh, self.b_h))
-        shape = _states_shape(x, w_hh)
-        hs = _forward_states(x, w_xh, w_hh, b_h, out=self._workspace.take("states", shape, x))
+        loops = None
+        if self.cuda_graphs and graphs_apply(x):
+            loops = self._workspace.graphs(x, w_xh, w_hh, b_h)
+            hs = loops.forward(x)
+        else:
+            shape = states_shape(x, w_hh)
+            hs = forward_states(x, w_xh, w_hh, b_h, self._workspace.take("states", shape, x))
         h_last = hs[:, -1].clone().requires_grad_()
         with torch.enable_grad():
             loss = losses(self.readout(h_last))
             grad_hy, grad_by, grad_h = torch.autograd.grad(loss.sum(),
                                                            [self.w_hy, self.b_y, h_last])
-        da = _backward_states(hs, w_hh, grad_h, out=self._workspace.take("grads", shape, hs))
-        grad_xh, grad_hh, grad_bh = weight_grads(x, hs, da)
+        if loops is not None:
+            grad_xh, grad_hh, grad_bh = loops.backward(grad_h)
+            da = loops.da
+        else:
+            da = self._workspace.take("grads", hs.shape, hs)
+            grad_xh, grad_hh, grad_bh = backward(x, hs, w_hh, grad_h, da)
         return Trace(loss.detach(), [grad_xh, grad_hh, grad_bh, grad_hy, grad_by], x, hs, da)
 
 
@@ -197,7 +216,8 @@ class Trace:
 
 
 class _Workspace:
-    """The (K, T, B, H) buffers of a pack, reused from one training iteration to the next.
+    """The (K, T, B, H) buffers of a pack, reused from one training iteration to the next, and
+    its CUDA graphs (:mod:`ortho_core.models.srnn_cuda_graph`).
 
     On CPU a fresh tensor of many megabytes is paid for again at every iteration in page faults
     (glibc hands large blocks back to the system when they are freed);
@@ -208,6 +228,7 @@ class _Workspace:
 
     def __init__(self) -> None:
         self._buffers: dict[str, Tensor] = {}
+        self._graphs: GraphedLoops | None = None
 
     def take(self, name: str, shape: tuple[int, ...], like: Tensor) -> Tensor:
         """The buffer ``name`` with ``shape`` and ``like``'s dtype and device (contents
@@ -219,83 +240,20 @@ class _Workspace:
             self._buffers[name] = buffer
         return buffer
 
-
-def _states_shape(x: Tensor, w_hh: Tensor) -> tuple[int, int, int, int]:
-    """(K, T, B, H) for input ``x`` (B, T, I) and recurrent weights ``w_hh`` (K, H, H)."""
-    batch, steps, _ = x.shape
-    if steps == 0:
-        raise ValueError("PackedSRNN: the input has no time steps")
-    return w_hh.shape[0], steps, batch, w_hh.shape[1]
-
-
-def _forward_states(
-    x: Tensor, w_xh: Tensor, w_hh: Tensor, b_h: Tensor, out: Tensor | None = None
-) -> Tensor:
-    """All hidden states (K, T, B, H) for x (B, T, I), written into ``out`` if given; see
-    the module docstring."""
-    k, steps, batch, n_hidden = _states_shape(x, w_hh)
-    hs = out if out is not None else x.new_empty((k, steps, batch, n_hidden))
-    x_rows = x.transpose(0, 1).reshape(steps * batch, x.shape[2])
-    torch.baddbmm(b_h.unsqueeze(1), x_rows.expand(k, -1, -1), w_xh.transpose(1, 2),
-                  out=hs.view(k, steps * batch, n_hidden))
-    one = hs.new_ones(())
-    _tanh_into(hs[:, 0], hs[:, 0], one)
-    w_hh_t = w_hh.transpose(1, 2)
-    scratch = torch.empty(k, batch, n_hidden, dtype=hs.dtype, device=hs.device)
-    for t in range(1, steps):
-        torch.baddbmm(hs[:, t], hs[:, t - 1], w_hh_t, out=scratch)
-        _tanh_into(scratch, hs[:, t], one)
-    return hs
-
-
-def _last_state(x: Tensor, w_xh: Tensor, w_hh: Tensor, b_h: Tensor) -> Tensor:
-    """h_T (K, B, H) for x (B, T, I) without keeping the earlier states (no gradients)."""
-    k, steps, batch, n_hidden = _states_shape(x, w_hh)
-    bias = b_h.unsqueeze(1)
-    w_xh_t, w_hh_t = w_xh.transpose(1, 2), w_hh.transpose(1, 2)
-    h = torch.zeros(k, batch, n_hidden, dtype=x.dtype, device=x.device)
-    a = torch.empty_like(h)
-    one = h.new_ones(())
-    for t in range(steps):
-        torch.baddbmm(bias, x[:, t].expand(k, -1, -1), w_xh_t, out=a)
-        a.baddbmm_(h, w_hh_t)
-        _tanh_into(a, h, one)
-    return h
-
-
-def _tanh_into(a: Tensor, out: Tensor, one: Tensor) -> None:
-    """``out`` = tanh(``a``), overwriting ``a``; ``one`` is a 0-d tensor holding 1.
-
-    On CPU this is computed as 1 − 2σ(−2a): PyTorch's CPU sigmoid is several times faster than its
-    tanh, which dominated the forward pass of large packs. The absolute error stays below 2·10⁻⁷
-    in float32 (tanh's own: 3·10⁻⁸) and 4·10⁻¹⁶ in float64.
-    Elsewhere tanh itself.
-    """
-    if a.device.type != "cpu":
-        torch.tanh(a, out=out)
-        return
-    a.mul_(-2.0).sigmoid_()
-    torch.sub(one, a, alpha=2.0, out=out)
-
-
-def _backward_states(hs: Tensor, w_hh: Tensor, grad: Tensor, out: Tensor | None = None) -> Tensor:
-    """∂L/∂a_t for all steps (K, T, B, H), from the hidden states ``hs`` and ∂L/∂h_T ``grad``
-    (K, B, H); written into ``out`` if given."""
-    steps = hs.shape[1]
-    da = out if out is not None else torch.empty_like(hs)
-    torch.addcmul(hs.new_ones(()), hs, hs, value=-1.0, out=da)
-    dh = grad.clone(memory_format=torch.contiguous_format)
-    for t in range(steps - 1, -1, -1):
-        da[:, t].mul_(dh)
-        if t == 0:
-            break
-        torch.bmm(da[:, t], w_hh, out=dh)
-    return da
+    def graphs(self, x: Tensor, w_xh: Tensor, w_hh: Tensor, b_h: Tensor) -> GraphedLoops:
+        """The CUDA graphs of the time loops for ``x`` and these weights, captured when the
+        ones held do not fit (one pair per pack, recaptured when the input's shape or dtype
+        changes)."""
+        if self._graphs is None or not self._graphs.matches(x, w_xh, w_hh, b_h):
+            self._graphs = None
+            self._graphs = GraphedLoops(x, w_xh, w_hh, b_h)
+        return self._graphs
 
 
 class _Recurrence(torch.autograd.Function):
     """h_1 … h_T of the pack with manual BPTT; returns h_T (K, B, H). Buffers come from
-    ``workspace`` when one is given."""
+    ``workspace`` when one is given, and so do CUDA graphs (:func:`graphs_apply`) when it is
+    given with ``graphs``."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -305,51 +263,40 @@ class _Recurrence(torch.autograd.Function):
         w_hh: Tensor,
         b_h: Tensor,
         workspace: _Workspace | None = None,
+        graphs: bool = False,
     ) -> Tensor:
-        out = None if workspace is None else workspace.take("states", _states_shape(x, w_hh), x)
-        hs = _forward_states(x, w_xh, w_hh, b_h, out=out)
+        shape = states_shape(x, w_hh)
+        loops = None
+        if workspace is None:
+            hs = forward_states(x, w_xh, w_hh, b_h, x.new_empty(shape))
+        elif graphs and graphs_apply(x):
+            loops = workspace.graphs(x, w_xh, w_hh, b_h)
+            hs = loops.forward(x)
+        else:
+            hs = forward_states(x, w_xh, w_hh, b_h, workspace.take("states", shape, x))
         ctx.save_for_backward(x, w_xh, w_hh, hs)
         ctx.workspace = workspace
+        ctx.loops = loops
         return hs[:, -1].clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx: FunctionCtx, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         x, w_xh, w_hh, hs = ctx.saved_tensors
-        out = None if ctx.workspace is None else ctx.workspace.take("grads", hs.shape, hs)
-        da = _backward_states(hs, w_hh, grad, out=out)
+        needs = ctx.needs_input_grad[1:4]
+        if ctx.loops is not None:
+            da = ctx.loops.da
+            grads: tuple[Tensor | None, ...] = tuple(
+                g if need else None for g, need in zip(ctx.loops.backward(grad), needs,
+                                                       strict=True))
+        else:
+            da = (torch.empty_like(hs) if ctx.workspace is None
+                  else ctx.workspace.take("grads", hs.shape, hs))
+            grads = backward(x, hs, w_hh, grad, da, needs)
         grad_x = None
         if ctx.needs_input_grad[0]:
             k, steps, batch, n_hidden = hs.shape
             rows = da.view(k, steps * batch, n_hidden)
             grad_x = (torch.matmul(rows, w_xh).sum(dim=0).view(steps, batch, x.shape[2])
                       .transpose(0, 1))
-        grads = weight_grads(x, hs, da, ctx.needs_input_grad[1:4])
-        return (grad_x, *grads, None)
-
-
-def weight_grads(x: Tensor, hs: Tensor, da: Tensor,
-                 needs: Sequence[bool] = (True, True, True)) -> tuple[Tensor | None, ...]:
-    """∂L/∂W_xh (K, H, I), ∂L/∂W_hh (K, H, H) and ∂L/∂b_h (K, H) from the input ``x``
-    (B, T, I), the hidden states ``hs`` and ∂L/∂a_t ``da`` (both (K, T, B, H)): the BPTT sums
-    Σ_t ∂a_tᵀ x_t, Σ_{t≥2} ∂a_tᵀ h_{t−1} and Σ_t ∂a_t (G eq. 3.2), each as one matmul over all
-    T·B rows. ``needs`` says which of the three to compute (None for the others).
-
-    Scaling ``da`` at step t by c_t gives Σ_t c_t·(temporal gradient at t), which is how
-    :func:`ortho_core.temporal.combine` weights temporal gradients without storing them."""
-    k, steps, batch, n_hidden = hs.shape
-    rows = da.reshape(k, steps * batch, n_hidden)
-    grad_w_xh = grad_w_hh = grad_b_h = None
-    if needs[0]:
-        x_rows = x.transpose(0, 1).reshape(steps * batch, x.shape[2])
-        grad_w_xh = torch.matmul(x_rows.t(), rows).transpose(1, 2)
-    if needs[1]:
-        if steps > 1:
-            later = da[:, 1:].reshape(k, (steps - 1) * batch, n_hidden)
-            earlier = hs[:, :-1].reshape(k, (steps - 1) * batch, n_hidden)
-            grad_w_hh = torch.bmm(later.transpose(1, 2), earlier)
-        else:
-            grad_w_hh = hs.new_zeros((k, n_hidden, n_hidden))
-    if needs[2]:
-        grad_b_h = rows.sum(dim=1)
-    return grad_w_xh, grad_w_hh, grad_b_h
+        return (grad_x, *grads, None, None)

@@ -1,5 +1,6 @@
 """Report of ``ff-mnist`` (Tables III, IV and the accuracy curves) on a hand-built sweep: the
-choice rule, partial and missing cells, the published values beside, and the plotted data."""
+choice rule, partial and missing cells, the published values beside, the pixel preprocessing
+of every number (``unit`` for runs that logged none), and the plotted data."""
 
 from __future__ import annotations
 
@@ -37,7 +38,10 @@ FF_RUNS = [  # run_id, variant, lr, penalty, outcome, best accuracy
 ]
 
 
-def ff_sweep_runs(rows=FF_RUNS, spec_text: str | None = FF_SPEC_TEXT) -> SweepRuns:
+def ff_sweep_runs(rows=FF_RUNS, spec_text: str | None = FF_SPEC_TEXT,
+                  preprocessing: dict[str, str] | None = None) -> SweepRuns:
+    """The sweep of ``rows``; with ``preprocessing`` (run id -> value) the runs log that param
+    (the others leave it empty, as a run without it loads), else no run logs it."""
     frame = pd.DataFrame({
         "run_id": [r[0] for r in rows], "trial_key": [r[0] for r in rows],
         "status": ["FINISHED"] * len(rows), "outcome": [r[4] for r in rows],
@@ -46,6 +50,8 @@ def ff_sweep_runs(rows=FF_RUNS, spec_text: str | None = FF_SPEC_TEXT) -> SweepRu
         "params.layers": [10] * len(rows),
         "metrics.best_test_accuracy": [r[5] for r in rows],
         "metrics.baseline_accuracy": [0.1135] * len(rows)})
+    if preprocessing is not None:
+        frame["params.preprocessing"] = [preprocessing.get(r[0]) for r in rows]
     return frame_runs(frame, "ff-mnist", spec_text)
 
 
@@ -73,13 +79,15 @@ def test_table_iii_chooses_the_best_configuration_per_model():
            for v, p in TABLE_III.items()}
     # FF: a tie at the baseline goes to the smaller α.
     assert rows["FF"] == ["FF", "11.35", pub["plain"][0], "0.01", pub["plain"][1], "–",
-                          pub["plain"][2], "2/2"]
+                          pub["plain"][2], "unit", "2/2"]
     # FF+OPEN: o2 wins; one configuration diverged, so the cell is complete but says so.
     assert rows["FF+OPEN"] == ["FF+OPEN", "95.00", pub["open"][0], "0.1", pub["open"][1],
-                               "0.01", pub["open"][2], "4/4 (1 diverged)"]
+                               "0.01", pub["open"][2], "unit", "4/4 (1 diverged)"]
     # FF+OINIT: one of two configurations failed, so the row is partial.
     assert rows["FF+OINIT"] == ["FF+OINIT", "93.00†", pub["oinit"][0], "0.1†", pub["oinit"][1],
-                                "–", pub["oinit"][2], "1/2 (1 failed)"]
+                                "–", pub["oinit"][2], "unit†", "1/2 (1 failed)"]
+    assert table.columns[7] == "preprocessing"
+    assert any(note.startswith("preprocessing: ") for note in table.notes)
     assert any(f"(M: {pub['plain'][0]} % on all 10,000)" in note for note in table.notes)
     assert any("epochs = 10 (paper 100)" in note for note in table.notes)
 
@@ -87,11 +95,30 @@ def test_table_iii_chooses_the_best_configuration_per_model():
 def test_table_iv_lists_every_published_alpha_and_marks_missing_ones():
     table = ff_mnist.table_iv(ff_sweep_runs())
     rows = [[c.marked() for c in row] for row in table.rows]
-    assert rows[0] == ["0.1", "90.00", format(TABLE_IV[0.1], ".2f"), "1/1"]
-    assert rows[1] == ["0.01", "92.00", format(TABLE_IV[0.01], ".2f"), "1/1"]
-    assert rows[2] == ["0.001", "–", format(TABLE_IV[0.001], ".2f"), "not in this profile"]
+    assert rows[0] == ["0.1", "90.00", format(TABLE_IV[0.1], ".2f"), "unit", "1/1"]
+    assert rows[1] == ["0.01", "92.00", format(TABLE_IV[0.01], ".2f"), "unit", "1/1"]
+    assert rows[2] == ["0.001", "–", format(TABLE_IV[0.001], ".2f"), "–",
+                       "not in this profile"]
     assert [r[0] for r in rows] == [format(lr, "g") for lr in sorted(TABLE_IV, reverse=True)]
     assert len(rows) == 5
+
+
+def test_each_number_names_the_preprocessing_of_its_run():
+    # o2 and i1 logged M's standardisation, o3 logged unit, the rest logged nothing (older).
+    runs = ff_sweep_runs(preprocessing={"o2": "standardise", "i1": "standardise",
+                                        "o3": "unit"})
+    table = ff_mnist.table_iii(runs)
+    column = table.columns.index("preprocessing")
+    rows = {row[0].text(): row[column].marked() for row in table.rows}
+    assert rows == {"FF": "unit", "FF+OPEN": "standardise (M's code)",
+                    "FF+OINIT": "standardise (M's code)†"}
+    table = ff_mnist.table_iv(runs)
+    column = table.columns.index("preprocessing")
+    assert [row[column].marked() for row in table.rows][:3] == ["unit", "unit", "–"]
+    figure = ff_mnist.accuracy_curves(runs, FFHistories())
+    chosen = figure.data.drop_duplicates("run_id").set_index("run_id")["preprocessing"]
+    assert chosen.to_dict() == {"p2": "unit", "o2": "standardise (M's code)",
+                                "i1": "standardise (M's code)"}
 
 
 def test_without_a_spec_only_tracked_runs_count():

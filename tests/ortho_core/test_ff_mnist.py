@@ -1,21 +1,24 @@
 """The ff-mnist trainer (M §III-C): OPEN's gradients for non-square matrices against autograd,
 OINIT's (semi-)orthogonal start, packs against members trained alone, the paper's qualitative
-result on a short run (plain FF stays at the majority-class baseline, FF+OPEN leaves it), and
-bad inputs."""
+result on a short run (plain FF stays at the majority-class baseline, FF+OPEN leaves it), the
+``preprocessing`` option (threaded to the data, statistics of the full split, trial keys of
+default configurations unchanged), and bad inputs."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from ortho_core.config import from_dict
+from ortho_core.config import from_dict, to_dict
+from ortho_core.data.mnist import load_mnist
 from ortho_core.errors import ConfigError, DataError
 from ortho_core.experiments import ff_mnist
-from ortho_core.experiments.feedforward import open_gradients
+from ortho_core.experiments.feedforward import load_splits, open_gradients
 from ortho_core.models.mlp import PackedMLP, member_cross_entropy
 from ortho_core.penalty import ortho_error
 from ortho_core.reporting import Outcome, Report
 from sweeps.cli import main
+from sweeps.spec import load_spec, resolve, trial_key
 
 pytestmark = pytest.mark.usefixtures("shared_data")
 
@@ -123,9 +126,64 @@ def test_summary_and_metrics_names():
     assert reports[0].step == 200 // 20
 
 
+def test_preprocessing_round_trips_and_keeps_default_trial_keys():
+    cfg = from_dict(ff_mnist.Config, {"preprocessing": "standardise"})
+    assert cfg.preprocessing == "standardise" and to_dict(cfg)["preprocessing"] == "standardise"
+    assert from_dict(ff_mnist.Config, to_dict(cfg)) == cfg
+    assert ff_mnist.Config().preprocessing == "unit"
+    assert "preprocessing" in ff_mnist.ADDED_FIELDS and "preprocessing" in ff_mnist.PACK_FIELDS
+    # The key this configuration had before the field existed (computed at commit HEAD).
+    params = {"variant": "open", "lr": 0.01, "penalty": 1.0, "epochs": 10, "seed": 0}
+    assert trial_key("ff-mnist", params) == "f4a07395c12af691"
+    assert trial_key("ff-mnist", {**params, "preprocessing": "unit"}) == "f4a07395c12af691"
+    assert trial_key("ff-mnist", {**params, "preprocessing": "standardise"}) != \
+        "f4a07395c12af691"
+
+
+def test_only_the_paper_profile_standardises():
+    spec = load_spec("ff-mnist")
+    for profile, expected in (("smoke", {"unit"}), ("cpu", {"unit"}),
+                              ("paper", {"standardise"})):
+        cells = resolve(spec, profile).cells()
+        configs = [from_dict(ff_mnist.Config, c.params) for c in cells]
+        assert {c.preprocessing for c in configs} == expected, profile
+
+
+def test_load_splits_standardises_each_full_split_before_subsampling():
+    device = torch.device("cpu")
+    data = load_splits("mnist", None, 200, 300, torch.Generator().manual_seed(4), device,
+                       "standardise")
+    generator = torch.Generator().manual_seed(4)
+    keep_train = torch.randperm(60_000, generator=generator)[:200]
+    keep_test = torch.randperm(10_000, generator=generator)[:300]
+    train, _ = load_mnist("train", preprocessing="standardise")
+    test, _ = load_mnist("test", preprocessing="standardise")
+    assert torch.equal(data.x_train, train[keep_train])
+    assert torch.equal(data.x_test, test[keep_test])
+    assert float(data.x_train.min()) < -0.1  # centred, not in [0, 1]
+
+
+def test_train_feeds_the_configured_preprocessing(monkeypatch):
+    seen = []
+
+    def spy(*args):
+        seen.append(args[-1])
+        return load_splits(*args)
+
+    monkeypatch.setattr(ff_mnist, "load_splits", spy)
+    unit, _ = collect([small(epochs=1, lr=0.1, init_std=0.1)])
+    standardised, _ = collect([small(epochs=1, lr=0.1, init_std=0.1,
+                                     preprocessing="standardise")])
+    assert seen == ["unit", "standardise"]
+    # Standardised pixels are larger than [0, 1] ones, and so is the input layer's gradient.
+    first = unit[0].metrics["grad_norm_layer1"]
+    assert standardised[0].metrics["grad_norm_layer1"] > 1.5 * first
+
+
 @pytest.mark.parametrize(("key", "value"), [("layers", "0"), ("variant", "lcw"),
                                             ("lr", "-1"), ("train_size", "70000"),
-                                            ("train_size", "10"), ("device", "gpu")])
+                                            ("train_size", "10"), ("device", "gpu"),
+                                            ("preprocessing", "bogus")])
 def test_bad_config_values_name_the_field(key, value):
     with pytest.raises(ConfigError) as err:
         from_dict(ff_mnist.Config, {key: value})
@@ -135,6 +193,9 @@ def test_bad_config_values_name_the_field(key, value):
 def test_cli_exit_status_2_for_bad_input(capsys):
     assert main(["train", "ff-mnist", "--set", "layers=0"]) == 2
     assert "layers" in capsys.readouterr().err
+    assert main(["train", "ff-mnist", "--set", "preprocessing=bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "preprocessing" in err and "standardise" in err
 
 
 def test_missing_data_dir_is_a_data_error(tmp_path):

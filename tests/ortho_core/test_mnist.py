@@ -1,6 +1,7 @@
 """MNIST from the shipped IDX files: counts, checksums, label histogram and pixel mean as
-published (shared/data/README.md), the pixel layouts, the fixed permutation, strict IDX
-parsing, and the errors for a corrupt file, a missing file and a missing directory."""
+published (shared/data/README.md), the pixel layouts, the fixed permutation, M's per-pixel
+standardisation against an independent numpy float64 computation, strict IDX parsing, and the
+errors for a corrupt file, a missing file and a missing directory."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import shutil
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from ortho_core.data import checksums
 from ortho_core.data.checksums import MNIST, md5sum
 from ortho_core.data.datasets import DATASETS, load_dataset
-from ortho_core.data.mnist import load_mnist, pixel_permutation
+from ortho_core.data.mnist import load_mnist, pixel_permutation, standardise
 from ortho_core.data.paths import DEFAULT_DIR, ENV_VAR, data_dir
 from ortho_core.errors import ConfigError, DataError
 
@@ -97,10 +99,84 @@ def test_permutation_is_one_fixed_bijection_applied_to_every_image():
     assert torch.equal(seq[..., 0], xp)
 
 
+def raw_pixels(shared_data: Path, split: str) -> np.ndarray:
+    """The (N, 784) pixel values of ``split`` as float64, parsed here with numpy alone."""
+    prefix = "train" if split == "train" else "t10k"
+    raw = gzip.decompress((shared_data / "mnist" / f"{prefix}-images-idx3-ubyte.gz").read_bytes())
+    return np.frombuffer(raw, dtype=np.uint8, offset=16).reshape(-1, 784).astype(np.float64)
+
+
+def test_standardised_train_split_has_zero_mean_and_unit_std_per_pixel(shared_data):
+    x, y = load_mnist("train", preprocessing="standardise")
+    assert x.shape == (60_000, 784) and x.dtype == torch.float32
+    assert torch.bincount(y).tolist() == TRAIN_LABEL_COUNTS
+    raw = raw_pixels(shared_data, "train")
+    varying = raw.std(axis=0) > 0
+    assert int((~varying).sum()) == 67  # border pixels that are 0 in every training image
+    out = x.numpy().astype(np.float64)
+    np.testing.assert_allclose(out.mean(axis=0), 0.0, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(out.std(axis=0)[varying], 1.0, rtol=0, atol=1e-5)
+    # A constant pixel is only centred: all 0 (sklearn divides by 1 there).
+    assert not out[:, ~varying].any() and not varying[0]
+    # Elementwise: (v − mean) / std with the split's own population statistics.
+    mean, std = raw.mean(axis=0), np.where(varying, raw.std(axis=0), 1.0)
+    np.testing.assert_allclose(out[:2000], (raw[:2000] - mean) / std, rtol=1e-6, atol=1e-6)
+
+
+def test_standardised_test_split_uses_its_own_statistics(shared_data):
+    x, _ = load_mnist("test", preprocessing="standardise")
+    train, test = raw_pixels(shared_data, "train"), raw_pixels(shared_data, "test")
+    out = x.numpy().astype(np.float64)
+    np.testing.assert_allclose(out.mean(axis=0), 0.0, rtol=0, atol=1e-6)
+    varying = test.std(axis=0) > 0
+    np.testing.assert_allclose(out.std(axis=0)[varying], 1.0, rtol=0, atol=1e-5)
+    # Pixels that vary in the training set but not in the test set are 0 here.
+    test_only_constant = ~varying & (train.std(axis=0) > 0)
+    assert test_only_constant.sum() > 0 and not out[:, test_only_constant].any()
+    # With the training statistics instead, the test set's per-pixel means are not 0.
+    train_std = np.where(train.std(axis=0) > 0, train.std(axis=0), 1.0)
+    with_train_stats = (test - train.mean(axis=0)) / train_std
+    assert np.abs(with_train_stats.mean(axis=0)).max() > 0.05
+    assert np.abs(out - with_train_stats).max() > 0.05
+
+
+def test_standardisation_equals_m_codes_sklearn_scale(shared_data):
+    scale = pytest.importorskip("sklearn.preprocessing").scale
+    x, _ = load_mnist("test", preprocessing="standardise")
+    torch.testing.assert_close(x, torch.from_numpy(scale(raw_pixels(shared_data, "test"))),
+                               check_dtype=False, rtol=1e-6, atol=1e-6)
+
+
+def test_permutation_and_standardisation_commute():
+    perm = pixel_permutation(5)
+    unit, _ = load_mnist("test")
+    pixels = (unit * 255).round().to(torch.uint8)
+    permuted_first = standardise(pixels[:, perm])
+    loaded, _ = load_mnist("test", preprocessing="standardise", permutation_seed=5)
+    torch.testing.assert_close(loaded, permuted_first, rtol=0, atol=1e-6)
+    standardised, _ = load_mnist("test", preprocessing="standardise")
+    assert torch.equal(loaded, standardised[:, perm])
+    assert not torch.equal(loaded, standardised)
+    seq, _ = load_mnist("test", sequence=True, preprocessing="standardise", permutation_seed=5)
+    assert seq.shape == (10_000, 784, 1) and torch.equal(seq[..., 0], loaded)
+
+
+def test_standardise_centres_a_constant_column_and_scales_by_population_std():
+    pixels = torch.tensor([[0, 7, 1], [0, 7, 3], [0, 7, 8]], dtype=torch.uint8)
+    column = np.array([1.0, 3.0, 8.0])
+    expected = (column - 4.0) / np.sqrt(((column - 4.0) ** 2).mean())  # ddof = 0
+    out = standardise(pixels)
+    assert out.dtype == torch.float32
+    assert torch.equal(out[:, :2], torch.zeros(3, 2))
+    torch.testing.assert_close(out[:, 2], torch.tensor(expected, dtype=torch.float32))
+
+
 def test_load_dataset_dispatches_to_mnist():
     x, y = load_dataset("mnist", "test")
     assert x.shape == (10_000, DATASETS["mnist"].n_features) and DATASETS["mnist"].n_classes == 10
     assert torch.equal(x, load_mnist("test")[0]) and torch.equal(y, load_mnist("test")[1])
+    standardised, _ = load_dataset("mnist", "test", preprocessing="standardise")
+    assert torch.equal(standardised, load_mnist("test", preprocessing="standardise")[0])
 
 
 def test_each_file_is_hashed_once_per_process(test_copy, monkeypatch):
@@ -205,3 +281,10 @@ def test_bad_arguments_name_the_field():
     with pytest.raises(ConfigError) as info:
         load_mnist("test", flatten=False, sequence=True)
     assert info.value.field == "sequence"
+    for call in (lambda: load_mnist("test", preprocessing="bogus"),
+                 lambda: load_dataset("mnist", "test", preprocessing="bogus"),
+                 lambda: load_dataset("cifar10", "test", preprocessing="standardise")):
+        with pytest.raises(ConfigError) as info:
+            call()
+        assert info.value.field == "preprocessing"
+    assert "mnist only" in str(info.value)

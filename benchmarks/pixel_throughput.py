@@ -1,0 +1,191 @@
+"""Throughput of the packed SRNN at pixel-MNIST size (T = 784) against a straightforward loop,
+and the projected wall time of the ``pixel-mnist`` spec's ``paper`` profile (M-T2).
+
+Run from the repository root, with the package installed (``pip install -e .``):
+
+    python benchmarks/pixel_throughput.py --threads 2             # K in {1, 16, 64, 256}, ~3 min
+    python benchmarks/pixel_throughput.py --quick --threads 2     # K in {1, 16}, under a minute
+    python benchmarks/pixel_throughput.py --device cuda           # also the CUDA-graph path
+
+One trial-iteration is what one configuration does per training iteration of M's pixel MNIST:
+forward over T = 784 steps of one pixel each (I = 1), 100 tanh units, a 10-class softmax
+cross-entropy on the last step, batch 16, backward, and an SGD step (the same fixed batch every
+iteration, so data loading is not measured; RMSprop's update costs about as little as SGD's
+next to the 784-step loop). A pack of K members does K trial-iterations per iteration.
+
+The baseline, measured in the same process, is the straightforward per-configuration PyTorch
+program: a Python loop over time of ``h = tanh(x_t @ W_xhᵀ + h @ W_hhᵀ + b)`` under autograd,
+then ``loss.backward()`` and ``p -= lr * p.grad``, one configuration (K = 1) at a time, with one
+intra-op thread, as a sweep runs such trials (one per core): with several threads its
+16 × 100 × 100 matmuls spend far more time synchronising threads than computing (about 30 s an
+iteration instead of 0.05 s on a 2-core machine). "ratio" is trial-iterations per second
+relative to it. On CUDA the pack runs twice: with its time
+loops as CUDA graphs (``graph``, the default) and without (``pack``).
+
+FLOPs are counted as in ``benchmarks/srnn_throughput.py``: matmul FLOPs of the minimal
+computation, per member 4BHI·T + 6BH²·(T−1) + 6BHO (elementwise work is not counted). "peak" is
+the achieved rate as a fraction of a 2048 × 2048 float32 matmul ("sgemm", GFLOP/s) timed in
+the same process on the same device just before the row (on a shared machine the rate drifts).
+
+"paper" is the projected wall time of the ``paper`` profile on this machine: PAPER_CONFIGS
+configurations × 10⁶ iterations ÷ the measured trial-iterations per second (one process doing
+nothing else; data loading and evaluation not included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from timing import clock_of, parser, seconds_per_call
+
+from ortho_core.models import SRNNInit, init_srnn
+from ortho_core.optim import sgd_step
+
+STEPS, N_IN, N_HIDDEN, N_OUT, BATCH, LR = 784, 1, 100, 10, 16, 1e-3
+PAPER_ALPHAS, PAPER_SIGMAS, PAPER_VARIANTS = 5, 3, 1 + 1 + 3
+PAPER_CONFIGS = PAPER_ALPHAS * PAPER_SIGMAS * PAPER_VARIANTS
+"""M-T2's grid: α ∈ {10⁻³ … 10⁻⁷} (5) × σ ∈ {0.001, 0.01, 0.1} (3) × (SRNN, OINIT, OPEN with
+λ ∈ {1, 0.1, 0.01}) (5) = 75 configurations."""
+PAPER_ITERATIONS = 10**6
+
+
+def flops_per_trial_iteration() -> int:
+    """Matmul FLOPs of forward + backward for one member (see the module docstring)."""
+    b, h, i, o, t = BATCH, N_HIDDEN, N_IN, N_OUT, STEPS
+    return 4 * b * h * i * t + 6 * b * h * h * (t - 1) + 6 * b * h * o
+
+
+def batch(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fixed pixel-MNIST-shaped batch: inputs (B, 784, 1) in [0, 1] and labels in 0..9."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(BATCH, STEPS, N_IN, generator=g)
+    return x.to(device), torch.randint(N_OUT, (BATCH,), generator=g).to(device)
+
+
+def synchronised(fn: Callable[[], None], device: torch.device) -> Callable[[], None]:
+    """``fn`` followed by waiting for the device, so that timing it times the device's work."""
+    if device.type != "cuda":
+        return fn
+
+    def call() -> None:
+        fn()
+        torch.cuda.synchronize(device)
+
+    return call
+
+
+def naive_step(device: torch.device) -> Callable[[], None]:
+    """One iteration of the straightforward per-configuration autograd loop."""
+    g = torch.Generator().manual_seed(0)
+    x, y = batch(device)
+
+    def weight(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=g) * 0.01).to(device).requires_grad_()
+
+    w_xh, w_hh, w_hy = weight(N_HIDDEN, N_IN), weight(N_HIDDEN, N_HIDDEN), weight(N_OUT, N_HIDDEN)
+    b_h = torch.zeros(N_HIDDEN, device=device, requires_grad=True)
+    b_y = torch.zeros(N_OUT, device=device, requires_grad=True)
+    params = [w_xh, w_hh, b_h, w_hy, b_y]
+
+    def step() -> None:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            loop()
+        finally:
+            torch.set_num_threads(threads)
+
+    def loop() -> None:
+        h = torch.zeros(BATCH, N_HIDDEN, device=device)
+        for t in range(STEPS):
+            h = torch.tanh(x[:, t] @ w_xh.T + h @ w_hh.T + b_h)
+        loss = F.cross_entropy(h @ w_hy.T + b_y, y)
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= LR * p.grad
+                p.grad = None
+
+    return synchronised(step, device)
+
+
+def pack_step(members: int, device: torch.device, graphs: bool) -> Callable[[], None]:
+    """One iteration of a pack of ``members`` configurations (PackedSRNN + sgd_step)."""
+    x, y = batch(device)
+    inits = [SRNNInit(seed=s, scheme="gaussian", init_std=0.01) for s in range(members)]
+    model = init_srnn(N_IN, N_HIDDEN, N_OUT, inits, device=device)
+    model.cuda_graphs = graphs
+    params = list(model.parameters())
+    lr = torch.full((members,), LR, device=device)
+    active = torch.ones(members, dtype=torch.bool, device=device)
+    targets = y.repeat(members)
+
+    def step() -> None:
+        out = model(x)
+        loss = F.cross_entropy(out.reshape(-1, N_OUT), targets, reduction="sum") / BATCH
+        grads = torch.autograd.grad(loss, params)
+        sgd_step(params, grads, lr, active)
+
+    return synchronised(step, device)
+
+
+def matmul_rate(device: torch.device, repeats: int, clock: Callable[[], float]) -> float:
+    """The float32 matmul rate (FLOP/s) of a 2048 × 2048 matmul on ``device``."""
+    n = 2048
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    seconds = seconds_per_call([synchronised(lambda: a @ b, device)], 0.3, repeats, clock)[0]
+    return 2 * n**3 / seconds
+
+
+def wall(seconds: float) -> str:
+    """A duration in the largest unit that keeps it above 1 (hours or days)."""
+    hours = seconds / 3600
+    return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} d"
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0], repeats=3, quick="K in {1, 16}, one repeat")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    args = p.parse_args()
+    clock = clock_of(args)
+    device = torch.device(args.device)
+    if args.quick:
+        args.repeats = 1
+    packs = [1, 16] if args.quick else [1, 16, 64, 256]
+    min_time = 0.05 if args.quick else 0.5
+
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"device {name}; threads {torch.get_num_threads()}; timed by "
+          f"{'process CPU time' if args.cpu_time else 'wall clock'}; "
+          f"sgemm: the 2048² float32 matmul rate, measured again before each row")
+    print(f"T = {STEPS}, B = {BATCH}, H = {N_HIDDEN}, I = {N_IN}, O = {N_OUT}; "
+          f"{flops_per_trial_iteration() / 1e6:.1f} MFLOP per trial-iteration")
+    print(f"paper profile: {PAPER_ALPHAS} α × {PAPER_SIGMAS} σ × {PAPER_VARIANTS} variants "
+          f"(SRNN, OINIT, OPEN × 3 λ) = {PAPER_CONFIGS} configurations × "
+          f"{PAPER_ITERATIONS:.0e} iterations")
+    print(f"{'impl':>6} {'K':>4} {'s/iter':>8} {'trial-it/s':>11} {'ratio':>7} "
+          f"{'GFLOP/s':>8} {'sgemm':>6} {'peak':>6} {'paper':>9}")
+    cells = [("loop", 1, lambda: naive_step(device))]
+    for k in packs:
+        cells.append(("pack", k, lambda k=k: pack_step(k, device, graphs=False)))
+        if device.type == "cuda":
+            cells.append(("graph", k, lambda k=k: pack_step(k, device, graphs=True)))
+    baseline = None
+    for impl, k, make in cells:
+        step = make()
+        peak = matmul_rate(device, args.repeats, clock)
+        (seconds,) = seconds_per_call([step], min_time, args.repeats, clock)
+        rate = k / seconds
+        baseline = baseline or rate
+        gflops = rate * flops_per_trial_iteration() / 1e9
+        paper = PAPER_CONFIGS * PAPER_ITERATIONS / rate
+        print(f"{impl:>6} {k:>4} {seconds:>8.3f} {rate:>11.1f} {rate / baseline:>7.1f} "
+              f"{gflops:>8.1f} {peak / 1e9:>6.0f} {gflops * 1e9 / peak:>6.1%} {wall(paper):>9}",
+              flush=True)
+        del step
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""The fast recurrent path of the packed SRNN (member blocks in parallel threads, fused steps,
+CUDA graphs) against a plain per-member autograd loop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ortho_core.models import PackedSRNN, SRNNInit, init_srnn
+from ortho_core.models.srnn_cuda_graph import graphs_apply
+from ortho_core.models.srnn_kernels import in_member_blocks, member_blocks
+from ortho_core.optim import sgd_step
+
+N_IN, N_HIDDEN, N_OUT, BATCH, K = 2, 8, 3, 4, 5
+TOLERANCE = {torch.float64: {"rtol": 1e-12, "atol": 1e-13},
+             torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
+
+
+@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
+def threads(request: pytest.FixtureRequest) -> Iterator[int]:
+    """Run with one intra-op thread (whole pack in one block) and with two (two blocks in
+    parallel threads)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(before)
+
+
+def pack(dtype: torch.dtype, n_hidden: int = N_HIDDEN, k: int = K) -> PackedSRNN:
+    inits = [SRNNInit(seed=s, scheme="gaussian", init_std=0.4) for s in range(k)]
+    model = init_srnn(N_IN, n_hidden, N_OUT, inits, dtype=dtype)
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        model.b_h.copy_(torch.randn(model.b_h.shape, generator=g, dtype=dtype) * 0.3)
+        model.b_y.copy_(torch.randn(model.b_y.shape, generator=g, dtype=dtype) * 0.3)
+    return model
+
+
+def data(steps: int, dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(BATCH, steps, N_IN, generator=g, dtype=dtype)
+    return x, torch.randint(N_OUT, (BATCH,), generator=g)
+
+
+def pack_loss(model: PackedSRNN, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = model(x)
+    k = out.shape[0]
+    return F.cross_entropy(out.reshape(-1, N_OUT), y.repeat(k), reduction="sum") / BATCH
+
+
+def reference_out(weights: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """One member by the straightforward loop: tanh(x_t W_xhᵀ + h W_hhᵀ + b_h) under autograd."""
+    w_xh, w_hh, b_h, w_hy, b_y = weights
+    h = x.new_zeros(BATCH, w_hh.shape[0])
+    for t in range(x.shape[1]):
+        h = torch.tanh(x[:, t] @ w_xh.T + h @ w_hh.T + b_h)
+    return h @ w_hy.T + b_y
+
+
+def member(model: PackedSRNN, k: int) -> list[torch.Tensor]:
+    return [p.detach()[k].clone().requires_grad_() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_outputs_and_gradients_equal_reference_loop(dtype: torch.dtype, threads: int) -> None:
+    model = pack(dtype)
+    x, y = data(30, dtype)
+    out = model(x)
+    loss = F.cross_entropy(out.reshape(-1, N_OUT), y.repeat(K), reduction="sum") / BATCH
+    loss.backward()
+    for k in range(K):
+        weights = member(model, k)
+        ref = reference_out(weights, x)
+        F.cross_entropy(ref, y).backward()
+        torch.testing.assert_close(out[k].detach(), ref.detach(), **TOLERANCE[dtype])
+        for p, ref in zip(model.parameters(), weights, strict=True):
+            torch.testing.assert_close(p.grad[k], ref.grad, **TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_fifty_sgd_steps_equal_reference_loop(dtype: torch.dtype, threads: int) -> None:
+    model = pack(dtype, k=3)
+    lr = torch.tensor([0.05, 0.1, 0.2], dtype=dtype)
+    references = [member(model, k) for k in range(3)]
+    initial = model.w_hh.detach().clone()
+    params = list(model.parameters())
+    active = torch.ones(3, dtype=torch.bool)
+    for step in range(50):
+        x, y = data(12, dtype, seed=step)
+        sgd_step(params, torch.autograd.grad(pack_loss(model, x, y), params), lr, active)
+        for k, weights in enumerate(references):
+            loss = F.cross_entropy(reference_out(weights, x), y)
+            grads = torch.autograd.grad(loss, weights)
+            with torch.no_grad():
+                for w, g in zip(weights, grads, strict=True):
+                    w -= lr[k] * g
+    assert (model.w_hh.detach() - initial).abs().amax(dim=(1, 2)).min() > 1e-3
+    for k, weights in enumerate(references):
+        for p, w in zip(params, weights, strict=True):
+            torch.testing.assert_close(p.detach()[k], w.detach(), **TOLERANCE[dtype])
+
+
+def test_member_of_pack_equals_alone_at_784_steps(threads: int) -> None:
+    inits = [SRNNInit(seed=s, scheme="gaussian", init_std=0.2) for s in (3, 4, 5)]
+    together = init_srnn(1, 16, N_OUT, inits, dtype=torch.float64)
+    alone = init_srnn(1, 16, N_OUT, inits[1:2], dtype=torch.float64)
+    lr, active = torch.full((3,), 0.1, dtype=torch.float64), torch.ones(3, dtype=torch.bool)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(2):
+        x = torch.rand(2, 784, 1, generator=g, dtype=torch.float64)
+        y = torch.randint(N_OUT, (2,), generator=g)
+        for model, k in ((together, 3), (alone, 1)):
+            params = list(model.parameters())
+            out = model(x)
+            loss = F.cross_entropy(out.reshape(-1, N_OUT), y.repeat(k), reduction="sum")
+            sgd_step(params, torch.autograd.grad(loss, params), lr[:k], active[:k])
+    for a, b in zip(alone.parameters(), together.parameters(), strict=True):
+        torch.testing.assert_close(a.detach()[0], b.detach()[1], rtol=1e-12, atol=1e-14)
+    assert not torch.equal(together.w_hh.detach()[1], together.w_hh.detach()[0])
+
+
+def test_member_blocks_cover_the_pack_once_per_thread(threads: int) -> None:
+    for k in (1, 2, 5, 64):
+        blocks = member_blocks(k, torch.device("cpu"))
+        assert len(blocks) == min(threads, k)
+        assert [m for b in blocks for m in range(k)[b]] == list(range(k))
+        assert min(b.stop - b.start for b in blocks) >= k // threads
+    assert member_blocks(64, torch.device("cuda")) == [slice(0, 64)]
+
+
+def test_member_blocks_run_without_grad_and_restore_threads() -> None:
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen: dict[int, tuple[bool, int]] = {}
+
+        def block(m: slice) -> None:
+            seen[m.start] = (torch.is_grad_enabled(), torch.get_num_threads())
+
+        in_member_blocks(block, 4, torch.device("cpu"))
+        assert seen == {0: (False, 1), 2: (False, 1)}
+        assert torch.get_num_threads() == 2
+
+        def fails(m: slice) -> None:
+            raise ArithmeticError(f"block {m.start}")
+
+        with pytest.raises(ArithmeticError, match="block"):
+            in_member_blocks(fails, 4, torch.device("cpu"))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_cuda_graphs_are_skipped_on_cpu() -> None:
+    model = pack(torch.float64)
+    assert model.cuda_graphs
+    x, y = data(6, torch.float64)
+    assert not graphs_apply(x)
+    pack_loss(model, x, y).backward()
+    assert model._workspace._graphs is None
+    assert model.w_hh.grad is not None and model.w_hh.grad.abs().sum() > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graphs_equal_the_plain_loop_and_refuse_stale_backward() -> None:
+    models = [pack(torch.float64).cuda() for _ in range(2)]
+    models[1].cuda_graphs = False
+    for step in range(3):
+        x, y = (t.cuda() for t in data(20, torch.float64, seed=step))
+        for model in models:
+            params = list(model.parameters())
+            grads = torch.autograd.grad(pack_loss(model, x, y), params)
+            sgd_step(params, grads, 0.1, torch.ones(K, dtype=torch.bool, device="cuda"))
+    assert models[0]._workspace._graphs is not None
+    for a, b in zip(*(m.parameters() for m in models), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-13)
+    stale = pack_loss(models[0], x, y)
+    fresh = pack_loss(models[0], x, y)
+    with pytest.raises(RuntimeError, match="inplace"):
+        stale.backward()
+    fresh.backward()
