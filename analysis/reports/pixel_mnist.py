@@ -38,11 +38,10 @@ NETWORKS: dict[str, str] = {"plain": "SRNN", "oinit": "SRNN+OINIT", "open": "SRN
 """Variant -> the paper's name of the network, in Table II's order."""
 ACCURACY = "best_test_accuracy"
 """The summary Table II reports (a fraction)."""
-FIG3B_CURVES: dict[str, str] = {"ortho_error": "Eᵖ = ‖W_hhW_hhᵀ − I‖²_F",
-                                "spectral_radius": "ρ(W_hh)",
-                                "grad_norm_whh": "‖∇W_hh‖ (mean since the last evaluation)",
-                                "test_accuracy": "test accuracy %"}
-"""The panels of Fig. 3b: metric -> axis label."""
+FIG3B_CURVES: dict[str, str] = {"ortho_error": "Eᵖ", "spectral_radius": "ρ(W_hh)",
+                                "grad_norm_whh": "‖∇W_hh‖", "test_accuracy": "test acc. %"}
+"""The panels of Fig. 3b: metric -> axis label (Eᵖ = ‖W_hhW_hhᵀ − I‖²_F; ‖∇W_hh‖ is the mean
+over the iterations since the previous evaluation, as the figure's note says)."""
 FIG3B_VARIANTS = ("oinit", "open")
 """The runs Fig. 3b draws: M's OINIT run, and the OPEN run whose dynamics M's text describes."""
 
@@ -147,8 +146,12 @@ def fig_3b(runs: SweepRuns, histories: Histories) -> Figure:
         axes[0].legend(fontsize=8)
         axes[-1].set_xlabel("training samples (dotted: M's 60,000, where learning starts)")
 
+    notes.append("Eᵖ = ‖W_hhW_hhᵀ − I‖²_F; ‖∇W_hh‖: mean over the iterations since the "
+                 "previous evaluation (the OPEN term included); test accuracy in %, the dashed "
+                 "line the majority-class baseline.")
     sweep = runs.sweep
     return Figure(name="pixel-fig-3b", data=data[columns], draw=draw, notes=notes,
+                  size=(10.0, 7.0),
                   title=f"M Fig. 3b — learning dynamics of SRNN+OINIT (and SRNN+OPEN) · "
                         f"{sweep.spec} · {sweep.profile} · sweep {sweep.sweep_id}")
 
