@@ -1,32 +1,49 @@
-"""Per-trial overhead of the sweep runner: trivial trials on the embedded Ray, tracked in
-MLflow, with actor reuse.
+"""Fixed costs of the sweep runner: the start of a sweep and the overhead of every trial, on
+the embedded Ray, tracked in MLflow, with actor reuse.
 
-    python benchmarks/sweep_overhead.py [--trials 20] [--concurrent 1]
+    python benchmarks/sweep_overhead.py [--trials 20] [--concurrent 1] [--cold-cache]
+                                        [--no-baseline]
 
 Runs a grid of ``--trials`` configurations of a trainer that does nothing (one report,
-pack size 1) and prints the sweep's Tune time (``fit()`` and the bookkeeping around it) per
-trial: with one trial at a time, (Tune time − trainer time) / trials is the cost the runner
-adds to every trial (claim the MLflow run, log params, metrics, CSV and outcome, Tune's
-scheduling, actor reset). Ray's start and MLflow's database creation are excluded and
-printed apart.
+pack size 1) through :func:`sweeps.runner.run_sweep` in this process and prints where the
+time goes:
+
+- the start, from ``run_sweep`` to Tune's ``fit()``: Ray's start and the store's creation
+  (which run side by side), the parent run, Tune's set-up and the wait for the sweep's
+  writer (which starts meanwhile);
+- Tune's ``fit()``: with one trial at a time and a trainer that takes no time,
+  ``fit`` / trials is what the runner adds to every trial (claim the MLflow run, log params,
+  metrics, CSV and outcome, Tune's scheduling, actor reset), the first actor's start
+  included.
+
+Unless ``--no-baseline``, the old start is measured first in a fresh process for
+comparison: Ray, then a store built by MLflow's migrations, then a writer waited for, one
+after the other. ``--cold-cache`` keeps the store template (:mod:`sweeps.tracking.bootstrap`)
+in a new folder, so that this run pays for building it, as the first sweep on a machine does.
+The float32 matmul rate is printed beside, since timings here move with the machine's load.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from ortho_core.reporting import Outcome, Report, Reporter, Result
 
 PACK_FIELDS = ("device",)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -50,39 +67,163 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     return [Result(Outcome.UNSOLVED, {"score": c.x}) for c in configs]
 
 
+OLD_START = """
+import json, sys, tempfile, time
+t0 = time.perf_counter()
+from sweeps.ray_session import start_embedded_ray
+start_embedded_ray()
+t1 = time.perf_counter()
+from mlflow import MlflowClient
+uri = f"sqlite:///{tempfile.mkdtemp()}/mlflow.db"
+MlflowClient(tracking_uri=uri)
+t2 = time.perf_counter()
+from sweeps.writer import start_writer
+start_writer(uri, "ortho-writer-old-start")
+t3 = time.perf_counter()
+print(json.dumps({"ray": t1 - t0, "store": t2 - t1, "writer": t3 - t2}))
+"""
+"""The start before issue 13: Ray, MLflow's own new store, a writer, one after the other."""
+
+
+def old_start() -> dict[str, float]:
+    """:data:`OLD_START` in a fresh process (imports paid as in a sweep); seconds per part."""
+    out = subprocess.run([sys.executable, "-c", OLD_START], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+class Clock:
+    """Times the runner's parts by wrapping them where the runner looks them up."""
+
+    def __init__(self) -> None:
+        self.marks: dict[str, float] = {}
+        self.spans: dict[str, float] = {}
+        self._undo: list[Callable[[], None]] = []
+
+    def wrap(self, owner: Any, name: str, label: str, first_only: bool = True) -> None:
+        """Record how long ``owner.name`` takes (its first call only, by default)."""
+        original = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if not (first_only and label in self.spans):
+                    self.spans[label] = time.perf_counter() - t
+                    self.marks[label] = t
+
+        setattr(owner, name, timed)
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    def restore(self) -> None:
+        """Unwrap everything."""
+        for undo in reversed(self._undo):
+            undo()
+
+
+def sgemm_rate() -> float:
+    """float32 matmul rate (GFLOP/s) of a 2048² product, best of three."""
+    import torch
+
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * 2048**3 / best / 1e9
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--concurrent", type=int, default=1)
+    parser.add_argument("--cold-cache", action="store_true",
+                        help="build the store template anew (the first sweep on a machine)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip measuring the old start")
     args = parser.parse_args(argv)
 
+    with tempfile.TemporaryDirectory(prefix="sweep-overhead-") as tmp:
+        if args.cold_cache:
+            os.environ["ORTHO_CACHE_DIR"] = str(Path(tmp) / "cache")
+        old = None if args.no_baseline else old_start()
+        final, clock, total = run(Path(tmp), args.trials, args.concurrent)
+    assert final.done == args.trials and final.failed == 0, final
+    report(clock, total, final.elapsed, args, old)
+
+
+def run(tmp: Path, trials: int, concurrent: int) -> tuple[Any, Clock, float]:
+    """One sweep of ``trials`` no-op configurations, timed; its final progress, the clock and
+    the seconds ``run_sweep`` took."""
+    import ray
+
     from ortho_core import experiments
-    from sweeps import tracking
-    from sweeps.ray_session import start_embedded_ray
-    from sweeps.runner import run_sweep
+    from sweeps import ray_session, runner, tracking, tune_run, writer
+    from sweeps.tracking import bootstrap
 
     experiments.EXPERIMENTS["noop"] = "benchmarks.sweep_overhead"
     spec = {"name": "noop", "experiment": "noop", "metric": {"name": "score", "mode": "max"},
-            "space": {"x": [i / args.trials for i in range(args.trials)]},
+            "space": {"x": [i / trials for i in range(trials)]},
             "resources": {"cpu": 1}, "pack_size": 1,
             "profiles": {"smoke": {}, "cpu": {}, "paper": {}}}
-    with tempfile.TemporaryDirectory(prefix="sweep-overhead-") as tmp:
-        (Path(tmp) / "noop.yaml").write_text(yaml.safe_dump(spec))
-        t0 = time.perf_counter()
-        start_embedded_ray(num_cpus=args.concurrent)
-        t1 = time.perf_counter()
-        tracking.tracker(tracking.tracking_uri(None, Path(tmp) / "home"))
-        t2 = time.perf_counter()
-        final = run_sweep(str(Path(tmp) / "noop.yaml"), "smoke", home=Path(tmp) / "home",
-                          stream=io.StringIO())
-        t3 = time.perf_counter()
-    assert final.done == args.trials and final.failed == 0, final
-    print(f"ray.init {t1 - t0:.1f} s; MLflow database {t2 - t1:.1f} s; run_sweep "
-          f"{t3 - t2:.1f} s of which Tune {final.elapsed:.1f} s for {args.trials} trials, "
-          f"{args.concurrent} at a time")
-    print(f"per-trial overhead: {final.elapsed * args.concurrent / args.trials:.2f} s "
-          "(trainer time ~0; includes each actor's first start and imports)")
+    (tmp / "noop.yaml").write_text(yaml.safe_dump(spec))
+    clock = Clock()
+    clock.wrap(runner, "beside_ray_start", "store thread")
+    clock.wrap(ray_session, "start_embedded_ray", "ray")
+    clock.wrap(tracking.Tracker, "__init__", "store")
+    clock.wrap(bootstrap, "_build", "template")
+    clock.wrap(runner.tracking.Tracker, "start_sweep", "parent run")
+    clock.wrap(tune_run, "launch_writer", "writer launch")
+    clock.wrap(writer.StartingWriter, "ready", "writer wait")
+    clock.wrap(tune_run, "_staging", "fit")  # entered just before Tuner.fit
+    clock.wrap(tune_run, "end_stopped_runs", "after fit")  # called just after it
+    clock.wrap(ray, "shutdown", "shutdown")
+    t0 = time.perf_counter()
+    try:
+        final = runner.run_sweep(str(tmp / "noop.yaml"), "smoke", home=tmp / "home",
+                                 max_concurrent=concurrent, stream=io.StringIO())
+    finally:
+        clock.restore()
+    clock.marks["begin"] = t0
+    return final, clock, time.perf_counter() - t0
+
+
+def report(clock: Clock, total: float, tune_elapsed: float, args: argparse.Namespace,
+           old: dict[str, float] | None) -> None:
+    """Print the breakdown, and the old start beside it."""
+    s, m = clock.spans, clock.marks
+    start = m["fit"] - m["begin"]
+    fit = m["after fit"] - m["fit"]
+    ray_store = max(m["ray"] + s["ray"], m["store"] + s["store"]) - m["store thread"]
+    writer_up = m["writer wait"] + s["writer wait"] - m["writer launch"]
+    template = (f"template built in {s['template']:.2f} s" if "template" in s
+                else "template cached")
+    print(f"start {start:.2f} s (run_sweep until Tune's fit):")
+    print(f"  Ray plus store {ray_store:.2f} s: imports both need "
+          f"{s['store thread']:.2f} s, then side by side ray.init {s['ray']:.2f} s | "
+          f"store {s['store']:.2f} s ({template})")
+    print(f"  parent run {s['parent run']:.2f} s; writer up {writer_up:.2f} s after its "
+          f"launch, of which the driver waited {s['writer wait']:.2f} s")
+    per_trial = fit * args.concurrent / args.trials
+    print(f"fit {fit:.2f} s for {args.trials} trials, {args.concurrent} at a time: "
+          f"per-trial overhead {per_trial:.3f} s (trainer time ~0; includes the first "
+          "actor's start and imports)")
+    print(f"run_sweep {total:.2f} s (Tune's part {tune_elapsed:.2f} s, ray.shutdown "
+          f"{s.get('shutdown', 0.0):.2f} s)")
+    if old is not None:
+        old_ray_store = old["ray"] + old["store"]
+        print(f"old start, one after the other (fresh process): ray.init {old['ray']:.2f} s + "
+              f"MLflow's migrations {old['store']:.2f} s = {old_ray_store:.2f} s, then writer "
+              f"{old['writer']:.2f} s")
+        print(f"Ray plus store: {old_ray_store:.2f} s -> {ray_store:.2f} s "
+              f"({old_ray_store / ray_store:.1f}x); store alone {old['store']:.2f} s -> "
+              f"{s['store']:.2f} s; driver's wait for the writer {old['writer']:.2f} s -> "
+              f"{s['writer wait']:.2f} s")
+    print(f"sgemm {sgemm_rate():.0f} GFLOP/s (2048², float32) at the end")
+
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(ROOT))
     main()

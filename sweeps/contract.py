@@ -71,6 +71,12 @@ DRIVER = "ortho.driver"
 """Parent: ``host:pid`` of the process that drives the sweep (set again by a resume)."""
 HEARTBEAT = "ortho.heartbeat"
 """Parent: when the driver last said it was alive (seconds since the epoch)."""
+OPTUNA_STORAGE = "ortho.optuna_storage"
+"""Parent of a sweep with Optuna cells: the Optuna storage URL holding its studies, its
+credentials masked (one study per cell, named :data:`STUDY_NAME`)."""
+STUDY_NAME = "{sweep_id}/cell-{cell}"
+"""The name of an Optuna cell's study in :data:`OPTUNA_STORAGE` (``str.format`` with the
+sweep's id and the cell's index), for ``optuna.load_study`` or ``optuna-dashboard``."""
 PARENT = "mlflow.parentRunId"
 """Child: the parent run's id (MLflow's own tag)."""
 

@@ -4,11 +4,15 @@ A Ray Tune trial trains one pack (DESIGN.md "Packs"). Grid configurations (cells
 Optuna dimensions) that agree on the trainer's ``PACK_FIELDS`` are split into packs of at
 most ``pack_size``, as evenly as possible (17 configurations with ``pack_size: 16`` make
 packs of 9 and 8, so two trials can run at once). Cells with Optuna dimensions are searched
-one configuration per trial (pack size 1), since Optuna proposes the next point from the
-results of the previous ones.
+in packs too: a trial of such a cell trains a batch of points its study proposes together
+(:mod:`sweeps.searcher`), at most ``pack_size`` and split as evenly (17 trials with
+``pack_size: 16`` are batches of 9 and 8); a cell whose Optuna dimensions include one of the
+trainer's ``PACK_FIELDS`` is searched one point per trial, since its points could not share a
+pack.
 
 On resume the configurations already FINISHED in MLflow are left out before packing, and
-each Optuna cell's finished trials become that cell's history.
+each Optuna cell's budget is reduced by the trials its stored study has already spent
+(:mod:`sweeps.studies`).
 """
 
 from __future__ import annotations
@@ -42,15 +46,6 @@ class Member:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class PastTrial:
-    """A finished configuration of an Optuna cell: what its study is told on resume."""
-
-    optuna: dict[str, Any]
-    value: float | None
-    """The spec's metric, or None when the run has no finite value (told as failed)."""
-
-
 @dataclass
 class Plan:
     """The work of a sweep, or of what remains of it."""
@@ -65,19 +60,29 @@ class Plan:
     """Cells searched by Optuna, by cell index."""
     n_trials: int
     """Optuna trials per cell (0 for a grid search)."""
-    history: dict[int, list[PastTrial]] = field(default_factory=dict)
-    """Finished trials per Optuna cell (on resume)."""
+    done: dict[int, int] = field(default_factory=dict)
+    """Optuna trials already spent per cell (on resume)."""
     n_configs: int = 0
     """Configurations of the whole sweep (finished ones included)."""
+    optuna_pack: dict[int, int] = field(default_factory=dict)
+    """Most configurations per trial of each Optuna cell (``pack_size``, or 1)."""
 
     def remaining(self, cell: int) -> int:
         """Optuna trials still to run in ``cell``."""
-        return max(0, self.n_trials - len(self.history.get(cell, [])))
+        return max(0, self.n_trials - self.done.get(cell, 0))
+
+    def batch(self, cell: int, remaining: int) -> int:
+        """How many points of ``cell`` the next trial trains when ``remaining`` are left:
+        the budget split into ceil(remaining / pack) batches as evenly as possible."""
+        if remaining <= 0:
+            return 0
+        return math.ceil(remaining / math.ceil(remaining / self.optuna_pack.get(cell, 1)))
 
     @property
     def n_tune_trials(self) -> int:
-        """Ray Tune trials this plan runs."""
-        return len(self.packs) + sum(self.remaining(c) for c in self.optuna_cells)
+        """Ray Tune trials this plan runs (at most: a repeated point shrinks a batch)."""
+        return len(self.packs) + sum(
+            math.ceil(self.remaining(c) / self.optuna_pack.get(c, 1)) for c in self.optuna_cells)
 
     @property
     def n_todo(self) -> int:
@@ -109,9 +114,9 @@ def pack(members: Sequence[Member], module: ModuleType, pack_size: int) -> list[
 
 
 def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
-               history: Mapping[int, list[PastTrial]] | None = None) -> Plan:
+               done: Mapping[int, int] | None = None) -> Plan:
     """The plan of ``spec``, leaving out the grid configurations whose keys are in
-    ``finished`` and giving each Optuna cell its ``history`` (a scheduler comes with packs
+    ``finished`` and the Optuna trials each cell has ``done`` (a scheduler comes with packs
     of one: :mod:`sweeps.spec` checks it)."""
     finished = finished or {}
     module = experiments.get(spec.experiment)
@@ -126,7 +131,10 @@ def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
             grid.append(Member(key=key, params=dict(cell.params), cell=index))
     n_trials = spec.optuna.n_trials if spec.optuna is not None else 0
     n_grid = len(spec.cells()) - len(optuna_cells)
+    pack_fields = set(module.PACK_FIELDS)
     return Plan(experiment=spec.experiment, module=experiments.EXPERIMENTS[spec.experiment],
                 packs=pack(grid, module, spec.pack_size), optuna_cells=optuna_cells,
-                n_trials=n_trials, history=dict(history or {}),
-                n_configs=n_grid + n_trials * len(optuna_cells))
+                n_trials=n_trials, done=dict(done or {}),
+                n_configs=n_grid + n_trials * len(optuna_cells),
+                optuna_pack={i: 1 if pack_fields & set(c.optuna_space) else spec.pack_size
+                             for i, c in optuna_cells.items()})

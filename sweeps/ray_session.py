@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from ortho_core.errors import ConfigError
+
+T = TypeVar("T")
 
 QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -86,10 +90,38 @@ def _loopback_only() -> Iterator[None]:
             os.environ[name] = saved_env
 
 
+@contextmanager
+def _free_agent_port() -> Iterator[None]:
+    """Let the node's dashboard agent listen on a port the system picks while a local node
+    starts.
+
+    ``ray.init`` offers no setting for it, and the agent's default port (52365) is fixed:
+    where another Ray on this machine holds it (a second sweep, a test), the agent retries
+    for about 3.5 s, during which the node does not come up, then runs without its HTTP
+    service. Port 0 is Ray's own value for "any free port" (as ``ray start
+    --dashboard-agent-listen-port=0``).
+    """
+    from ray._private.parameter import RayParams
+
+    original = RayParams.__init__
+
+    def free_port(self: RayParams, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("dashboard_agent_listen_port", 0)
+        original(self, *args, **kwargs)
+
+    RayParams.__init__ = free_port  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        RayParams.__init__ = original  # type: ignore[method-assign]
+
+
 def start_embedded_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
     """Start Ray in this process, on 127.0.0.1 only, without dashboard or driver logs.
 
-    Ray turns token authentication on for the local Ray it starts (unless ``RAY_AUTH_MODE``
+    Its dashboard agent listens on a free port (:func:`_free_agent_port`), so that another
+    Ray on this machine does not delay its start. Ray turns token authentication on for the
+    local Ray it starts (unless ``RAY_AUTH_MODE``
     says otherwise) and warns that it did; that warning (:data:`AUTH_LOGGER`) is silenced
     while it starts, authentication itself is left as Ray sets it, and connections to a
     cluster (:func:`ray_session` with an address) keep every warning.
@@ -101,12 +133,33 @@ def start_embedded_ray(num_cpus: int | None = None, num_gpus: int | None = None)
     level = auth_logger.level
     auth_logger.setLevel(logging.ERROR)
     try:
-        with _loopback_only():
+        with _loopback_only(), _free_agent_port():
             ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
                      log_to_driver=False, logging_level=logging.WARNING, num_cpus=num_cpus,
                      num_gpus=num_gpus)
     finally:
         auth_logger.setLevel(level)
+
+
+def beside_ray_start(fn: Callable[[], T]) -> Future[T]:
+    """Call ``fn`` (opening the tracking store) in a thread of its own, so that it runs
+    while this thread starts Ray (:func:`ray_session`), which mostly waits for Ray's
+    processes; its result, or its error, from the future.
+
+    Two threads importing one module at once can fail (importlib's deadlock error, when each
+    holds a lock the other wants), so the modules that Ray imports only when it starts and
+    that MLflow imports too (pydantic, OpenTelemetry, click: those of the dashboard's
+    dependency check) are imported here first; Ray's start then imports only its own.
+    """
+    import click  # noqa: F401
+    from ray._private.utils import get_dashboard_dependency_error
+
+    get_dashboard_dependency_error()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ortho-store")
+    try:
+        return pool.submit(fn)
+    finally:
+        pool.shutdown(wait=False)
 
 
 @contextmanager

@@ -20,18 +20,20 @@ state, which only the driver writes, need not be on shared storage. A Ray Client
 Resume (:func:`resume_sweep`) reads the sweep back from MLflow, not from Tune's state (which
 is kept for inspection only): the spec file stored with the parent run is resolved again
 (its SHA-256 must match), runs that are not FINISHED are deleted, and a new Tune run trains
-only the configurations without a FINISHED run; each Optuna cell's study is rebuilt from its
-finished trials. So an interrupted configuration starts again from its beginning, a failed
-one is retried, and it works the same for a sweep whose driver was killed or that ran on a
-cluster (given the same tracking URI). A sweep whose driver is still alive (it runs on this
-host, or its heartbeat is recent: :func:`sweeps.tracking.driver_alive`) is not resumed
-unless forced, since a resume deletes the runs in flight. Finding the sweep, and
-``ortho sweep status``, are :mod:`sweeps.lookup` (which imports no Ray).
+only the configurations without a FINISHED run; each Optuna cell's study is loaded from its
+Optuna storage and continued (:mod:`sweeps.studies`: ``--optuna-storage``, else
+``optuna.db`` beside the embedded store). So an interrupted configuration starts again from
+its beginning, a failed one is retried, and it works the same for a sweep whose driver was
+killed or that ran on a cluster (given the same tracking URI). A sweep whose driver is still
+alive (it runs on this host, or its heartbeat is recent:
+:func:`sweeps.tracking.driver_alive`) is not resumed unless forced, since a resume deletes
+the runs in flight. Finding the sweep, and ``ortho sweep status``, are :mod:`sweeps.lookup`
+(which imports no Ray).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import sys
 import tempfile
@@ -40,10 +42,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ortho_core.errors import ConfigError
-from sweeps import provenance, tracking
+from sweeps import contract, provenance, tracking
 from sweeps.lookup import SweepNotFound, find, new_sweep_id, open_store, refuse_alive
-from sweeps.plan import PastTrial, Plan, build_plan
-from sweeps.ray_session import check_resources, ray_session
+from sweeps.plan import Plan, build_plan
+from sweeps.ray_session import beside_ray_start, check_resources, ray_session
 from sweeps.spec import ResolvedSpec, load_spec, resolve
 from sweeps.status import Progress, format_line, from_mlflow
 from sweeps.tune_run import backfill_failures, execute, storage_path
@@ -69,15 +71,17 @@ def refuse_client_with_local_store(address: str | None, uri: str) -> None:
 
 def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracking.Tracker,
          home: Path, storage: str | None, run_name: str, max_concurrent: int | None,
-         progress: Progress, stream: TextIO, run_tags: dict[str, str]) -> Progress:
-    """Run what ``plan`` leaves (``run_tags`` on every run it creates), end the parent run,
-    and print the last line."""
+         progress: Progress, stream: TextIO, run_tags: dict[str, str],
+         studies: Any) -> Progress:
+    """Run what ``plan`` leaves (``run_tags`` on every run it creates; the Optuna cells
+    searched by ``studies``, a :class:`sweeps.studies.Studies`), end the parent run, and
+    print the last line."""
     store = storage_path(storage, home)
     interrupted = False
     start = time.monotonic()
     if plan.n_tune_trials:
         interrupted = execute(spec, plan, ref, tracker.uri, store, run_name, max_concurrent,
-                              progress, stream, run_tags)
+                              progress, stream, run_tags, studies)
     if interrupted:
         tracker.mark_killed(ref)
     else:
@@ -96,13 +100,24 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     return final
 
 
+def _study_url(spec: ResolvedSpec, explicit: str | None, uri: str) -> str | None:
+    """The Optuna storage of a sweep with Optuna cells (:func:`sweeps.studies.storage_url`),
+    else None."""
+    if not any(cell.optuna_space for cell in spec.cells()):
+        return None
+    from sweeps.studies import storage_url
+
+    return storage_url(explicit, uri)
+
+
 def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
               tracking_uri: str | None = None, home: str | os.PathLike[str] | None = None,
               storage: str | None = None, max_concurrent: int | None = None,
-              stream: TextIO | None = None) -> Progress:
+              optuna_storage: str | None = None, stream: TextIO | None = None) -> Progress:
     """Run the sweep ``spec_ref`` (a shipped spec's name or a YAML path) with ``profile``.
 
-    Everything the user can get wrong (the spec, the profile, a cell's values) raises
+    Everything the user can get wrong (the spec, the profile, a cell's values, a sweep with
+    Optuna cells and no Optuna storage: :func:`sweeps.studies.storage_url`) raises
     ``ConfigError`` before Ray starts or MLflow is touched. Prints the sweep id first and
     the live progress to ``stream`` (default stdout: a bar on a terminal, else one line at a
     time); returns the final :class:`Progress` (``state`` finished or interrupted).
@@ -113,17 +128,26 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
     refuse_client_with_local_store(address, uri)
+    study_url = _study_url(spec, optuna_storage, uri)
     code = provenance.current(PROJECT_ROOT)
+    opening = beside_ray_start(lambda: tracking.tracker(uri))
     with ray_session(address) as embedded:
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)
-        tracker = tracking.tracker(uri)
+        tracker = opening.result()
         sweep_id = new_sweep_id()
         source = Path(spec.source)
         tags = tracking.sweep_tags(spec=spec.name, profile=profile, spec_sha256=spec.sha256,
                                    code=code.tags(), metric=spec.metric,
                                    mode=spec.mode, n_configs=plan.n_configs,
                                    note=spec.description)
+        studies = None
+        if study_url is not None:
+            from sweeps.studies import create_studies
+
+            assert spec.optuna is not None
+            studies = create_studies(study_url, sweep_id, plan, spec.optuna, spec.mode)
+            tags[contract.OPTUNA_STORAGE] = tracking.redact(study_url)
         texts = {tracking.RESOLVED_ARTIFACT: spec.text,
                  f"{tracking.SPEC_ARTIFACT_DIR}/{source.name}": source.read_text()}
         ref = tracker.start_sweep(tracker.experiment_id(spec.name), sweep_id, tags, texts)
@@ -133,19 +157,21 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
         progress = Progress(sweep_id=sweep_id, label=f"{spec.name}/{profile}",
                             metric=spec.metric, mode=spec.mode, total=plan.n_configs)
         return _run(spec, plan, ref, tracker, home_path, storage, sweep_id, max_concurrent,
-                    progress, stream, code.tags())
+                    progress, stream, code.tags(), studies)
 
 
 def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
                  tracking_uri: str | None = None, home: str | os.PathLike[str] | None = None,
                  storage: str | None = None, max_concurrent: int | None = None,
-                 force: bool = False, stream: TextIO | None = None) -> Progress:
+                 optuna_storage: str | None = None, force: bool = False,
+                 stream: TextIO | None = None) -> Progress:
     """Continue sweep ``sweep_id`` (default: the latest one that did not finish).
 
     Configurations with a FINISHED run are not trained again; every other run of the sweep
     is deleted and its configuration trained anew, so each configuration ends with one run.
     A sweep whose driver is still alive is refused (``ConfigError``, field ``sweep``) unless
-    ``force``.
+    ``force``. Its Optuna cells continue their studies in ``optuna_storage`` (default as for
+    :func:`run_sweep`; a study missing there: ``ConfigError``, field ``optuna_storage``).
     """
     stream = stream or sys.stdout
     home_path = tracking.home_dir(home)
@@ -163,32 +189,34 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         raise ConfigError("spec", f"the spec as sweep {record.ref.sweep_id} resolved it "
                           f"(sha256 {record.spec_sha256[:12]}); the code now resolves it "
                           "differently, so start a new sweep", spec.sha256[:12])
+    study_url = _study_url(spec, optuna_storage, uri)
     tracker.discard_unfinished(record.ref)
-    finished: dict[str, Any] = {}
-    history: dict[int, list[PastTrial]] = {}
-    for run in tracker.configurations(record.ref):
-        tags = run.data.tags
-        finished[tags[tracking.TRIAL_KEY]] = run
-        if tracking.OPTUNA_PARAMS in tags:
-            result = tracking.stored_result(run)
-            history.setdefault(int(tags[tracking.CELL]), []).append(PastTrial(
-                optuna=json.loads(tags[tracking.OPTUNA_PARAMS]),
-                value=tracking.metric_value(result.summary, spec.metric)))
-    plan = build_plan(spec, finished, history)
+    values = {run.data.tags[tracking.TRIAL_KEY]: tracking.metric_value(
+        tracking.stored_result(run).summary, spec.metric)
+        for run in tracker.configurations(record.ref)}
+    plan = build_plan(spec, values)
+    studies = None
+    if study_url is not None:
+        from sweeps.studies import resume_studies
+
+        assert spec.optuna is not None
+        studies = resume_studies(study_url, record.ref.sweep_id, plan, spec.optuna, values)
+        plan = dataclasses.replace(plan, done=studies.done)
     progress = Progress(sweep_id=record.ref.sweep_id, label=f"{spec.name}/{spec.profile}",
                         metric=spec.metric, mode=spec.mode, total=plan.n_configs,
-                        done=len(finished))
-    for run in finished.values():
-        progress.offer(tracking.metric_value(tracking.stored_result(run).summary, spec.metric))
+                        done=len(values))
+    for value in values.values():
+        progress.offer(value)
     refuse_client_with_local_store(address, uri)
     with ray_session(address) as embedded:
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)
         tracker.reopen_sweep(record.ref)
         print(f"sweep {record.ref.sweep_id}: resuming {spec.name}/{spec.profile}, "
-              f"{len(finished)} of {plan.n_configs} configurations done, {plan.n_todo} to run "
+              f"{len(values)} of {plan.n_configs} configurations done, {plan.n_todo} to run "
               f"in {plan.n_tune_trials} trials; tracking {tracking.redact(uri)}",
               file=stream, flush=True)
         run_name = f"{record.ref.sweep_id}-resume-{time.strftime('%H%M%S', time.gmtime())}"
         return _run(spec, plan, record.ref, tracker, home_path, storage, run_name,
-                    max_concurrent, progress, stream, provenance.current(PROJECT_ROOT).tags())
+                    max_concurrent, progress, stream, provenance.current(PROJECT_ROOT).tags(),
+                    studies)

@@ -1,20 +1,26 @@
-"""One Ray Tune searcher for a whole sweep: grid packs first, then one Optuna study per cell.
+"""One Ray Tune searcher for a whole sweep: grid packs first, then one Optuna study per cell,
+asked for a pack of points at a time.
 
 Tune's ``OptunaSearch`` rejects ``grid_search`` dimensions (STACK.md), so the runner does not
 use it: :class:`SweepSearcher` hands out the plan's grid packs as they are, then asks each
-Optuna cell's study for points (round robin over the cells, ``n_trials`` per cell) and tells
-the study the trial's metric when the trial ends. A trial with no finite metric (failed,
-diverged without a summary, stopped early) is told as failed. Every study is seeded
-(``search.seed`` + cell index), so a rerun proposes the same points.
+Optuna cell's study (:mod:`sweeps.studies`) for packs of points (round robin over the cells,
+``n_trials`` per cell, at most ``pack_size`` per pack: :meth:`sweeps.plan.Plan.batch`). The
+points of a pack are asked in one go, every ask before any tell, so that the sampler sees
+the earlier ones as pending (Optuna's RUNNING trials; TPE's constant liar counts them as the
+worst results, the grid sampler skips them). The pack ends when all its members end (a
+trainer trains a pack to its end): the trial's final report carries each member's metric
+(:data:`MEMBER_VALUES`), and each member's Optuna trial is told its own value, or failed
+when it has no finite one (failed, diverged without a summary, stopped early).
 
 Tune stages every grid pack at once (:func:`sweeps.tune_run.staged_trials`), but Optuna's
-points are proposed one at a time: the next point is asked for only once the trial of the
+packs are proposed one at a time: the next pack is asked for only once the trial of the
 previous one has started (:class:`TrialStarts` says when), so that a study is not asked for
 points long before resources free up for them, when more results would inform them.
 
-A point Optuna proposes again (the grid sampler under concurrency, or a categorical space
-exhausted) is not trained twice: the repeat is told the known value, or failed while the
-first is still running, and costs one trial of the cell's budget.
+A point Optuna proposes again (within a pack, while an earlier one is in flight, or after it
+finished: the grid sampler past its grid, a categorical space exhausted) is not trained
+twice: the repeat is told the known value, or failed while the first is still running, and
+costs one trial of the cell's budget.
 """
 
 from __future__ import annotations
@@ -28,71 +34,50 @@ from ray.tune import Callback
 from ray.tune.search import Searcher
 
 from sweeps.plan import Member, Plan
-from sweeps.spec import ChoiceDim, OptunaSettings, trial_key
+from sweeps.spec import trial_key
+from sweeps.studies import KEY_ATTR, REPEAT_ATTR, Studies
+
+MEMBER_VALUES = "member_values"
+"""Key of a trial's final report (:func:`sweeps.trial.run_trial`): each member's metric by
+trial key, NaN when not finite. Tune hands searchers the report flattened, so the value of
+member ``key`` arrives as ``member_values/<key>``."""
 
 
-def make_sampler(settings: OptunaSettings, cell_space: dict[str, Any], seed: int) -> Any:
-    """The Optuna sampler ``settings.sampler`` for one cell."""
-    if settings.sampler == "tpe":
-        return optuna.samplers.TPESampler(seed=seed)
-    if settings.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if settings.sampler == "grid":
-        space = {k: list(d.choice) for k, d in cell_space.items() if isinstance(d, ChoiceDim)}
-        return AskTellGridSampler(space, seed=seed)
-    return optuna.samplers.CmaEsSampler(seed=seed)
+class _Cell:
+    """An Optuna cell's study with its budget."""
 
-
-class AskTellGridSampler(optuna.samplers.GridSampler):
-    """Optuna's grid sampler without its ``study.stop()`` once the grid is covered: that call
-    only works inside ``study.optimize`` and raises under ask-and-tell; the cell's
-    ``n_trials`` bounds the search instead."""
-
-    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-        """Nothing to do after a trial."""
-
-
-class _Study:
-    """An Optuna study of one cell with its budget."""
-
-    def __init__(self, index: int, plan: Plan, settings: OptunaSettings, mode: str) -> None:
+    def __init__(self, index: int, plan: Plan, study: Any) -> None:
         cell = plan.optuna_cells[index]
         self.index = index
         self.params = dict(cell.params)
         self.distributions = {k: d.distribution() for k, d in cell.optuna_space.items()}
-        self.study = optuna.create_study(
-            direction="maximize" if mode == "max" else "minimize",
-            sampler=make_sampler(settings, cell.optuna_space, settings.seed + index))
-        for past in plan.history.get(index, []):
-            self.study.add_trial(optuna.trial.create_trial(
-                params=past.optuna, distributions=self.distributions, value=past.value,
-                state=(optuna.trial.TrialState.COMPLETE if past.value is not None
-                       else optuna.trial.TrialState.FAIL)))
+        self.study = study
         self.remaining = plan.remaining(index)
 
 
 class SweepSearcher(Searcher):
-    """Suggests ``{"members": [...]}`` trial configs for a :class:`~sweeps.plan.Plan`."""
+    """Suggests ``{"members": [...]}`` trial configs for a :class:`~sweeps.plan.Plan`, the
+    Optuna cells' points from ``studies``."""
 
-    def __init__(self, plan: Plan, metric: str, mode: str,
-                 settings: OptunaSettings | None) -> None:
+    def __init__(self, plan: Plan, metric: str, mode: str, studies: Studies | None) -> None:
         super().__init__(metric=metric, mode=mode)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.plan = plan
         self._packs = deque(plan.packs)
-        self._studies = deque(_Study(i, plan, settings, mode) for i in plan.optuna_cells
-                              if settings is not None and plan.remaining(i) > 0)
-        self._live: dict[str, tuple[_Study, Any, str]] = {}
-        self._known: dict[str, float | None] = {}
+        self._cells = deque(_Cell(i, plan, studies.by_cell[i]) for i in plan.optuna_cells
+                            if studies is not None and plan.remaining(i) > 0)
+        self._live: dict[str, tuple[_Cell, list[tuple[Any, str]]]] = {}
+        """Optuna packs handed to Tune: their cell and (Optuna trial, trial key) per member."""
+        self._known: dict[str, float | None] = dict(studies.known) if studies else {}
         self._unstarted: set[str] = set()
-        """Optuna trials handed to Tune that have not started yet."""
+        """Optuna packs handed to Tune whose trials have not started yet."""
         self.n_suggested = 0
         """Trial configs handed to Tune so far."""
 
     @property
     def exhausted(self) -> bool:
         """Whether every pack and every Optuna trial has been handed out."""
-        return not self._packs and all(s.remaining == 0 for s in self._studies)
+        return not self._packs and all(c.remaining == 0 for c in self._cells)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         if self._packs:
@@ -100,24 +85,41 @@ class SweepSearcher(Searcher):
             return {"members": [m.to_dict() for m in self._packs.popleft()]}
         if self._unstarted:
             return None  # Tune asks again later
-        while self._studies:
-            study = self._studies[0]
-            self._studies.rotate(-1)
-            if study.remaining == 0:
-                self._studies.remove(study)
+        while self._cells:
+            cell = self._cells[0]
+            self._cells.rotate(-1)
+            if cell.remaining == 0:
+                self._cells.remove(cell)
                 continue
-            study.remaining -= 1
-            asked = study.study.ask(study.distributions)
-            params = {**study.params, **asked.params}
-            key = trial_key(self.plan.experiment, params)
-            if key in self._known or key in (k for _, _, k in self._live.values()):
-                self._tell(study, asked, self._known.get(key))
-                continue
-            self._live[trial_id] = (study, asked, key)
+            batch = self._ask(cell)
+            if not batch:
+                continue  # every point repeated a known or live one
+            self._live[trial_id] = (cell, batch)
             self._unstarted.add(trial_id)
             self.n_suggested += 1
-            return {"members": [Member(key, params, study.index, dict(asked.params)).to_dict()]}
+            return {"members": [
+                Member(key, {**cell.params, **asked.params}, cell.index,
+                       dict(asked.params)).to_dict() for asked, key in batch]}
         return Searcher.FINISHED
+
+    def _ask(self, cell: _Cell) -> list[tuple[Any, str]]:
+        """Ask ``cell``'s study for its next pack, every point before any tell; tell the
+        repeats; the new points with their trial keys."""
+        n = self.plan.batch(cell.index, cell.remaining)
+        cell.remaining -= n
+        asked = [cell.study.ask(cell.distributions) for _ in range(n)]
+        live = {key for _, batch in self._live.values() for _, key in batch}
+        fresh = []
+        for trial in asked:
+            key = trial_key(self.plan.experiment, {**cell.params, **trial.params})
+            trial.set_user_attr(KEY_ATTR, key)
+            if key in self._known or key in live:
+                trial.set_user_attr(REPEAT_ATTR, True)
+                self._tell(cell, trial, self._known.get(key))
+            else:
+                live.add(key)
+                fresh.append((trial, key))
+        return fresh
 
     def on_trial_start(self, trial_id: str) -> None:
         """Trial ``trial_id`` got its resources and runs (from :class:`TrialStarts`)."""
@@ -128,18 +130,20 @@ class SweepSearcher(Searcher):
         self._unstarted.discard(trial_id)
         if trial_id not in self._live:
             return
-        study, asked, key = self._live.pop(trial_id)
-        value = None if error or not result else result.get(self.metric)
-        value = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
-        self._known[key] = value
-        self._tell(study, asked, value)
+        cell, batch = self._live.pop(trial_id)
+        for asked, key in batch:
+            value = None if error or not result else result.get(f"{MEMBER_VALUES}/{key}")
+            value = (float(value) if isinstance(value, (int, float)) and math.isfinite(value)
+                     else None)
+            self._known[key] = value
+            self._tell(cell, asked, value)
 
     @staticmethod
-    def _tell(study: _Study, asked: Any, value: float | None) -> None:
+    def _tell(cell: _Cell, asked: Any, value: float | None) -> None:
         if value is None:
-            study.study.tell(asked, state=optuna.trial.TrialState.FAIL)
+            cell.study.tell(asked, state=optuna.trial.TrialState.FAIL)
         else:
-            study.study.tell(asked, value)
+            cell.study.tell(asked, value)
 
 
 class TrialStarts(Callback):

@@ -90,6 +90,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "driver writes it, so it need not be shared")
         p.add_argument("--max-concurrent", type=int, metavar="N",
                        help="at most N trials at once (default: as resources allow)")
+        p.add_argument("--optuna-storage", metavar="URL",
+                       help="the Optuna cells' studies (default: $ORTHO_OPTUNA_STORAGE, else "
+                       "sqlite:///HOME/optuna.db beside an embedded store; required with "
+                       "any other tracking URI)")
 
     run = commands.add_parser("run", help="run a sweep")
     run.add_argument("spec", help="a shipped spec's name or a path to a spec YAML")
@@ -111,6 +115,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="HOME on the cluster's head node (default ~/ortho-runs)")
     submit.add_argument("--storage", help="Tune's own state on the cluster: a path on the "
                         "head (default HOME/ray) or an object store URI such as s3://bucket/ray")
+    submit.add_argument("--optuna-storage", metavar="URL",
+                        help="the Optuna cells' studies, as the head reaches them (default: "
+                        "$ORTHO_OPTUNA_STORAGE, else optuna.db beside an embedded store)")
     submit.add_argument("--data-dir", metavar="DIR",
                         help="the datasets' folder on the cluster's nodes (absolute or under "
                         "~), passed to the job as ORTHO_DATA_DIR (default: the nodes' own "
@@ -150,7 +157,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     return _exit_status(run_sweep(
         args.spec, args.profile, address=args.address, tracking_uri=args.tracking_uri,
-        home=args.home, storage=args.storage, max_concurrent=args.max_concurrent))
+        home=args.home, storage=args.storage, max_concurrent=args.max_concurrent,
+        optuna_storage=args.optuna_storage))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -159,7 +167,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     return _exit_status(resume_sweep(
         args.sweep, address=args.address, tracking_uri=args.tracking_uri, home=args.home,
-        storage=args.storage, max_concurrent=args.max_concurrent, force=args.force))
+        storage=args.storage, max_concurrent=args.max_concurrent, force=args.force,
+        optuna_storage=args.optuna_storage))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -201,6 +210,9 @@ def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         env["ORTHO_TRACKING_URI"] = tracking.tracking_uri(uri, Path.cwd())
     if args.storage:
         command += ["--storage", args.storage]
+    studies = args.optuna_storage or os.environ.get("ORTHO_OPTUNA_STORAGE")
+    if studies:
+        env["ORTHO_OPTUNA_STORAGE"] = studies  # like the tracking URI: may hold a password
     if args.data_dir:
         if not args.data_dir.startswith(("/", "~")):
             raise ConfigError("data_dir", "an absolute path on the cluster's nodes (or one "

@@ -29,7 +29,8 @@ a shell profile), like torch's own default of the machine's cores, makes concurr
 oversubscribe the CPUs, which on a 2-core machine made training 5 to 50 times slower.
 
 ``device: auto`` becomes ``cuda`` when Ray gave the trial a GPU, else ``cpu``. The trial's
-last report to Tune carries the spec's metric (the best over the pack) and counts of what it
+last report to Tune carries the spec's metric (the best over the pack), each member's metric
+(``member_values``, by trial key: what Optuna's studies are told) and counts of what it
 trained, for the searcher and the progress line.
 """
 
@@ -215,7 +216,10 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> None:
         forwarded = recorder.last_forwarded
     values = [tracking.metric_value(r.summary, context.metric) for r in results if r]
     final = {context.metric: best(values, context.mode), "configs": len(members),
-             "trained": len(todo), "done": True}
+             "trained": len(todo), "done": True,
+             "member_values": {m["key"]: best([tracking.metric_value(r.summary, context.metric)],
+                                              context.mode)
+                               for m, r in zip(members, results, strict=True) if r}}
     if context.step_metric is not None:
         final = {context.step_metric: math.nan, "step": 0, **forwarded, **final}
     tune.report(final)

@@ -8,7 +8,7 @@ cell); an ASHA scheduler stops unpromising trials when the spec asks. Actors are
 between trials, so a trial costs no fresh process and no re-import of torch. Tune asks Ray for
 the resources of every grid trial at once (:func:`staged_trials`), so that a cluster starts
 its actors together, on as many nodes as they need, and an autoscaler sees the whole demand;
-Optuna's trials are staged one at a time (:mod:`sweeps.searcher`). A trial that raises is
+Optuna's packs are staged one at a time (:mod:`sweeps.searcher`). A trial that raises is
 retried up to the spec's ``max_failures`` and the sweep goes on. Tune's own output is
 silenced; :class:`~sweeps.tune_progress.ProgressCallback` shows the progress instead.
 
@@ -19,17 +19,20 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from sweeps import tracking
 from sweeps.plan import Plan
 from sweeps.spec import ResolvedSpec
 from sweeps.status import Progress
 from sweeps.trial import TrialContext, run_trial
-from sweeps.writer import start_writer
+from sweeps.writer import launch_writer
+
+if TYPE_CHECKING:
+    from sweeps.studies import Studies
 
 PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
 """Tune's setting of how many trials may wait for resources at once, read when ``fit()``
@@ -62,7 +65,7 @@ def staged_trials(n_trials: int, max_concurrent: int | None) -> int:
     asked for only once the previous trial runs, so a trial shorter than an actor's start
     hands its actor on, a cluster starts its actors one by one and an autoscaler sees one
     trial's demand. Every trial of the plan is staged instead, at most ``max_concurrent``
-    and :data:`MAX_STAGED`; the searcher holds back Optuna's points so that they are still
+    and :data:`MAX_STAGED`; the searcher holds back Optuna's packs so that they are still
     proposed one at a time (:class:`~sweeps.searcher.SweepSearcher`).
     """
     return max(1, min(n_trials, max_concurrent or n_trials, MAX_STAGED))
@@ -98,27 +101,31 @@ def _scheduler(spec: ResolvedSpec) -> Any:
 
 def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
             storage: str, run_name: str, max_concurrent: int | None, progress: Progress,
-            stream: TextIO, run_tags: Mapping[str, str]) -> bool:
+            stream: TextIO, run_tags: Mapping[str, str], studies: Studies | None) -> bool:
     """Run ``plan`` on Tune, on the Ray this process is connected to, the trials tracking
-    through a writer on this node (:mod:`sweeps.writer`) with ``run_tags`` on every run;
-    whether it was interrupted before every trial ended."""
+    through a writer on this node (:mod:`sweeps.writer`) with ``run_tags`` on every run and
+    the Optuna cells searched by ``studies``; whether it was interrupted before every trial
+    ended."""
     import ray
 
-    writer = start_writer(uri, f"ortho-writer-{run_name}")
+    writer = launch_writer(uri, f"ortho-writer-{run_name}")
     try:
         return _fit(spec, plan, ref, uri, storage, run_name, max_concurrent, progress, stream,
-                    TrialContext(writer=writer, sweep=ref, module=plan.module,
+                    TrialContext(writer=writer.actor, sweep=ref, module=plan.module,
                                  metric=spec.metric, mode=spec.mode, cpus=spec.resources.cpu,
                                  step_metric=spec.scheduler.metric_step if spec.scheduler
-                                 else None, run_tags=dict(run_tags)))
+                                 else None, run_tags=dict(run_tags)), studies,
+                    writer.ready)
     finally:
-        ray.kill(writer)
+        ray.kill(writer.actor)
 
 
 def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, storage: str,
          run_name: str, max_concurrent: int | None, progress: Progress, stream: TextIO,
-         context: TrialContext) -> bool:
-    """:func:`execute` once its writer runs."""
+         context: TrialContext, studies: Studies | None,
+         writer_ready: Callable[[], object]) -> bool:
+    """:func:`execute` once its writer is launched: Tune is set up while the writer starts,
+    and ``writer_ready`` waits for it (raising its errors) before the first trial."""
     from ray import tune
 
     from sweeps.searcher import SweepSearcher, TrialStarts
@@ -126,7 +133,7 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
 
     trainable = tune.with_resources(tune.with_parameters(run_trial, context=context),
                                     {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
-    searcher = SweepSearcher(plan, spec.metric, spec.mode, spec.optuna)
+    searcher = SweepSearcher(plan, spec.metric, spec.mode, studies)
     tracker = tracking.tracker(uri)
     callback = ProgressCallback(progress, stream, beat=lambda: tracker.heartbeat(ref))
     tuner = tune.Tuner(
@@ -140,6 +147,7 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
             callbacks=[callback, TrialStarts(searcher)],
             failure_config=tune.FailureConfig(max_failures=spec.max_failures)))
     try:
+        writer_ready()
         with _staging(staged_trials(plan.n_tune_trials, max_concurrent)):
             tuner.fit()
     finally:

@@ -75,10 +75,33 @@ class TrackerActor:
         self.tracker.kill(run_id)
 
 
-def start_writer(uri: str, name: str) -> Any:
-    """Start the writer of ``uri`` on this process's node, named ``name`` in Ray's dashboard;
-    its actor handle, once it runs there and has opened the store (an unreachable store
-    raises here, before any trial starts)."""
+class StartingWriter:
+    """A writer whose actor is starting (:func:`launch_writer`): its handle can be handed
+    to trials at once; :meth:`ready` waits until it has opened the store."""
+
+    def __init__(self, actor: Any, node: str) -> None:
+        self.actor = actor
+        """The writer's actor handle."""
+        self.node = node
+        """The node it must run on (the driver's)."""
+        self._placed = actor.ready.remote()
+
+    def ready(self) -> Any:
+        """The actor handle, once the writer runs on :attr:`node` with its store open; the
+        error that stopped it otherwise (an unreachable store raises here)."""
+        import ray
+
+        placed = ray.get(self._placed)
+        if placed != self.node:
+            raise RuntimeError(f"the sweep's writer started on node {placed}, not on the "
+                               f"driver's {self.node}")
+        return self.actor
+
+
+def launch_writer(uri: str, name: str) -> StartingWriter:
+    """Start the writer of ``uri`` on this process's node, named ``name`` in Ray's dashboard,
+    without waiting for it: its process starts and opens the store while the driver goes on
+    (:meth:`StartingWriter.ready` waits, and raises its errors)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -87,11 +110,14 @@ def start_writer(uri: str, name: str) -> Any:
         name=name, num_cpus=0, max_concurrency=1,
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
     ).remote(uri)
-    placed = ray.get(actor.ready.remote())
-    if placed != node:
-        raise RuntimeError(f"the sweep's writer started on node {placed}, not on the "
-                           f"driver's {node}")
-    return actor
+    return StartingWriter(actor, node)
+
+
+def start_writer(uri: str, name: str) -> Any:
+    """Start the writer of ``uri`` on this process's node, named ``name`` in Ray's dashboard;
+    its actor handle, once it runs there and has opened the store (an unreachable store
+    raises here, before any trial starts)."""
+    return launch_writer(uri, name).ready()
 
 
 class RemoteTracker:

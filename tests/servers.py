@@ -376,10 +376,24 @@ Node(RayParams(**json.loads(sys.argv[1])), head=False, shutdown_at_exit=False,
 """What ``ray start --address`` does for a node joining a cluster, minus its address
 rewriting (see the module docstring); the node's processes outlive this script."""
 
-_OWN_DISK = ('mount -t tmpfs -o mode=1777 ortho-node /tmp && mkdir -p "$HOME" && cd "$HOME" '
-             '&& exec "$@"')
-"""Run in a fresh mount namespace (``unshare --mount``): an empty tmpfs over ``/tmp``, then
-the command, from its new home under it."""
+_OWN_DISK = """set -e
+mount -t tmpfs ortho-keep /mnt
+i=0; for p in $ORTHO_KEEP; do mkdir -p /mnt/$i; mount --bind "$p" /mnt/$i; i=$((i+1)); done
+mount -t tmpfs -o mode=1777 ortho-node /tmp
+i=0; for p in $ORTHO_KEEP; do mkdir -p "$p"; mount --bind /mnt/$i "$p"; i=$((i+1)); done
+mkdir -p "$HOME" && cd "$HOME" && exec "$@"
+"""
+"""Run in a fresh mount namespace (``unshare --mount``): an empty tmpfs over ``/tmp``, with
+only the folders of ``$ORTHO_KEEP`` (:func:`kept_paths`) bound back into it, then the command,
+from its new home under it."""
+
+
+def kept_paths() -> list[str]:
+    """The folders under ``/tmp`` a node's Python needs (an interpreter or virtual environment
+    there, as a CI job may make), which the node's empty ``/tmp`` must still show."""
+    return sorted({prefix for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix)
+                   if Path(prefix).resolve().is_relative_to("/tmp")})
+
 
 ISOLATED_HOME = "/tmp/home"
 """``$HOME`` of the nodes after the head, inside their own ``/tmp``."""
@@ -486,7 +500,8 @@ def start_ray_cluster(nodes: tuple[str, ...] = ("node_a", "node_b"),
     if "ORTHO_DATA_DIR" in os.environ:
         env["ORTHO_DATA_DIR"] = os.environ["ORTHO_DATA_DIR"]
     worker_env = {**{k: v for k, v in env.items() if k != "RAY_AUTH_TOKEN_PATH"},
-                  "RAY_AUTH_TOKEN": token.read_text(), "HOME": ISOLATED_HOME, "TMPDIR": "/tmp"}
+                  "RAY_AUTH_TOKEN": token.read_text(), "HOME": ISOLATED_HOME, "TMPDIR": "/tmp",
+                  "ORTHO_KEEP": " ".join(kept_paths())}
     gcs_port, dashboard_port = free_port(), free_port()
     gcs_address = f"127.0.0.1:{gcs_port}"
     cluster = RayCluster(gcs_address=gcs_address,

@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ortho_core.config import integer_at_least, non_negative, one_of, positive, require
+from ortho_core.config import (
+    integer_at_least,
+    non_negative,
+    one_of,
+    optional_integer_in,
+    positive,
+    require,
+)
 from ortho_core.data.synthetic import DEFAULT_ERROR_THRESHOLD, get_task
 from ortho_core.devices import DTYPES, check_device
 from ortho_core.directions import DIRECTIONS
@@ -79,6 +86,15 @@ class Config:
     """Iterations between validations (M: 100)."""
     val_size: int = 10_000
     """Validation sequences, drawn once per length (M: 10,000)."""
+    screen_size: int | None = None
+    """Screened validation: each evaluation first validates on the first ``screen_size``
+    sequences of the validation set, and the rest only for members whose screen errors do
+    not already settle "unsolved" (more than zero wrong under ``zero_errors``; ≥ 1 % of
+    ``val_size`` wrong under ``under_one_percent``), so that solved, unsolved and diverged
+    fall exactly as under the full protocol at a fraction of its cost (see
+    :meth:`~ortho_core.experiments.synthetic_stage.Stage.evaluate`). Members with
+    ``patience`` are always validated on the full set (their rule reads the full loss).
+    None: every evaluation validates every member on all ``val_size`` sequences (M)."""
     error_threshold: float = DEFAULT_ERROR_THRESHOLD
     """``adding``: a sample is wrong when (y − t)² exceeds this; 0.04 is M's reference code,
     M's text quotes |y − t| < 10⁻⁴, which is 1e-8 here. ``adding_galvan`` and
@@ -137,6 +153,7 @@ class Config:
         for name in ("pretrain_max_steps", "seq_len_step", "hidden", "batch_size", "max_iters",
                      "eval_every", "val_size"):
             integer_at_least(getattr(self, name), name, 1)
+        optional_integer_in(self.screen_size, "screen_size", 1, self.val_size - 1)
         integer_at_least(self.max_seq_len, "max_seq_len",
                  self.seq_len if self.protocol == "max_length" else 1)
         positive(self.error_threshold, "error_threshold")
@@ -164,15 +181,16 @@ class Config:
 PACK_FIELDS: tuple[str, ...] = (
     "task", "seq_len", "seq_len_step", "max_seq_len", "protocol", "hidden", "batch_size",
     "max_iters", "eval_every", "val_size", "error_threshold", "data_seed", "device", "dtype",
-    "warm_start", "length_jitter",
+    "warm_start", "length_jitter", "screen_size",
 )
 """Fields equal across a pack; α, λ, its form, variant, pre-training, init, σ, ρ, τ, the
 direction and ψ, the success criterion, the patience and seed may differ."""
 
 ADDED_FIELDS: tuple[str, ...] = (
     "penalty_form", "length_jitter", "success", "patience", "direction", "switch_norm",
+    "screen_size",
 )
 """Fields added after sweeps of this experiment were first tracked (G's variants, issue 9):
 a trial key leaves each out while it holds its default, so that configurations tracked
 before them keep their keys and a resumed sweep does not train them again
-(:func:`sweeps.spec.trial_key`)."""
+(:func:`sweeps.spec.trial_key`); ``screen_size`` came with screened validation (issue 13)."""

@@ -6,7 +6,9 @@ lengths each member trains, fresh or warm-started); a :class:`Stage` is what run
 length: the packed model (:class:`~ortho_core.models.srnn.PackedSRNN`), the training and
 validation streams of that length (:func:`stream_seed`), one SGD iteration along each
 member's descent direction (the gradient or G's simplex directions, G §3.3, Alg. 3.2) with
-the step of G eq. 3.7 and the OPEN term (M eq. 31), and the validation metrics.
+the step of G eq. 3.7 and the OPEN term (M eq. 31), and the validation metrics, on the full
+validation set or screened on its first ``screen_size`` sequences where that provably
+decides the same (:meth:`Stage.evaluate`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ TRAIN_STREAM, VAL_STREAM, DIRECTION_STREAM = 0, 1, 2
 """The random streams of a length: training batches, the validation set and the simplex
 weights β (G eq. 3.5), all shared by the pack like the data."""
 
+SUCCESS_RATE = 0.01
+"""``success=under_one_percent`` solves a length below this validation error rate (G §4.1)."""
+
 Batch = tuple[Tensor, Tensor, Tensor | None]
 """One training batch: raw inputs, targets and the simplex weights β (T,) (None when no
 member of the pack needs them)."""
@@ -53,6 +58,9 @@ class StageConfig(Protocol):
     hidden: int
     batch_size: int
     val_size: int
+    screen_size: int | None
+    success: str
+    patience: int | None
     error_threshold: float
     data_seed: int
 
@@ -111,11 +119,20 @@ class Stage:
         self.val = [(raw.to(device), self._target(y.to(device)))
                     for raw, y in self._validation_set(val_gen)]
         """The validation set, in groups of one length each."""
+        self.val_count = cfg.val_size
+        self.screen_count = cfg.screen_size or 0
+        self.screen, self.rest = ((None, None) if cfg.screen_size is None
+                                  else _split(self.val, cfg.screen_size))
+        """The first ``screen_size`` validation sequences and the others (None unscreened)."""
+        self.input_bound, self.target_bound = _magnitudes(task, self.val)
+        """The largest |input| and |target| of the validation set, for
+        :meth:`_losses_bounded`."""
         k = len(configs)
         self.active = torch.ones(k, dtype=torch.bool, device=device)
         self.sums = torch.zeros(3, k, dtype=dtype, device=device)
         """Since the last evaluation: loss, ‖∇‖ and ‖∇W_hh‖ summed over iterations."""
         self.since_eval = 0
+        self._set_rules()
 
     def _target(self, y: Tensor) -> Tensor:
         return y.to(self.dtype) if self.task.loss == "mse" else y
@@ -209,30 +226,55 @@ class Stage:
         return torch.where(rates.unsquared, ortho_penalty_grad(w_hh, rates.penalty, "unsquared"),
                            grad)
 
-    def evaluate(self) -> Tensor:
-        """Validate every member: (K, 10), the columns of :data:`EVAL_KEYS`, then whether it
-        diverged (0/1) and its number of wrong validation samples. Diverged members are made
-        inactive."""
-        model, task = self.model, self.task
+    def evaluate(self, final: bool = False) -> Tensor:
+        """Validate every member: (K, 11), the columns of :data:`EVAL_KEYS`, then whether it
+        diverged (0/1), its number of wrong validation samples and whether it was screened
+        (0/1). Diverged members are made inactive. ``final``: the last evaluation of the
+        length's budget, always on the full set.
+
+        Without ``screen_size`` every member is validated on the full set (M Table I). With
+        it, every member is validated on the first ``screen_size`` sequences (the screen);
+        a member is *screened* (its validation stops there) when the screen alone settles
+        the evaluation, which is exact:
+
+        - unsolved: the full set's wrong count is at least the screen's, so ≥ 1 wrong on the
+          screen means ≥ 1 on the full set (``zero_errors``), and screen wrong / ``val_size``
+          ≥ 1 % (the same float division as the full rate, which is monotone) means a full
+          rate ≥ 1 % (``under_one_percent``);
+        - not diverged: its weights and screen loss are finite and the weights bound every
+          sample's loss (:meth:`_losses_bounded`), so the full loss is finite too;
+        - no ``patience`` (whose rule reads the full loss), and not ``final`` (so a length
+          always ends on full-set numbers).
+
+        Every other member is validated on the rest of the set as well, so its solved,
+        diverged and stalled decisions read the full set's numbers. A screened member's
+        ``val_loss``, ``val_error`` and ``val_accuracy`` columns hold the screen's values;
+        :func:`report_metrics` names them apart.
+        """
         k = len(self.configs)
-        cfg = self.configs[0]
-        size = sum(len(y) for _, y in self.val)
-        loss_sum = torch.zeros(k, dtype=torch.float64, device=self.device)
-        wrong = torch.zeros(k, dtype=torch.long, device=self.device)
+        params = [p.detach() for p in self.params]
         with torch.no_grad():
-            for val_raw, val_y in self.val:
-                chunk = max(1, min(len(val_y),
-                                   EVAL_ELEMENTS // (k * val_raw.shape[1] * cfg.hidden)))
-                for start in range(0, len(val_y), chunk):
-                    y = val_y[start:start + chunk]
-                    out = model(task.encode(val_raw[start:start + chunk], self.dtype))
-                    loss_sum += task.losses(out, y).double() * len(y)
-                    wrong += task.errors(out, y, cfg.error_threshold).sum(-1)
-            params = [p.detach() for p in self.params]
             finite = torch.stack([torch.isfinite(p.reshape(k, -1)).all(1) for p in params]).all(0)
+            screened = torch.zeros(k, dtype=torch.bool, device=self.device)
+            if self.screen is None:
+                loss_sum, wrong = self._validate(self.model, self.val)
+            else:
+                loss_sum, wrong = self._validate(self.model, self.screen)
+                if not final:
+                    screened = (self.screenable & self.active & finite
+                                & torch.isfinite(loss_sum) & self._unsolved(wrong)
+                                & self._losses_bounded(params))
+                rest = (~screened).nonzero().squeeze(1)
+                if len(rest):
+                    model = self.model if len(rest) == k else PackedSRNN(
+                        *[p.index_select(0, rest) for p in params])
+                    rest_loss, rest_wrong = self._validate(model, self.rest)
+                    loss_sum.index_add_(0, rest, rest_loss)
+                    wrong.index_add_(0, rest, rest_wrong)
             w_hh = torch.where(finite[:, None, None], params[1], 0.0)
             radius = torch.where(finite, spectral_radius(w_hh), math.nan)
             e_p = torch.where(finite, ortho_error(w_hh).double(), math.nan)
+        size = torch.where(screened, self.screen_count, self.val_count).double()
         n = max(self.since_eval, 1)
         sums = self.sums.double() / n
         val_loss = loss_sum / size
@@ -242,7 +284,48 @@ class Stage:
         self.sums.zero_()
         self.since_eval = 0
         return torch.stack([sums[0], val_loss, val_error, 1 - val_error, radius, sums[2], e_p,
-                            sums[1], diverged.double(), wrong.double()], dim=1).cpu()
+                            sums[1], diverged.double(), wrong.double(), screened.double()],
+                           dim=1).cpu()
+
+    def _validate(self, model: PackedSRNN,
+                  groups: list[tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
+        """Summed validation loss (float64) and wrong samples of every member of ``model``
+        on ``groups``, in chunks of at most :data:`EVAL_ELEMENTS` hidden states."""
+        task, cfg, k = self.task, self.configs[0], model.n_members
+        loss_sum = torch.zeros(k, dtype=torch.float64, device=self.device)
+        wrong = torch.zeros(k, dtype=torch.long, device=self.device)
+        for val_raw, val_y in groups:
+            chunk = max(1, min(len(val_y), EVAL_ELEMENTS // (k * val_raw.shape[1] * cfg.hidden)))
+            for start in range(0, len(val_y), chunk):
+                y = val_y[start:start + chunk]
+                out = model(task.encode(val_raw[start:start + chunk], self.dtype))
+                loss_sum += task.losses(out, y).double() * len(y)
+                wrong += task.errors(out, y, cfg.error_threshold).sum(-1)
+        return loss_sum, wrong
+
+    def _unsolved(self, wrong: Tensor) -> Tensor:
+        """(K,) whether ``wrong`` errors on part of the validation set already make each
+        member's full-set validation unsolved under its ``success`` criterion."""
+        rate = wrong.double() / self.val_count
+        return torch.where(self.one_percent, rate >= SUCCESS_RATE, wrong > 0)
+
+    def _losses_bounded(self, params: list[Tensor]) -> Tensor:
+        """(K,) whether each member's weights bound its validation loss below overflow, for
+        every input the validation set holds.
+
+        With ‖θ‖₁ the sum of |w| over all its weights, |h| ≤ 1 (tanh) and inputs and targets
+        of magnitude ≤ x and t, every pre-activation and output is at most a = max(1, x)‖θ‖₁
+        in magnitude, a sample's loss at most n_out·(2a + t + log n_out + 1)² (softmax
+        cross-entropy ≤ 2a + log n_out, squared error ≤ n_out(a + t)²), and a chunk's summed
+        loss at most ``val_size`` times that; below a quarter of the dtype's largest number
+        (room for rounding) no sum can overflow.
+        """
+        k = len(params[0])
+        l1 = sum(p.reshape(k, -1).double().abs().sum(1) for p in params)
+        n_out = self.task.n_out
+        a = max(1.0, self.input_bound) * l1
+        worst = self.val_count * n_out * (2 * a + self.target_bound + math.log(n_out) + 1) ** 2
+        return worst <= torch.finfo(self.dtype).max / 4
 
     def keep(self, positions: list[int]) -> None:
         """Shrink the pack to the members at ``positions`` (those still training)."""
@@ -253,9 +336,56 @@ class Stage:
         self.rates = Rates(self.configs, self.dtype, self.device)
         self.active = self.active.index_select(0, index)
         self.sums = self.sums.index_select(1, index)
+        self._set_rules()
+
+    def _set_rules(self) -> None:
+        """The members' success criteria and whether each may be screened (no ``patience``),
+        as (K,) masks."""
+        self.one_percent = torch.tensor([c.success == "under_one_percent"
+                                         for c in self.configs], device=self.device)
+        self.screenable = torch.tensor([c.patience is None for c in self.configs],
+                                       device=self.device)
+
+
+def _magnitudes(task: Task, groups: list[tuple[Tensor, Tensor]]) -> tuple[float, float]:
+    """The largest |input| and |target| in ``groups``: one-hot inputs have 1, and class targets
+    do not enter a loss bound (0)."""
+    if task.loss != "mse":
+        return 1.0, 0.0
+    return (max(float(raw.abs().max()) for raw, _ in groups),
+            max(float(y.abs().max()) for _, y in groups))
+
+
+def _split(groups: list[tuple[Tensor, Tensor]],
+           n: int) -> tuple[list[tuple[Tensor, Tensor]], list[tuple[Tensor, Tensor]]]:
+    """The first ``n`` sequences of ``groups`` and the rest, each as groups (views)."""
+    head, tail, left = [], [], n
+    for raw, y in groups:
+        cut = min(left, len(y))
+        if cut:
+            head.append((raw[:cut], y[:cut]))
+        if cut < len(y):
+            tail.append((raw[cut:], y[cut:]))
+        left -= cut
+    return head, tail
 
 
 EVAL_KEYS = ("train_loss", "val_loss", "val_error", "val_accuracy", "spectral_radius",
               "grad_norm_whh", "ortho_error", "grad_norm")
-"""Metrics of :meth:`Stage.evaluate` reported as they are (two bookkeeping columns follow:
-diverged and the count of wrong samples)."""
+"""Metrics of :meth:`Stage.evaluate` reported as they are (three bookkeeping columns follow:
+diverged, the count of wrong samples and screened)."""
+
+SCREENED_KEYS = {"val_loss": "val_loss_screen", "val_error": "val_error_screen"}
+"""The names a screened evaluation reports its screen's loss and error rate under (its
+accuracy is left out), so that ``val_loss`` and ``val_error`` always mean the full set."""
+
+
+def report_metrics(row: list[float]) -> dict[str, float]:
+    """The reported metrics of one row of :meth:`Stage.evaluate`: :data:`EVAL_KEYS`, with a
+    screened row's validation numbers under :data:`SCREENED_KEYS`."""
+    metrics = dict(zip(EVAL_KEYS, row[:len(EVAL_KEYS)], strict=True))
+    if row[-1]:
+        del metrics["val_accuracy"]
+        for full, screen in SCREENED_KEYS.items():
+            metrics[screen] = metrics.pop(full)
+    return metrics

@@ -36,11 +36,11 @@ from typing import Any, TypeVar
 
 from ortho_core.reporting import Outcome, Result
 from sweeps import contract
-from sweeps.tracking import retry
+from sweeps.tracking import bootstrap, retry
 from sweeps.tracking.liveness import driver_tag
 from sweeps.tracking.metrics_csv import metrics_csv
 from sweeps.tracking.records import Claim, SweepRecord, SweepRef, stored_result, sweep_record
-from sweeps.tracking.uri import artifact_location, quote
+from sweeps.tracking.uri import artifact_location, quote, sqlite_path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # A server store would otherwise print "View run <url>" for every run that ends.
@@ -99,8 +99,9 @@ def _jsonable(value: Any) -> Any:
 class Tracker:
     """An ``MlflowClient`` whose calls survive concurrent writers, plus the sweep layout.
 
-    One per process and URI (:func:`tracker`): building a SQLite store checks the schema,
-    which costs a second the first time.
+    One per process and URI (:func:`tracker`). A SQLite store that does not exist yet is
+    made from a template (:mod:`sweeps.tracking.bootstrap`) rather than by MLflow's
+    migrations, which cost a second or more.
     """
 
     def __init__(self, uri: str) -> None:
@@ -108,6 +109,10 @@ class Tracker:
 
         self.uri = uri
         self._lock = retry.store_lock(uri)
+        db = sqlite_path(uri)
+        if db is not None:
+            with self._locked():
+                bootstrap.create_sqlite_store(db)
         self.client = self.call(MlflowClient, tracking_uri=uri)
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -218,6 +218,49 @@ def test_a_killed_driver_leaves_a_sweep_that_resumes(tmp_path, drivers):
     assert tracker_of(home).find_sweep(record.ref.sweep_id).status == "FINISHED"
 
 
+def test_a_resumed_optuna_sweep_continues_its_studies(tmp_path, tracked, monkeypatch):
+    """Cell 0's pack of 2 trains, cell 1's fails at its first attempt: a resume loads the
+    same studies, trains cell 1's two points again (the same points: each configuration ends
+    with one run) and cell 0's not at all; every member is a COMPLETE trial in the end."""
+    import optuna
+
+    from sweeps.studies import storage_url
+
+    if tracked.kind == "server":
+        monkeypatch.setenv("ORTHO_OPTUNA_STORAGE", f"sqlite:///{tmp_path}/optuna.db")
+    counters = tmp_path / "counters"
+    counters.mkdir()
+    spec = write_spec(tmp_path, fixed={"counter_dir": str(counters)},
+                      space={"x": {"low": 0.0, "high": 1.0}}, pack_size=2,
+                      groups=[{"fixed": {"steps": 1}}, {"fixed": {"steps": 2, "fail": 1}}],
+                      search={"kind": "optuna", "sampler": "random", "n_trials": 2, "seed": 0})
+    home = new_home(tmp_path)
+    first = run_sweep(str(spec), "smoke", home=home, stream=io.StringIO())
+    assert first.failed == 2
+    before = {r.data.tags[tracking.TRIAL_KEY]: r for r in child_runs(home, first.sweep_id)}
+    assert sorted(r.info.status for r in before.values()) == ["FAILED", "FAILED", "FINISHED",
+                                                              "FINISHED"]
+
+    final = resume_sweep(first.sweep_id, home=home, stream=io.StringIO())
+    assert (final.state, final.done, final.failed) == ("finished", 4, 0)
+    after = child_runs(home, first.sweep_id)
+    assert sorted(r.data.tags[tracking.TRIAL_KEY] for r in after) == sorted(before)
+    for r in after:
+        cfg = toy_experiment.Config(x=float(r.data.params["x"]), counter_dir=str(counters))
+        if r.data.tags[tracking.CELL] == "0":  # kept, not trained again
+            assert r.info.run_id == before[r.data.tags[tracking.TRIAL_KEY]].info.run_id
+            assert toy_experiment.attempts(cfg) == 1
+        else:
+            assert toy_experiment.attempts(cfg) == 2
+    url = storage_url(None, tracking.tracking_uri(None, home))
+    states = optuna.trial.TrialState
+    for cell, expected in ((0, [states.COMPLETE] * 2),
+                           (1, [states.FAIL] * 2 + [states.COMPLETE] * 2)):
+        study = optuna.load_study(study_name=f"{first.sweep_id}/cell-{cell}", storage=url)
+        assert [t.state for t in study.trials] == expected
+    assert [t.params for t in study.trials[2:]] == [t.params for t in study.trials[:2]]
+
+
 def test_a_sweep_whose_driver_is_alive_is_resumed_only_when_forced(tmp_path):
     home = new_home(tmp_path)
     first = run_sweep(str(write_spec(tmp_path, space={"x": [0.2, 0.9]})), "smoke", home=home,

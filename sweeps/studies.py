@@ -1,0 +1,197 @@
+"""Each Optuna cell's study, kept in a real Optuna storage beside the MLflow store, so that
+``optuna.load_study`` or ``optuna-dashboard`` shows its history and a resume continues it.
+
+Where (:func:`storage_url`): ``--optuna-storage URL`` or ``$ORTHO_OPTUNA_STORAGE`` (any URL
+of Optuna's RDB storage: ``sqlite:///PATH``, ``postgresql://...``); else, beside the embedded
+store ``sqlite:///<home>/mlflow.db``, ``sqlite:///<home>/optuna.db``. With any other tracking
+URI (a tracking server, a file store) a sweep with Optuna cells needs one of the two, and is
+refused without (``ConfigError`` naming ``optuna_storage``, exit status 2) rather than keep
+its studies where no one could open them. Only the driver opens the storage (the searcher runs
+there, :mod:`sweeps.searcher`), so a SQLite file serves a cluster too. The parent run records
+the URL, credentials masked (:data:`sweeps.contract.OPTUNA_STORAGE`), and each study is named
+:data:`sweeps.contract.STUDY_NAME` (``<sweep_id>/cell-<index>``).
+
+Every trial the searcher asks carries the member's trial key (user attribute
+:data:`KEY_ATTR`); a repeated point, told without training, is marked :data:`REPEAT_ATTR`.
+A resume (:func:`resume_studies`) loads the same studies and:
+
+- tells each trial still RUNNING (its driver died before the trial ended) the value of its
+  FINISHED MLflow run when there is one, else marks it FAIL;
+- asks again, first (``enqueue_trial``), the point of every trial whose configuration has no
+  FINISHED run (failed or interrupted), once per point, so each configuration ends with one
+  run as in a grid;
+- counts the cell's spent budget as its distinct finished points plus its repeats.
+
+The samplers are seeded (``search.seed`` + cell index; on resume mixed with the number of
+trials the study holds, so that a resumed random search does not propose its first points
+again), so a rerun proposes the same points.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import optuna
+
+from ortho_core.errors import ConfigError
+from sweeps import contract
+from sweeps.plan import Plan
+from sweeps.spec import ChoiceDim, OptunaSettings
+from sweeps.tracking import redact
+
+STORAGE_ENV = "ORTHO_OPTUNA_STORAGE"
+"""The Optuna storage URL when ``--optuna-storage`` is not given."""
+KEY_ATTR = "ortho.trial_key"
+"""User attribute of an asked trial: the trial key of its configuration."""
+REPEAT_ATTR = "ortho.repeat"
+"""User attribute of a trial whose point was already known or in flight (told, not trained)."""
+CELL_ATTR = "ortho.cell_params"
+"""User attribute of a study: the config keys its cell fixes."""
+
+
+def storage_url(explicit: str | None, tracking_uri: str) -> str:
+    """The Optuna storage of a sweep tracked in ``tracking_uri`` (the module docstring):
+    ``explicit``, else ``$ORTHO_OPTUNA_STORAGE``, else ``optuna.db`` beside an embedded
+    SQLite store; a relative SQLite path is made absolute."""
+    url = explicit or os.environ.get(STORAGE_ENV) or None
+    if url is None:
+        db = contract.sqlite_path(tracking_uri)
+        if db is None:
+            raise ConfigError("optuna_storage", "an Optuna storage URL for the studies of a "
+                              "sweep tracked outside an embedded SQLite store "
+                              f"({redact(tracking_uri)}): --optuna-storage or "
+                              f"${STORAGE_ENV}, e.g. postgresql://HOST/optuna or "
+                              "sqlite:///PATH/optuna.db on the driver's disk")
+        return f"sqlite:///{db.parent / 'optuna.db'}"
+    if url.startswith("sqlite:///"):
+        return contract.tracking_uri(url, contract.home_dir())
+    return url
+
+
+def make_sampler(settings: OptunaSettings, cell_space: Mapping[str, Any], seed: int) -> Any:
+    """The Optuna sampler ``settings.sampler`` for one cell. TPE runs with the constant
+    liar: the points of a batch still in flight count as the worst results, so that the
+    points asked together differ."""
+    if settings.sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+    if settings.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if settings.sampler == "grid":
+        space = {k: list(d.choice) for k, d in cell_space.items() if isinstance(d, ChoiceDim)}
+        return AskTellGridSampler(space, seed=seed)
+    return optuna.samplers.CmaEsSampler(seed=seed)
+
+
+class AskTellGridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid sampler without its ``study.stop()`` once the grid is covered: that call
+    only works inside ``study.optimize`` and raises under ask-and-tell; the cell's
+    ``n_trials`` bounds the search instead. Points in flight are not proposed again."""
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        """Nothing to do after a trial."""
+
+
+@dataclass
+class Studies:
+    """The studies of a sweep's Optuna cells, open in the driver."""
+
+    url: str | None
+    """The storage (None: in memory, for tests of the searcher)."""
+    by_cell: dict[int, Any]
+    """The ``optuna.Study`` of each Optuna cell, by cell index."""
+    done: dict[int, int] = field(default_factory=dict)
+    """Trials each cell has spent (on resume)."""
+    known: dict[str, float | None] = field(default_factory=dict)
+    """The metric of every configuration with a FINISHED run, by trial key (None: not
+    finite): a point proposed again is told this value instead of being trained."""
+
+
+def study_name(sweep_id: str, cell: int) -> str:
+    """The name of cell ``cell``'s study (:data:`sweeps.contract.STUDY_NAME`)."""
+    return contract.STUDY_NAME.format(sweep_id=sweep_id, cell=cell)
+
+
+def _storage(url: str | None) -> Any:
+    if url is None:
+        return None
+    try:
+        return optuna.storages.get_storage(url)
+    except Exception as err:  # a malformed URL, a missing driver, an unreachable database
+        raise ConfigError("optuna_storage", f"an Optuna storage URL this driver can open "
+                          f"({redact(str(err))})", redact(url)) from err
+
+
+def _seed(settings: OptunaSettings, cell: int, n_past: int) -> int:
+    if n_past == 0:
+        return settings.seed + cell
+    return int(np.random.SeedSequence([settings.seed, cell, n_past]).generate_state(1)[0])
+
+
+def create_studies(url: str | None, sweep_id: str, plan: Plan, settings: OptunaSettings,
+                   mode: str) -> Studies:
+    """A new study for each Optuna cell of ``plan`` in the storage ``url``."""
+    storage = _storage(url)
+    by_cell = {}
+    for index, cell in plan.optuna_cells.items():
+        study = optuna.create_study(
+            storage=storage, study_name=study_name(sweep_id, index),
+            direction="maximize" if mode == "max" else "minimize",
+            sampler=make_sampler(settings, cell.optuna_space, _seed(settings, index, 0)))
+        study.set_user_attr(CELL_ATTR, dict(cell.params))
+        by_cell[index] = study
+    return Studies(url=url, by_cell=by_cell)
+
+
+def resume_studies(url: str, sweep_id: str, plan: Plan, settings: OptunaSettings,
+                   values: Mapping[str, float | None]) -> Studies:
+    """Load the studies of sweep ``sweep_id`` and set them right for a resume (the module
+    docstring); ``values`` holds the metric of every FINISHED configuration run by trial
+    key. A study missing from ``url`` raises ``ConfigError`` naming ``optuna_storage``."""
+    storage = _storage(url)
+    opened = Studies(url=url, by_cell={}, known=dict(values))
+    for index, cell in plan.optuna_cells.items():
+        name = study_name(sweep_id, index)
+        try:
+            study = optuna.load_study(study_name=name, storage=storage)
+        except KeyError as err:
+            raise ConfigError("optuna_storage", f"the storage holding study {name!r} (the "
+                              f"parent run's tag {contract.OPTUNA_STORAGE} names it)",
+                              redact(url)) from err
+        opened.done[index] = _set_right(study, values)
+        study.sampler = make_sampler(settings, cell.optuna_space,
+                                     _seed(settings, index, len(study.trials)))
+        opened.by_cell[index] = study
+    return opened
+
+
+def _set_right(study: Any, values: Mapping[str, float | None]) -> int:
+    """End ``study``'s RUNNING trials, queue the unfinished points again; its spent budget."""
+    state = optuna.trial.TrialState
+    for trial in study.get_trials(deepcopy=False, states=(state.RUNNING,)):
+        value = values.get(trial.user_attrs.get(KEY_ATTR, ""))
+        if value is None:
+            study.tell(trial.number, state=state.FAIL)
+        else:
+            study.tell(trial.number, value)
+    finished: set[str] = set()
+    queued: set[str] = set()
+    again: dict[str, dict[str, Any]] = {}
+    repeats = 0
+    for trial in study.get_trials(deepcopy=False):
+        key = trial.user_attrs.get(KEY_ATTR, "")
+        if trial.user_attrs.get(REPEAT_ATTR):
+            repeats += 1
+        elif trial.state == state.WAITING:
+            queued.add(key)
+        elif key in values:
+            finished.add(key)
+        else:
+            again.setdefault(key, trial.params)
+    for key, params in again.items():
+        if key not in queued:
+            study.enqueue_trial(params, user_attrs={KEY_ATTR: key})
+    return len(finished) + repeats

@@ -1,0 +1,127 @@
+"""Optuna studies in a storage beside the MLflow store: where it is, what a resume sets right
+in it (trials left RUNNING by a dead driver, points to ask again, the budget spent), and a
+packed Optuna sweep that a user can open with ``optuna.load_study``."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import optuna
+import pytest
+
+from ortho_core import experiments
+from ortho_core.errors import ConfigError
+from sweeps import contract, tracking
+from sweeps.plan import build_plan
+from sweeps.runner import run_sweep
+from sweeps.searcher import SweepSearcher
+from sweeps.spec import load_spec, resolve
+from sweeps.studies import (
+    KEY_ATTR,
+    create_studies,
+    resume_studies,
+    storage_url,
+    study_name,
+)
+from tests.sweeps.helpers import TOY_MODULE, child_runs, new_home, store, toy_ray, write_spec
+
+STATE = optuna.trial.TrialState
+
+
+@pytest.fixture(autouse=True)
+def _toy(monkeypatch):
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
+    monkeypatch.delenv("ORTHO_OPTUNA_STORAGE", raising=False)
+
+
+def test_the_storage_is_beside_the_embedded_store_or_named(tmp_path, monkeypatch):
+    assert storage_url(None, f"sqlite:///{tmp_path}/mlflow.db") == (
+        f"sqlite:///{tmp_path}/optuna.db")
+    assert storage_url("postgresql://u:pw@db/optuna", "http://mlflow:5000") == (
+        "postgresql://u:pw@db/optuna")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORTHO_OPTUNA_STORAGE", "sqlite:///studies.db")
+    assert storage_url(None, "http://mlflow:5000") == f"sqlite:///{tmp_path}/studies.db"
+    monkeypatch.delenv("ORTHO_OPTUNA_STORAGE")
+    with pytest.raises(ConfigError, match="--optuna-storage") as err:
+        storage_url(None, "http://u:secret@mlflow:5000")
+    assert err.value.field == "optuna_storage" and "secret" not in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        create_studies("nosuchdb://x", "s", build_plan(_spec(tmp_path)), _spec(tmp_path).optuna,
+                       "max")
+    assert err.value.field == "optuna_storage"
+
+
+def _spec(tmp_path, n_trials=3, pack_size=3, **fields):
+    path = write_spec(tmp_path, fixed={"steps": 1}, space={"x": {"low": 0.0, "high": 1.0}},
+                      pack_size=pack_size, search={"kind": "optuna", "sampler": "random",
+                                                   "n_trials": n_trials, "seed": 0}, **fields)
+    return resolve(load_spec(str(path)), "smoke")
+
+
+def test_a_resume_ends_running_trials_and_asks_unfinished_points_again(tmp_path):
+    """A driver died with a pack of 3 in flight, one member's run FINISHED in MLflow: the
+    resume tells that trial its value, fails the other two and queues their points first;
+    resuming again queues nothing twice."""
+    spec = _spec(tmp_path, n_trials=5)
+    url = f"sqlite:///{tmp_path}/optuna.db"
+    plan = build_plan(spec)
+    searcher = SweepSearcher(plan, "score", "max", create_studies(url, "s1", plan,
+                                                                  spec.optuna, "max"))
+    members = searcher.suggest("a")["members"]
+    assert len(members) == 3  # 5 trials in packs of at most 3: 3 and 2
+    done, *lost = members
+    values = {done["key"]: 7.0}
+
+    for _ in range(2):
+        opened = resume_studies(url, "s1", plan, spec.optuna, values)
+        assert opened.done == {0: 1} and opened.known == values
+    study = optuna.load_study(study_name=study_name("s1", 0), storage=url)
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [STATE.COMPLETE, STATE.FAIL, STATE.FAIL,
+                                         STATE.WAITING, STATE.WAITING]
+    assert trials[0].value == 7.0 and trials[0].user_attrs[KEY_ATTR] == done["key"]
+
+    resumed = build_plan(spec, done=opened.done)
+    again = SweepSearcher(resumed, "score", "max", opened).suggest("b")["members"]
+    assert [m["key"] for m in again[:2]] == [m["key"] for m in lost]  # same points, first
+    assert len(again) == 2 and again[1]["params"]["x"] == lost[1]["params"]["x"]
+    assert resumed.remaining(0) == 4 and resumed.n_tune_trials == 2
+
+
+def test_a_missing_study_is_refused_naming_the_storage(tmp_path):
+    spec = _spec(tmp_path)
+    with pytest.raises(ConfigError, match="cell-0") as err:
+        resume_studies(f"sqlite:///{tmp_path}/optuna.db", "nosuch", build_plan(spec),
+                       spec.optuna, {})
+    assert err.value.field == "optuna_storage"
+
+
+@pytest.mark.usefixtures(toy_ray.__name__)
+def test_a_packed_optuna_sweep_tracks_each_member_and_its_study(tmp_path, monkeypatch):
+    """Two cells, 4 trials each in packs of 2: 8 child runs with their own trial keys, and
+    studies in HOME/optuna.db that load_study opens, one COMPLETE trial per member holding
+    the member's own score."""
+    monkeypatch.delenv("ORTHO_TRACKING_URI", raising=False)
+    path = write_spec(tmp_path, fixed={}, space={"steps": [1, 2], "x": {"low": 0, "high": 1}},
+                      pack_size=2, search={"kind": "optuna", "sampler": "tpe", "n_trials": 4,
+                                           "seed": 1})
+    home = new_home(tmp_path)
+    out = io.StringIO()
+    final = run_sweep(str(path), "smoke", home=home, stream=out)
+    assert "8 configurations in 4 trials" in out.getvalue()
+    runs = child_runs(home, final.sweep_id)
+    assert final.done == len(runs) == 8 and len({r.data.tags[tracking.TRIAL_KEY]
+                                                 for r in runs}) == 8
+    url = f"sqlite:///{home}/optuna.db"
+    parent = store(home).client.get_run(store(home).find_sweep(final.sweep_id).ref.parent_run_id)
+    assert parent.data.tags[contract.OPTUNA_STORAGE] == url
+    for cell in (0, 1):
+        study = optuna.load_study(study_name=f"{final.sweep_id}/cell-{cell}", storage=url)
+        told = {t.user_attrs[KEY_ATTR]: (t.params["x"], t.value) for t in study.trials}
+        assert [t.state for t in study.trials] == [STATE.COMPLETE] * 4
+        mine = [r for r in runs if r.data.tags[tracking.CELL] == str(cell)]
+        assert {r.data.tags[tracking.TRIAL_KEY]: (
+            json.loads(r.data.tags[tracking.OPTUNA_PARAMS])["x"],
+            pytest.approx(10 * float(r.data.params["x"]))) for r in mine} == told
