@@ -37,11 +37,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
+from srnn_steps import Step, flops_per_trial_iteration, loop_step, pack_step, synchronised
 from timing import clock_of, parser, seconds_per_call
 
-from ortho_core.models import SRNNInit, init_srnn
-from ortho_core.optim import sgd_step
+from ortho_core.models import SRNNInit
 
 STEPS, N_IN, N_HIDDEN, N_OUT, BATCH, LR = 784, 1, 100, 10, 16, 1e-3
 PAPER_ALPHAS, PAPER_SIGMAS, PAPER_VARIANTS = 5, 3, 1 + 1 + 3
@@ -51,12 +50,6 @@ PAPER_CONFIGS = PAPER_ALPHAS * PAPER_SIGMAS * PAPER_VARIANTS
 PAPER_ITERATIONS = 10**6
 
 
-def flops_per_trial_iteration() -> int:
-    """Matmul FLOPs of forward + backward for one member (see the module docstring)."""
-    b, h, i, o, t = BATCH, N_HIDDEN, N_IN, N_OUT, STEPS
-    return 4 * b * h * i * t + 6 * b * h * h * (t - 1) + 6 * b * h * o
-
-
 def batch(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """A fixed pixel-MNIST-shaped batch: inputs (B, 784, 1) in [0, 1] and labels in 0..9."""
     g = torch.Generator().manual_seed(0)
@@ -64,71 +57,21 @@ def batch(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     return x.to(device), torch.randint(N_OUT, (BATCH,), generator=g).to(device)
 
 
-def synchronised(fn: Callable[[], None], device: torch.device) -> Callable[[], None]:
-    """``fn`` followed by waiting for the device, so that timing it times the device's work."""
-    if device.type != "cuda":
-        return fn
-
-    def call() -> None:
-        fn()
-        torch.cuda.synchronize(device)
-
-    return call
-
-
-def naive_step(device: torch.device) -> Callable[[], None]:
-    """One iteration of the straightforward per-configuration autograd loop."""
-    g = torch.Generator().manual_seed(0)
+def naive_step(device: torch.device) -> Step:
+    """One iteration of the straightforward per-configuration autograd loop, one thread."""
     x, y = batch(device)
-
-    def weight(*shape: int) -> torch.Tensor:
-        return (torch.randn(*shape, generator=g) * 0.01).to(device).requires_grad_()
-
-    w_xh, w_hh, w_hy = weight(N_HIDDEN, N_IN), weight(N_HIDDEN, N_HIDDEN), weight(N_OUT, N_HIDDEN)
-    b_h = torch.zeros(N_HIDDEN, device=device, requires_grad=True)
-    b_y = torch.zeros(N_OUT, device=device, requires_grad=True)
-    params = [w_xh, w_hh, b_h, w_hy, b_y]
-
-    def step() -> None:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            loop()
-        finally:
-            torch.set_num_threads(threads)
-
-    def loop() -> None:
-        h = torch.zeros(BATCH, N_HIDDEN, device=device)
-        for t in range(STEPS):
-            h = torch.tanh(x[:, t] @ w_xh.T + h @ w_hh.T + b_h)
-        loss = F.cross_entropy(h @ w_hy.T + b_y, y)
-        loss.backward()
-        with torch.no_grad():
-            for p in params:
-                p -= LR * p.grad
-                p.grad = None
-
-    return synchronised(step, device)
+    return loop_step(x, y, N_HIDDEN, N_OUT, LR, init_std=0.01, single_thread=True)
 
 
-def pack_step(members: int, device: torch.device, graphs: bool) -> Callable[[], None]:
+def packed_step(members: int, device: torch.device, graphs: bool) -> Step:
     """One iteration of a pack of ``members`` configurations (PackedSRNN + sgd_step)."""
     x, y = batch(device)
     inits = [SRNNInit(seed=s, scheme="gaussian", init_std=0.01) for s in range(members)]
-    model = init_srnn(N_IN, N_HIDDEN, N_OUT, inits, device=device)
-    model.cuda_graphs = graphs
-    params = list(model.parameters())
-    lr = torch.full((members,), LR, device=device)
-    active = torch.ones(members, dtype=torch.bool, device=device)
-    targets = y.repeat(members)
+    return pack_step(x, y, inits, N_HIDDEN, N_OUT, LR, graphs)
 
-    def step() -> None:
-        out = model(x)
-        loss = F.cross_entropy(out.reshape(-1, N_OUT), targets, reduction="sum") / BATCH
-        grads = torch.autograd.grad(loss, params)
-        sgd_step(params, grads, lr, active)
 
-    return synchronised(step, device)
+FLOPS = flops_per_trial_iteration(BATCH, STEPS, N_IN, N_HIDDEN, N_OUT)
+"""Matmul FLOPs of one trial-iteration (:mod:`srnn_steps`)."""
 
 
 def matmul_rate(device: torch.device, repeats: int, clock: Callable[[], float]) -> float:
@@ -161,7 +104,7 @@ def main() -> None:
           f"{'process CPU time' if args.cpu_time else 'wall clock'}; "
           f"sgemm: the 2048² float32 matmul rate, measured again before each row")
     print(f"T = {STEPS}, B = {BATCH}, H = {N_HIDDEN}, I = {N_IN}, O = {N_OUT}; "
-          f"{flops_per_trial_iteration() / 1e6:.1f} MFLOP per trial-iteration")
+          f"{FLOPS / 1e6:.1f} MFLOP per trial-iteration")
     print(f"paper profile: {PAPER_ALPHAS} α × {PAPER_SIGMAS} σ × {PAPER_VARIANTS} variants "
           f"(SRNN, OINIT, OPEN × 3 λ) = {PAPER_CONFIGS} configurations × "
           f"{PAPER_ITERATIONS:.0e} iterations")
@@ -169,9 +112,9 @@ def main() -> None:
           f"{'GFLOP/s':>8} {'sgemm':>6} {'peak':>6} {'paper':>9}")
     cells = [("loop", 1, lambda: naive_step(device))]
     for k in packs:
-        cells.append(("pack", k, lambda k=k: pack_step(k, device, graphs=False)))
+        cells.append(("pack", k, lambda k=k: packed_step(k, device, graphs=False)))
         if device.type == "cuda":
-            cells.append(("graph", k, lambda k=k: pack_step(k, device, graphs=True)))
+            cells.append(("graph", k, lambda k=k: packed_step(k, device, graphs=True)))
     baseline = None
     for impl, k, make in cells:
         step = make()
@@ -179,7 +122,7 @@ def main() -> None:
         (seconds,) = seconds_per_call([step], min_time, args.repeats, clock)
         rate = k / seconds
         baseline = baseline or rate
-        gflops = rate * flops_per_trial_iteration() / 1e9
+        gflops = rate * FLOPS / 1e9
         paper = PAPER_CONFIGS * PAPER_ITERATIONS / rate
         print(f"{impl:>6} {k:>4} {seconds:>8.3f} {rate:>11.1f} {rate / baseline:>7.1f} "
               f"{gflops:>8.1f} {peak / 1e9:>6.0f} {gflops * 1e9 / peak:>6.1%} {wall(paper):>9}",

@@ -32,22 +32,14 @@ two longest lengths next to T/T'.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
+from srnn_steps import Step, flops_per_trial_iteration, loop_step, pack_step
 from timing import clock_of, parser, seconds_per_call, sgemm_rate
 
-from ortho_core.models import SRNNInit, init_srnn
-from ortho_core.optim import sgd_step
+from ortho_core.models import SRNNInit
 
 N_IN, N_HIDDEN, N_OUT, BATCH, LR = 6, 100, 4, 20, 0.01
-
-
-def flops_per_trial_iteration(steps: int) -> int:
-    """Matmul FLOPs of forward + backward for one member (see the module docstring)."""
-    b, h, i, o = BATCH, N_HIDDEN, N_IN, N_OUT
-    return 4 * b * h * i * steps + 6 * b * h * h * (steps - 1) + 6 * b * h * o
 
 
 def batch(steps: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,48 +48,21 @@ def batch(steps: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.T
     return F.one_hot(symbols, N_IN).float(), torch.randint(N_OUT, (BATCH,), generator=generator)
 
 
-def naive_step(steps: int) -> Callable[[], None]:
+def naive_step(steps: int) -> Step:
     """One iteration of the straightforward per-configuration autograd loop."""
-    g = torch.Generator().manual_seed(0)
-    x, y = batch(steps, g)
-    w_xh = (torch.randn(N_HIDDEN, N_IN, generator=g) * 0.1).requires_grad_()
-    w_hh = (torch.randn(N_HIDDEN, N_HIDDEN, generator=g) * 0.1).requires_grad_()
-    b_h = torch.zeros(N_HIDDEN, requires_grad=True)
-    w_hy = (torch.randn(N_OUT, N_HIDDEN, generator=g) * 0.1).requires_grad_()
-    b_y = torch.zeros(N_OUT, requires_grad=True)
-    params = [w_xh, w_hh, b_h, w_hy, b_y]
-
-    def step() -> None:
-        h = torch.zeros(BATCH, N_HIDDEN)
-        for t in range(steps):
-            h = torch.tanh(x[:, t] @ w_xh.T + h @ w_hh.T + b_h)
-        loss = F.cross_entropy(h @ w_hy.T + b_y, y)
-        loss.backward()
-        with torch.no_grad():
-            for p in params:
-                p -= LR * p.grad
-                p.grad = None
-
-    return step
+    x, y = batch(steps, torch.Generator().manual_seed(0))
+    return loop_step(x, y, N_HIDDEN, N_OUT, LR, init_std=0.1)
 
 
-def pack_step(steps: int, members: int) -> Callable[[], None]:
+def packed_step(steps: int, members: int) -> Step:
     """One iteration of a pack of ``members`` configurations (PackedSRNN + sgd_step)."""
-    g = torch.Generator().manual_seed(0)
-    x, y = batch(steps, g)
-    model = init_srnn(N_IN, N_HIDDEN, N_OUT, [SRNNInit(seed=s) for s in range(members)])
-    params = list(model.parameters())
-    lr = torch.full((members,), LR)
-    active = torch.ones(members, dtype=torch.bool)
-    targets = y.repeat(members)
+    x, y = batch(steps, torch.Generator().manual_seed(0))
+    return pack_step(x, y, [SRNNInit(seed=s) for s in range(members)], N_HIDDEN, N_OUT, LR)
 
-    def step() -> None:
-        out = model(x)
-        loss = F.cross_entropy(out.reshape(-1, N_OUT), targets, reduction="sum") / BATCH
-        grads = torch.autograd.grad(loss, params)
-        sgd_step(params, grads, lr, active)
 
-    return step
+def flops(steps: int) -> int:
+    """Matmul FLOPs of one trial-iteration at length ``steps`` (:mod:`srnn_steps`)."""
+    return flops_per_trial_iteration(BATCH, steps, N_IN, N_HIDDEN, N_OUT)
 
 
 def main() -> None:
@@ -117,14 +82,14 @@ def main() -> None:
     times: dict[tuple[str, int], dict[int, float]] = {}
     for steps in lengths:
         cells = [("loop", 1, naive_step(steps))]
-        cells += [("pack", k, pack_step(steps, k)) for k in packs]
+        cells += [("pack", k, packed_step(steps, k)) for k in packs]
         baseline = None
         for impl, k, step in cells:
             (seconds,) = seconds_per_call([step], min_time, args.repeats, clock)
             times.setdefault((impl, k), {})[steps] = seconds
             rate = k / seconds
             baseline = baseline or rate
-            gflops = rate * flops_per_trial_iteration(steps) / 1e9
+            gflops = rate * flops(steps) / 1e9
             print(f"{impl:>6} {steps:>4} {k:>3} {rate:>11.1f} {rate / baseline:>6.2f} "
                   f"{gflops:>8.1f} {gflops * 1e9 / peak:>6.1%}")
 
