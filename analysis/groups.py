@@ -125,6 +125,14 @@ def rank(cell: pd.DataFrame, metric: str, fewer: Sequence[str] = ()) -> pd.DataF
     return runs.loc[order]
 
 
+def first_ranked(cell: pd.DataFrame, metric: str,
+                 fewer: Sequence[str] = ()) -> pd.Series | None:
+    """The cell's best configuration by :func:`rank` (the paper's choice rule), or None when
+    none trained to its end with ``metric``."""
+    ranked = rank(cell, metric, fewer)
+    return ranked.iloc[0] if len(ranked) else None
+
+
 def protocol_notes(runs: SweepRuns, paper: Mapping[str, float], what: str,
                    subsets: Sequence[str] = ()) -> list[str]:
     """The protocol settings of the sweep that differ from the ``paper`` ones (a reduced

@@ -23,13 +23,12 @@ from matplotlib.figure import Figure as MplFigure
 
 from analysis.figures import Figure
 from analysis.groups import (
-    Group,
     baseline_level,
     baseline_notes,
+    first_ranked,
     group,
     matching,
     protocol_notes,
-    rank,
 )
 from analysis.load import Histories, SweepRuns, param_values
 from analysis.published.manchev import (
@@ -60,12 +59,6 @@ PREPROCESSING_NOTE = ("preprocessing: of the run behind the number; unit = pixel
 """Table note that explains the preprocessing column."""
 
 
-def _best_accuracy(g: Group) -> pd.Series | None:
-    """The configuration of ``g`` with the best test accuracy (Table III's rule), if any
-    finished."""
-    ranked = rank(g.runs, ACCURACY, ())
-    return ranked.iloc[0] if len(ranked) else None
-
 
 def _preprocessing(row: pd.Series | None, partial: bool) -> Cell:
     """The pixel preprocessing of ``row``'s run: ``unit`` when it logged none (the default
@@ -91,7 +84,7 @@ def table_iii(runs: SweepRuns) -> Table:
     rows = []
     for variant, name in FF_MODELS.items():
         g = group(runs, {"variant": variant})
-        best, pub = _best_accuracy(g), TABLE_III[variant]
+        best, pub = first_ranked(g.runs, ACCURACY), TABLE_III[variant]
         has_penalty = variant == "open"
         rows.append([
             name, _percent(best, g.partial), Cell(pub.accuracy, ".2f"),
@@ -127,7 +120,7 @@ def table_iv(runs: SweepRuns) -> Table:
             rows.append([format(lr, "g"), Cell(None), Cell(TABLE_IV.get(lr), ".2f"),
                          Cell(None), "not in this profile"])
             continue
-        best = _best_accuracy(g)
+        best = first_ranked(g.runs, ACCURACY)
         rows.append([format(lr, "g"), _percent(best, g.partial), Cell(TABLE_IV.get(lr), ".2f"),
                      _preprocessing(best, g.partial), g.count_text()])
     return Table(name="ff-table-iv", title="M Table IV — FF+OPEN with λ = 1 across α",
@@ -142,7 +135,7 @@ def accuracy_curves(runs: SweepRuns, histories: Histories) -> Figure:
     each labelled with its pixel preprocessing."""
     rows, notes = [], []
     for variant, name in FF_MODELS.items():
-        best = _best_accuracy(group(runs, {"variant": variant}))
+        best = first_ranked(group(runs, {"variant": variant}).runs, ACCURACY)
         if best is None:
             notes.append(f"No {name} configuration trained to its end.")
             continue

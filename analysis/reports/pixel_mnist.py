@@ -23,7 +23,7 @@ import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
 from analysis.figures import Figure
-from analysis.groups import Group, baseline_level, baseline_notes, group, protocol_notes, rank
+from analysis.groups import baseline_level, baseline_notes, first_ranked, group, protocol_notes
 from analysis.load import Histories, SweepRuns
 from analysis.published.manchev import (
     FIG3B_LEARNING_STARTS,
@@ -46,10 +46,6 @@ FIG3B_VARIANTS = ("oinit", "open")
 """The runs Fig. 3b draws: M's OINIT run, and the OPEN run whose dynamics M's text describes."""
 
 
-def _best(g: Group) -> pd.Series | None:
-    ranked = rank(g.runs, ACCURACY, ())
-    return ranked.iloc[0] if len(ranked) else None
-
 
 def _param(row: pd.Series | None, key: str, partial: bool, fmt: str = "g") -> Cell:
     return Cell(None if row is None else row.get(f"params.{key}"), fmt, partial)
@@ -70,7 +66,7 @@ def table_ii(runs: SweepRuns) -> Table:
     rows = []
     for variant, name in NETWORKS.items():
         g = group(runs, {"variant": variant})
-        best, pub = _best(g), TABLE_II[variant]
+        best, pub = first_ranked(g.runs, ACCURACY), TABLE_II[variant]
         penalty = variant == "open"
         accuracy = None if best is None else 100.0 * float(best[f"metrics.{ACCURACY}"])
         rows.append([
@@ -116,7 +112,7 @@ def fig_3b(runs: SweepRuns, histories: Histories) -> Figure:
     columns = ["variant", "run_id", "metric", "samples", "value"]
     notes, frames = [], []
     for variant in FIG3B_VARIANTS:
-        best = _best(group(runs, {"variant": variant}))
+        best = first_ranked(group(runs, {"variant": variant}).runs, ACCURACY)
         if best is None:
             notes.append(f"No {NETWORKS[variant]} configuration trained to its end.")
             continue
