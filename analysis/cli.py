@@ -10,7 +10,9 @@ entry point (through the ``ortho.commands`` entry-point group, so ``sweeps`` nev
 with ``--out`` it also writes them in ``--format`` with the figures as PNG, and ends by
 listing the files it wrote. ``ui`` runs the MLflow UI on the store in the foreground, bound
 to 127.0.0.1 unless told otherwise, with one worker and MLflow's job execution off
-(STACK.md: ready in about 4 s, about 490 MiB).
+(STACK.md: ready in about 4 s, about 490 MiB). The store's URI reaches the server through its
+environment (``MLFLOW_BACKEND_STORE_URI``), never its command line, which every user of the
+machine can read, and is printed with its credentials masked.
 
 ``sweeps`` builds the ``ortho`` parser from :func:`register_report` and :func:`register_ui`,
 so this module imports only the standard library and the light registry at load time; the
@@ -29,15 +31,58 @@ from pathlib import Path
 
 from analysis.reports import REPORTS
 from analysis.tables import FORMATS
+from sweeps.contract import redact
+
+HELP = {
+    "report": """\
+Print the tables of a spec's latest sweep (or of --sweep ID), read from MLflow: the
+reproduced numbers beside the published ones. With --out it also writes the tables in
+--format and the figures as PNG files; --format html writes one self-contained page with
+the tables, the figures and a verdict per published claim.""",
+    "ui": """\
+Open the MLflow UI on the sweeps' store, to browse every sweep and run, until Ctrl-C. It
+listens on 127.0.0.1 (this machine only) unless --host says otherwise; open the address it
+prints in a browser.""",
+    "reproduce": """\
+Reproduce a paper: run every sweep of its experiments with the profile, then write one HTML
+page with the published tables beside the reproduced ones, the figures, a verdict per
+published claim and how the numbers were made (profile, sweeps, machine, time).
+
+Sweeps of the same profile that already finished are reused and interrupted ones resumed,
+so a second run trains nothing and only rebuilds the page; Ctrl-C stops, and the same
+command continues. A missing dataset stops everything before any work, naming the command
+that fetches it, unless --skip-missing-data leaves those experiments out. "all" writes every
+paper's page and an index.
+
+Exit status: 0; 1 when a sweep failed (the page shows what finished); 2 for bad input or
+missing data; 130 when interrupted.""",
+}
+"""What ``--help`` of ``ortho report``, ``ortho ui`` and ``ortho reproduce`` says."""
+
+EXAMPLES = {
+    "report": "ortho report synthetic-max-length\n"
+              "  ortho report synthetic-max-length --format html --out reports",
+    "ui": "ortho ui --port 5000        # then open http://127.0.0.1:5000",
+    "reproduce": "ortho reproduce manchev --profile smoke    # writes reports/manchev.html",
+}
+"""The example each of these commands' ``--help`` ends with."""
+
+
+def _help(name: str) -> dict[str, object]:
+    """The ``add_parser`` arguments that give ``name``'s ``--help`` its text and example."""
+    return {"description": HELP[name], "epilog": "Example:\n  " + EXAMPLES[name],
+            "formatter_class": argparse.RawDescriptionHelpFormatter}
 
 
 def register_report(sub: argparse._SubParsersAction) -> None:
     """Add ``ortho report`` to the ``ortho`` parser."""
     p = sub.add_parser("report", help="tables and figures of a spec's sweep, from MLflow",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       **_help("report"))
     p.add_argument("spec", help="spec name: " + ", ".join(sorted(REPORTS)))
     p.add_argument("--sweep", help="sweep id (default: the spec's latest sweep)")
-    p.add_argument("--format", choices=FORMATS, default="md", help="table format (default md)")
+    p.add_argument("--format", choices=(*FORMATS, "html"), default="md",
+                   help="table format (default md); html: one self-contained page with the "
+                   "figures, written under --out (default: this folder)")
     p.add_argument("--out", type=Path, help="write tables and PNG figures under this folder")
     _store_arguments(p)
     p.add_argument("--refresh", action="store_true",
@@ -48,7 +93,7 @@ def register_report(sub: argparse._SubParsersAction) -> None:
 def register_ui(sub: argparse._SubParsersAction) -> None:
     """Add ``ortho ui`` to the ``ortho`` parser."""
     p = sub.add_parser("ui", help="the MLflow UI on the default store, on 127.0.0.1",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       **_help("ui"))
     p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1: this machine only)")
@@ -56,12 +101,43 @@ def register_ui(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_ui)
 
 
+def register_reproduce(sub: argparse._SubParsersAction) -> None:
+    """Add ``ortho reproduce`` to the ``ortho`` parser."""
+    from analysis.papers import ALL, PAPERS, PROFILES
+    p = sub.add_parser("reproduce", help="run every sweep of a paper and write its HTML report",
+                       **_help("reproduce"))
+    p.add_argument("paper", choices=(*PAPERS, ALL), help="the paper: " + ", ".join(PAPERS)
+                   + ", or all (one page each and an index)")
+    p.add_argument("--profile", choices=PROFILES, default="cpu",
+                   help="smoke (seconds), cpu (at most 30 minutes a spec on 2 cores; the "
+                   "default) or paper (the published protocol, for a GPU cluster)")
+    p.add_argument("--address", help="an existing Ray cluster (default: an embedded Ray on "
+                   "127.0.0.1)")
+    _store_arguments(p)
+    p.add_argument("--out", type=Path, default=Path("reports"),
+                   help="where the pages go: OUT/PAPER.html (default ./reports)")
+    p.add_argument("--skip-missing-data", action="store_true",
+                   help="leave out the specs whose dataset is not here and run the rest "
+                   "(default: stop before running anything, naming what to fetch)")
+    p.set_defaults(func=run_reproduce)
+
+
+def run_reproduce(args: argparse.Namespace) -> int:
+    """Reproduce a paper (:mod:`analysis.reproduce`); returns the exit status."""
+    from analysis.reproduce import Where, reproduce
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    where = Where(args.address, args.tracking_uri, args.home)
+    return reproduce(args.paper, args.profile, where, args.out, args.skip_missing_data)
+
+
 def _store_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tracking-uri", dest="tracking_uri",
-                   help="MLflow tracking URI (default: $ORTHO_TRACKING_URI, else "
+    p.add_argument("--tracking-uri", dest="tracking_uri", metavar="URI",
+                   help="the MLflow tracking URI (default: $ORTHO_TRACKING_URI, else "
                    "sqlite:///HOME/mlflow.db)")
-    p.add_argument("--home", help="where the embedded store lives (default: $ORTHO_HOME, "
-                   "else ./ortho-runs)")
+    p.add_argument("--home", metavar="DIR", help="where the local store lives (default: "
+                   "$ORTHO_HOME, else ./ortho-runs)")
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -70,8 +146,15 @@ def run_report(args: argparse.Namespace) -> int:
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    html = args.format == "html"
     report = build_report(args.spec, args.sweep, args.tracking_uri, args.home,
-                          figures=args.out is not None, use_cache=not args.refresh)
+                          figures=html or args.out is not None, use_cache=not args.refresh)
+    if html:
+        from analysis.html import write_html
+
+        print(report.render("md"))
+        print(f"wrote {write_html(report, args.out or Path.cwd()).resolve()}")
+        return 0
     print(report.render(args.format))
     if args.out is not None:
         written = report.write(args.out, args.format)
@@ -85,11 +168,13 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def ui_command(tracking_uri: str, host: str, port: int) -> tuple[list[str], dict[str, str]]:
-    """The ``mlflow ui`` command line and environment for ``ortho ui``."""
-    argv = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri,
-            "--host", host, "--port", str(port), "--workers", "1"]
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-           "MLFLOW_DISABLE_TELEMETRY": "true"}
+    """The ``mlflow ui`` command line and environment for ``ortho ui``: the store's URI,
+    which may hold a password, in the environment only (``mlflow ui`` reads
+    ``--backend-store-uri`` from ``MLFLOW_BACKEND_STORE_URI``)."""
+    argv = [sys.executable, "-m", "mlflow", "ui", "--host", host, "--port", str(port),
+            "--workers", "1"]
+    env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": tracking_uri,
+           "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
     return argv, env
 
 
@@ -101,7 +186,7 @@ def run_ui(args: argparse.Namespace) -> int:
     uri = resolve_tracking_uri(args.tracking_uri, args.home)
     open_store(uri)
     argv, env = ui_command(uri, args.host, args.port)
-    print(f"MLflow UI on http://{args.host}:{args.port} for {uri} (Ctrl-C stops it)",
+    print(f"MLflow UI on http://{args.host}:{args.port} for {redact(uri)} (Ctrl-C stops it)",
           file=sys.stderr)
     server = subprocess.Popen(argv, env=env)
     previous = signal.signal(signal.SIGTERM, _exit_on_signal)

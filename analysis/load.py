@@ -45,7 +45,7 @@ OUTCOMES = (*DONE, "failed", "incomplete")
 interrupted without an ``ortho.outcome`` tag."""
 
 RAW_COLUMNS = ["run_id", "trial_key", "status", "outcome_tag", "start_time", "end_time",
-               "node", "parent_run_id"]
+               "node", "parent_run_id", "hostname"]
 """Columns of :func:`raw_frame` before the ``params.*`` and ``metrics.*`` ones."""
 
 _INT = re.compile(r"[+-]?\d+")
@@ -210,7 +210,8 @@ def raw_frame(runs: Iterable[Run]) -> pd.DataFrame:
             "run_id": run.info.run_id, "trial_key": tags.get(contract.TRIAL_KEY, run.info.run_id),
             "status": run.info.status, "outcome_tag": tags.get(contract.OUTCOME),
             "start_time": run.info.start_time, "end_time": run.info.end_time,
-            "node": tags.get(contract.NODE), "parent_run_id": tags.get(contract.PARENT)}
+            "node": tags.get(contract.NODE), "parent_run_id": tags.get(contract.PARENT),
+            "hostname": tags.get(contract.HOSTNAME)}
         record.update({f"params.{k}": v for k, v in run.data.params.items()})
         record.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
         records.append(record)

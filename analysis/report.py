@@ -6,7 +6,8 @@ A report module (``analysis.reports.*``) adds a spec by a line in
 histories) -> Report`` gets the loaded sweep and, when figures are wanted, a
 :class:`~analysis.load.Histories` for metric histories (None otherwise, so that a
 terminal-only report reads no history at all). Builders are imported lazily, like the
-trainers in ``ortho_core.experiments``.
+trainers in ``ortho_core.experiments``. The report's claims (:mod:`analysis.claims`) are
+computed from the same runs; :mod:`analysis.html` renders it all as one page.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.cache import RunCache
+from analysis.claims import Claim, claims_markdown
 from analysis.expected import expected_configurations
 from analysis.figures import Figure
 from analysis.load import Histories, SweepRuns, load_sweep
@@ -38,10 +40,17 @@ class Report:
     """Tables, in print order."""
     figures: list[Figure] = field(default_factory=list)
     """Figures (empty when built without histories)."""
+    claims: list[Claim] = field(default_factory=list)
+    """The papers' claims this sweep can be held to, each with its verdict
+    (:mod:`analysis.claims`), in print order."""
 
     def render(self, fmt: Format = "md") -> str:
-        """Every table in ``fmt``, separated by blank lines."""
-        return "\n".join(table.render(fmt) for table in self.tables)
+        """Every table in ``fmt``, separated by blank lines; in markdown, the verdict lines
+        after them."""
+        tables = "\n".join(table.render(fmt) for table in self.tables)
+        if fmt != "md" or not self.claims:
+            return tables
+        return tables + "\n" + claims_markdown(self.claims)
 
     def write(self, out_dir: str | Path, fmt: Format = "md") -> list[Path]:
         """Write each table as ``<name>.<suffix>`` and each figure as ``<name>.png`` under

@@ -9,7 +9,9 @@ configurations, so that a partial sweep reads as partial and is never padded:
 - a value drawn from some but not all of the configurations it should summarise is
   marked ``†`` (in CSV: listed in the row's ``incomplete`` column);
 - a cell with no finished configuration at all reads ``missing``;
-- a cell that does not apply (λ of a model without a penalty) reads ``–``.
+- a cell that does not apply (λ of a model without a penalty) reads ``–``;
+- a measured cell of a published row that the sweep's profile does not run reads ``not in
+  profile`` (the published table is shown whole, never cut to what the profile runs).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ SUFFIX: dict[str, str] = {"md": ".md", "latex": ".tex", "csv": ".csv"}
 MARK = "†"
 MISSING = "missing"
 NOT_APPLICABLE = "–"
+NOT_IN_PROFILE = "not in profile"
 
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
@@ -50,16 +53,22 @@ class Cell:
     partial: bool = False
     """The entry rests on an incomplete set of configurations (some missing, running or
     failed); with ``value=None`` it means no configuration finished at all."""
+    outside: bool = False
+    """The profile defines no configuration for the entry (a published row the sweep does not
+    run); with ``value=None`` it reads ``not in profile``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.value, float) and math.isnan(self.value):
             object.__setattr__(self, "value", None)
 
     def text(self) -> str:
-        """The entry without its mark: formatted value, ``missing`` or ``–``."""
+        """The entry without its mark: formatted value, ``missing``, ``not in profile`` or
+        ``–``."""
         value = self.value
         if value is None:
-            return MISSING if self.partial else NOT_APPLICABLE
+            if self.partial:
+                return MISSING
+            return NOT_IN_PROFILE if self.outside else NOT_APPLICABLE
         if isinstance(value, numbers.Real) and not isinstance(value, bool) and self.fmt:
             if self.fmt.endswith("d"):
                 value = int(value)
@@ -69,6 +78,10 @@ class Cell:
     def marked(self) -> str:
         """The entry with ``†`` appended when it is a partial value."""
         return self.text() + (MARK if self.partial and self.value is not None else "")
+
+
+OUTSIDE = Cell(outside=True)
+"""The measured entry of a published row that the sweep's profile does not run."""
 
 
 def as_cell(entry: Cell | object) -> Cell:
@@ -139,12 +152,17 @@ class Table:
         """True when no cell is partial or missing."""
         return not self.incomplete()
 
-    def _legend(self) -> str:
+    def legend(self) -> str:
+        """The sentence under the table: complete, or how many cells are partial; and what
+        `not in profile` means where a cell says it."""
         n = len(self.incomplete())
+        outside = any(c.outside for row in self.rows for c in row)
+        tail = (f" '{NOT_IN_PROFILE}': published, but profile {self.provenance.profile} runs "
+                "no configuration of it." if outside else "")
         if not n:
-            return "All cells complete."
+            return "All cells complete." + tail
         return (f"Partial sweep: {n} cell(s) incomplete — {MARK} drawn from an incomplete "
-                f"set of configurations, '{MISSING}' = no configuration finished.")
+                f"set of configurations, '{MISSING}' = no configuration finished." + tail)
 
     def render(self, fmt: Format) -> str:
         """The table as ``md``, ``latex`` or ``csv`` text."""
@@ -175,13 +193,13 @@ class Table:
         body = grid.to_markdown(index=False, tablefmt="pipe", disable_numparse=True,
                                 colalign=align)
         out = [f"### {self.title}", "", self.provenance.line(), "", body]
-        out += ["", self._legend(), *(f"- {n}" for n in self.notes)]
+        out += ["", self.legend(), *(f"- {n}" for n in self.notes)]
         return "\n".join(out) + "\n"
 
     def to_latex(self) -> str:
         """A ``table`` environment (booktabs rules) with the provenance in the caption."""
         rows = [" & ".join(latex_escape(c.marked()) for c in row) + r" \\" for row in self.rows]
-        caption = f"{self.title}. {self.provenance.line()}. {self._legend()}"
+        caption = f"{self.title}. {self.provenance.line()}. {self.legend()}"
         out = [r"\begin{table}[ht]", r"\centering",
                r"\begin{tabular}{" + "l" * len(self.columns) + "}", r"\toprule",
                " & ".join(latex_escape(c) for c in self.columns) + r" \\", r"\midrule",

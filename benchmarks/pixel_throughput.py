@@ -20,12 +20,16 @@ intra-op thread, as a sweep runs such trials (one per core): with several thread
 16 × 100 × 100 matmuls spend far more time synchronising threads than computing (about 30 s an
 iteration instead of 0.05 s on a 2-core machine). "ratio" is trial-iterations per second
 relative to it. On CUDA the pack runs twice: with its time
-loops as CUDA graphs (``graph``, the default) and without (``pack``).
+loops as CUDA graphs (``graph``, the default) and without (``pack``). On CPU ``pack`` runs the
+time loops in C++ (:mod:`ortho_core.models.srnn_native`) when they are built, and ``py`` is the
+same pack on the Python loops, timed alternately with ``pack`` in the same calls (so that on a
+shared machine both see the same load).
 
 FLOPs are counted as in ``benchmarks/srnn_throughput.py``: matmul FLOPs of the minimal
 computation, per member 4BHI·T + 6BH²·(T−1) + 6BHO (elementwise work is not counted). "peak" is
 the achieved rate as a fraction of a 2048 × 2048 float32 matmul ("sgemm", GFLOP/s) timed in
-the same process on the same device just before the row (on a shared machine the rate drifts).
+the same process on the same device just before the rows of each K (on a shared machine the
+rate drifts).
 
 "paper" is the projected wall time of the ``paper`` profile on this machine: PAPER_CONFIGS
 configurations × 10⁶ iterations ÷ the measured trial-iterations per second (one process doing
@@ -40,7 +44,7 @@ import torch
 from srnn_steps import Step, flops_per_trial_iteration, loop_step, pack_step, synchronised
 from timing import clock_of, parser, seconds_per_call
 
-from ortho_core.models import SRNNInit
+from ortho_core.models import SRNNInit, srnn_native
 
 STEPS, N_IN, N_HIDDEN, N_OUT, BATCH, LR = 784, 1, 100, 10, 16, 1e-3
 PAPER_ALPHAS, PAPER_SIGMAS, PAPER_VARIANTS = 5, 3, 1 + 1 + 3
@@ -70,6 +74,16 @@ def packed_step(members: int, device: torch.device, graphs: bool) -> Step:
     return pack_step(x, y, inits, N_HIDDEN, N_OUT, LR, graphs)
 
 
+def python_loops(step: Step) -> Step:
+    """``step`` on the Python time loops (:func:`ortho_core.models.srnn_native.python_loops`)."""
+
+    def call() -> None:
+        with srnn_native.python_loops():
+            step()
+
+    return call
+
+
 FLOPS = flops_per_trial_iteration(BATCH, STEPS, N_IN, N_HIDDEN, N_OUT)
 """Matmul FLOPs of one trial-iteration (:mod:`srnn_steps`)."""
 
@@ -88,6 +102,18 @@ def wall(seconds: float) -> str:
     return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} d"
 
 
+def row(k: int, device: torch.device, native: bool) -> dict[str, Step]:
+    """The steps timed together for a pack of ``k``: ``pack``; with ``native``, ``py`` (the
+    same pack on the Python loops); on CUDA, ``graph``."""
+    step = packed_step(k, device, graphs=False)
+    steps = {"pack": step}
+    if native:
+        steps["py"] = python_loops(step)
+    if device.type == "cuda":
+        steps["graph"] = packed_step(k, device, graphs=True)
+    return steps
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0], repeats=3, quick="K in {1, 16}, one repeat")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
@@ -102,32 +128,34 @@ def main() -> None:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"device {name}; threads {torch.get_num_threads()}; timed by "
           f"{'process CPU time' if args.cpu_time else 'wall clock'}; "
-          f"sgemm: the 2048² float32 matmul rate, measured again before each row")
+          f"sgemm: the 2048² float32 matmul rate, measured again before each K")
     print(f"T = {STEPS}, B = {BATCH}, H = {N_HIDDEN}, I = {N_IN}, O = {N_OUT}; "
           f"{FLOPS / 1e6:.1f} MFLOP per trial-iteration")
     print(f"paper profile: {PAPER_ALPHAS} α × {PAPER_SIGMAS} σ × {PAPER_VARIANTS} variants "
           f"(SRNN, OINIT, OPEN × 3 λ) = {PAPER_CONFIGS} configurations × "
           f"{PAPER_ITERATIONS:.0e} iterations")
+    native = device.type == "cpu" and srnn_native.applies(torch.empty(0))
+    print(f"pack: time loops in {'C++' if native else 'Python'}"
+          + ("; py: the same pack on the Python loops, timed alternately with it" if native
+             else ""))
     print(f"{'impl':>6} {'K':>4} {'s/iter':>8} {'trial-it/s':>11} {'ratio':>7} "
           f"{'GFLOP/s':>8} {'sgemm':>6} {'peak':>6} {'paper':>9}")
-    cells = [("loop", 1, lambda: naive_step(device))]
-    for k in packs:
-        cells.append(("pack", k, lambda k=k: packed_step(k, device, graphs=False)))
-        if device.type == "cuda":
-            cells.append(("graph", k, lambda k=k: packed_step(k, device, graphs=True)))
+    cells = [(1, lambda: {"loop": naive_step(device)})]
+    cells += [(k, lambda k=k: row(k, device, native)) for k in packs]
     baseline = None
-    for impl, k, make in cells:
-        step = make()
+    for k, make in cells:
+        steps = make()
         peak = matmul_rate(device, args.repeats, clock)
-        (seconds,) = seconds_per_call([step], min_time, args.repeats, clock)
-        rate = k / seconds
-        baseline = baseline or rate
-        gflops = rate * FLOPS / 1e9
-        paper = PAPER_CONFIGS * PAPER_ITERATIONS / rate
-        print(f"{impl:>6} {k:>4} {seconds:>8.3f} {rate:>11.1f} {rate / baseline:>7.1f} "
-              f"{gflops:>8.1f} {peak / 1e9:>6.0f} {gflops * 1e9 / peak:>6.1%} {wall(paper):>9}",
-              flush=True)
-        del step
+        times = seconds_per_call(list(steps.values()), min_time, args.repeats, clock)
+        for impl, seconds in zip(steps, times, strict=True):
+            rate = k / seconds
+            baseline = baseline or rate
+            gflops = rate * FLOPS / 1e9
+            paper = PAPER_CONFIGS * PAPER_ITERATIONS / rate
+            print(f"{impl:>6} {k:>4} {seconds:>8.3f} {rate:>11.1f} {rate / baseline:>7.1f} "
+                  f"{gflops:>8.1f} {peak / 1e9:>6.0f} {gflops * 1e9 / peak:>6.1%} "
+                  f"{wall(paper):>9}", flush=True)
+        del steps
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ writer actor on the driver's node (:mod:`sweeps.writer`), in the same process, s
 
     python benchmarks/tracking_writer.py [--configs 20] [--flushes 10] [--batch 200]
                                          [--tracking-uri URI]
+    python benchmarks/tracking_writer.py --trials 64 [--steps 200] [--metrics 3]
+                                         [--flush-every 100] [--processes 4]
+                                         [--tracking-uri URI]
 
 Each task tracks ``--configs`` configurations one after the other: claim a run (params
 included), ``--flushes`` metric batches of ``--batch`` values, finish (summaries, CSV,
@@ -16,6 +19,17 @@ outcome). Printed, with the ratio writer / direct:
 - metric latency: from handing a batch over to its being in the store (``log_metrics`` and,
   through the writer, waiting for it).
 
+Load (``--trials N``): N trials at once, each reporting every step (``--steps`` steps of
+``--metrics`` values) through the trial's own reporter (:class:`sweeps.trial.Recorder`,
+which batches them into the writer: a batch every ``--flush-every`` steps) between its claim
+and its finish, all into one writer. Printed: the metric values logged per second, from the
+first claim to the last finish (claims and finishes included). The
+trials are threads, ``N / --processes`` in each of ``--processes`` Ray actors, not N trial
+processes: the writer sees N concurrent callers either way (each with its own
+:class:`~sweeps.writer.RemoteTracker`, its calls in order), while N Ray workers cost a
+second or more of CPU each to start, more than the load itself on a small machine.
+``tests/cluster/test_load.py`` runs this load and checks that every run arrived whole.
+
 The default store is a fresh SQLite database; ``--tracking-uri`` names another (a server).
 """
 
@@ -26,6 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -79,12 +94,95 @@ def track(make: Any, ref: Any, configs: int, flushes: int, batch: int,
             "latency": sorted(latencies)[len(latencies) // 2]}
 
 
+def load_value(trial: int, step: int, metric: int) -> float:
+    """What load trial ``trial`` reports for metric ``m<metric>`` at ``step`` (exact in
+    float64, distinct for every trial, step and metric)."""
+    return float(trial * 10**7 + step * 10 + metric)
+
+
+def load_trial(writer: Any, ref: Any, trial: int, steps: int, metrics: int,
+               flush_every: int) -> int:
+    """Track load trial ``trial`` as :func:`sweeps.trial.run_trial` tracks a configuration:
+    claim its run (key ``load-<trial>``), report ``metrics`` values at every one of
+    ``steps`` steps through a :class:`~sweeps.trial.Recorder`, flushed every
+    ``flush_every`` steps (as a trial slower than this one is every
+    :data:`~sweeps.trial.FLUSH_SECONDS`), finish (outcome ``solved``, summary ``score`` =
+    ``trial``); the values reported."""
+    from ortho_core.reporting import Outcome, Report, Result
+    from sweeps.trial import Recorder, TrialContext
+    from sweeps.writer import RemoteTracker
+
+    tracker = RemoteTracker(writer)
+    claim = tracker.claim(ref, f"load-{trial}", {"trial": trial}, {})
+    recorder = Recorder(tracker, [claim.run_id],
+                        TrialContext(writer=writer, sweep=ref, module="", metric="score",
+                                     mode="max"))
+    for step in range(steps):
+        recorder(Report(member=0, step=step,
+                        metrics={f"m{k}": load_value(trial, step, k) for k in range(metrics)}))
+        if (step + 1) % flush_every == 0:
+            recorder.flush()
+    recorder.flush()
+    tracker.finish(claim.run_id, Result(Outcome.SOLVED, {"score": float(trial)}),
+                   recorder.last_step(0), recorder.rows[0])
+    return steps * metrics
+
+
+class LoadProcess:
+    """A Ray actor running load trials in threads (the trial's modules imported once it
+    is up, as a trial process has them)."""
+
+    def __init__(self) -> None:
+        import sweeps.trial
+        import sweeps.writer  # noqa: F401
+
+    def ready(self) -> bool:
+        """True, once the actor is up."""
+        return True
+
+    def run(self, writer: Any, ref: Any, trials: Sequence[int], steps: int, metrics: int,
+            flush_every: int) -> int:
+        """:func:`load_trial` for every trial of ``trials`` at once, a thread each; the
+        values reported."""
+        with ThreadPoolExecutor(len(trials)) as pool:
+            return sum(pool.map(lambda t: load_trial(writer, ref, t, steps, metrics,
+                                                     flush_every), trials))
+
+
+def concurrent_load(writer: Any, ref: Any, trials: int, steps: int, metrics: int,
+                    flush_every: int, processes: int) -> tuple[int, float]:
+    """Run ``trials`` load trials (:func:`load_trial`) at once, spread over ``processes``
+    Ray actors on this process's Ray (started and ready before the clock starts), into
+    ``writer`` (an actor handle of :func:`sweeps.writer.start_writer`) for sweep ``ref``;
+    the values logged and the seconds from the first claim to the last finish."""
+    import ray
+
+    actor = ray.remote(num_cpus=0)(LoadProcess)
+    pool = [actor.remote() for _ in range(processes)]
+    ray.get([a.ready.remote() for a in pool])
+    began = time.perf_counter()
+    values = sum(ray.get([a.run.remote(writer, ref, list(range(p, trials, processes)), steps,
+                                       metrics, flush_every) for p, a in enumerate(pool)]))
+    elapsed = time.perf_counter() - began
+    for a in pool:
+        ray.kill(a)
+    return values, elapsed
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", type=int, default=20)
     parser.add_argument("--flushes", type=int, default=10)
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--tracking-uri", default=None)
+    parser.add_argument("--trials", type=int, default=None,
+                        help="measure the load of this many concurrent trials instead")
+    parser.add_argument("--steps", type=int, default=200, help="steps per load trial")
+    parser.add_argument("--metrics", type=int, default=3, help="values per step")
+    parser.add_argument("--flush-every", type=int, default=100,
+                        help="steps between a load trial's metric batches")
+    parser.add_argument("--processes", type=int, default=4,
+                        help="Ray actors the load trials are spread over")
     args = parser.parse_args(argv)
 
     import ray
@@ -102,6 +200,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         began = time.perf_counter()
         writer = start_writer(uri, "ortho-writer-benchmark")
         writer_start = time.perf_counter() - began
+        if args.trials:
+            values, elapsed = concurrent_load(writer, ref, args.trials, args.steps,
+                                              args.metrics, args.flush_every, args.processes)
+            ray.shutdown()
+            print(f"store {tracking.redact(uri) if args.tracking_uri else 'SQLite (fresh)'}; "
+                  f"{args.trials} concurrent trials x {args.steps} steps x {args.metrics} "
+                  f"values, a batch every {args.flush_every} steps, in {args.processes} "
+                  "processes")
+            print(f"{values} metric values in {elapsed:.1f} s: {values / elapsed:,.0f} "
+                  "values/s")
+            return
         work = (ref, args.configs, args.flushes, args.batch)
         task = ray.remote(num_cpus=1)(track)
         direct = ray.get(task.remote(lambda: Direct(uri), *work, "direct"))

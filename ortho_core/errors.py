@@ -40,5 +40,21 @@ class DataError(ConfigError):
     """
 
 
-class PretrainError(OrthoError, RuntimeError):
+class MemberError(OrthoError):
+    """Some members of a pack cannot train, through no fault of the others.
+
+    ``members`` are their indices in the pack the trainer was given; the pack's isolation
+    (:mod:`ortho_core.experiments.isolation`) ends them as failed and trains the rest.
+    """
+
+    def __init__(self, message: str, members: tuple[int, ...] = ()) -> None:
+        self.members = tuple(members)
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple:
+        """Pickle with ``members``, so the error survives crossing a Ray process."""
+        return (type(self), (str(self), self.members))
+
+
+class PretrainError(MemberError, RuntimeError):
     """Orthogonal pre-training (OINIT, M eq. 16-18) did not converge within its step limit."""

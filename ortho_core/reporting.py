@@ -24,7 +24,8 @@ class Outcome(enum.StrEnum):
     DIVERGED = "diverged"
     """A loss or weight became NaN or infinite; the member stopped updating."""
     FAILED = "failed"
-    """The trainer raised (set by ``sweeps``, never by a trainer)."""
+    """The member could not train: the trainer raised for it (set by the pack's isolation,
+    :mod:`ortho_core.experiments.isolation`, or by ``sweeps``; never by a trainer)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class Result:
     ``wall_time``)."""
     artifacts: dict[str, Any] = field(default_factory=dict)
     """Optional tabular or array outputs to keep with the run (name -> JSON-able value)."""
+    error: str | None = None
+    """Why a ``failed`` member failed (the error's message or traceback); None otherwise."""
 
 
 Reporter = Callable[[Report], None]

@@ -42,4 +42,7 @@ if [[ "${1:-}" == --test ]]; then
 else
   "${pip[@]}" -e .
 fi
+# The C++ time loops of the packed SRNN (ortho_core/models/csrc), built for this machine's CPU;
+# where no compiler is found it says so, and the Python loops are used.
+"$py" -c 'from ortho_core.models.srnn_native import main; main()'
 echo "install: done: $("$py" -c 'import torch, ray, mlflow, optuna; print(f"torch {torch.__version__}, ray {ray.__version__}, mlflow {mlflow.__version__}, optuna {optuna.__version__}")')"

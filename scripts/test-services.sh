@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Called by `scripts/install.sh --test`. Programs the cluster tests need (tests/servers.py starts and stops the servers itself, on
 # 127.0.0.1): PostgreSQL's server binaries (Debian's "postgresql" package) and `ss`
-# (iproute2), which tells what the servers listen on. Installs what is missing; starts
+# (iproute2), which tells what the servers listen on; Debian's "chromium", the headless browser
+# of tests/analysis/test_browser.py (Playwright drives it; it never downloads a browser).
+# Installs what is missing; starts
 # nothing, and keeps Debian's package from creating and starting its default cluster.
 set -euo pipefail
 
@@ -9,8 +11,9 @@ missing=()
 command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null \
   || missing+=(postgresql)
 command -v ss >/dev/null 2>&1 || missing+=(iproute2)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if ((${#missing[@]} == 0)); then
-  echo "services: PostgreSQL and ss present"
+  echo "services: PostgreSQL, ss and Chromium present"
   exit 0
 fi
 

@@ -12,8 +12,9 @@ packages are found through the ``ortho.commands`` entry-point group, so that ``s
 never imports ``analysis``; they are loaded only when the command is not one of
 :data:`BUILT_IN` (so ``ortho train`` and ``ortho sweep`` never import ``analysis``), and each
 command imports what it needs (Ray, MLflow, pandas, torch) when it runs, so that ``--help``
-answers at once. Any ``ConfigError`` becomes exit status 2 with a message that names the
-field.
+answers at once. Any ``ConfigError``, and any argument the parser rejects, becomes exit
+status 2 with a one-line message on stderr that names the field (or the argument);
+the credentials of any URI in an error message are masked (:func:`sweeps.contract.redact`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
+from typing import NoReturn
 
 from ortho_core.errors import ConfigError, OrthoError
 from sweeps import data_command, sweep_command, train_command
+from sweeps.contract import redact
 
 BUILT_IN: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "train": train_command.register,
@@ -34,11 +37,44 @@ BUILT_IN: dict[str, Callable[[argparse._SubParsersAction], None]] = {
 """This package's sub-commands, by name, and the function that adds each to the parser."""
 
 
+DESCRIPTION = """\
+Reproduce the experiments of the orthogonality papers: train a configuration here, run a
+spec's sweep of configurations on Ray with every run tracked in MLflow, and read the results
+as tables, figures and an HTML report beside the published numbers."""
+"""What ``ortho --help`` says the command does (user text)."""
+
+EXAMPLES = """\
+Examples:
+  ortho reproduce manchev --profile smoke    # run a paper's sweeps, write its HTML report
+  ortho sweep run synthetic-max-length       # run one sweep (profile cpu)
+  ortho train synthetic --keys               # list an experiment's settings
+
+Run "ortho COMMAND --help" for a command's options."""
+"""The examples ``ortho --help`` ends with."""
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: line breaks and other non-printable characters escaped as
+    Python writes them (a spec key or ``--set`` value may hold any)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line on stderr (exit status 2),
+    pointing at ``--help`` instead of printing the usage block; its sub-command parsers
+    are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE (see PROG --help)`` and exit with status 2."""
+        self.exit(2, one_line(f"{self.prog}: error: {message} (see {self.prog} --help)")
+                  + "\n")
+
+
 def build_parser(plugins: bool = True) -> argparse.ArgumentParser:
     """The parser with the built-in sub-commands and, if ``plugins``, those of the
     ``ortho.commands`` entry points."""
-    parser = argparse.ArgumentParser(
-        prog="ortho", description="Sweeps that reproduce the orthogonality papers.")
+    parser = Parser(prog="ortho", description=DESCRIPTION, epilog=EXAMPLES,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in BUILT_IN.values():
         register(sub)
@@ -56,10 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ConfigError as err:
-        print(f"ortho {args.command}: invalid {err}", file=sys.stderr)
+        print(one_line(redact(f"ortho {args.command}: invalid {err}")), file=sys.stderr)
         return 2
     except OrthoError as err:
-        print(f"ortho {args.command}: {err}", file=sys.stderr)
+        print(redact(f"ortho {args.command}: {err}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"ortho {args.command}: interrupted", file=sys.stderr)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -77,8 +78,20 @@ credentials masked (one study per cell, named :data:`STUDY_NAME`)."""
 STUDY_NAME = "{sweep_id}/cell-{cell}"
 """The name of an Optuna cell's study in :data:`OPTUNA_STORAGE` (``str.format`` with the
 sweep's id and the cell's index), for ``optuna.load_study`` or ``optuna-dashboard``."""
+PACK_SIZE = "ortho.pack_size"
+"""Parent of a sweep whose spec says ``pack_size: auto``: the pack size K it chose from its
+measured throughput curve (:mod:`sweeps.pack_size`); a resume packs with it again."""
+PACK_SIZE_CURVE = "ortho.pack_size_curve"
+"""Parent, beside :data:`PACK_SIZE`: JSON ``{K: configs·iterations per second}`` of the
+pack sizes the probe measured on a trial's device (``{}`` when K was not measured)."""
 PARENT = "mlflow.parentRunId"
 """Child: the parent run's id (MLflow's own tag)."""
+RUN_NAME = "mlflow.runName"
+"""Parent and child: the run's name as MLflow's UI shows it (MLflow's own tag): a child's
+names the configuration keys that vary within its sweep (:mod:`sweeps.naming`), a parent's
+its spec and profile."""
+NOTE = "mlflow.note.content"
+"""Parent: the description MLflow's UI shows (the spec's description, profile and sweep id)."""
 
 RESOLVED_ARTIFACT = "resolved_spec.yaml"
 """Parent: the resolved spec (YAML)."""
@@ -94,6 +107,25 @@ METRICS_CSV = "metrics.csv"
 """Child: every reported step, one column per metric."""
 TRACEBACK = "traceback.txt"
 """Child of a failed configuration: its error."""
+
+
+SYMBOLS: dict[str, str] = {
+    "lr": "α", "penalty": "λ", "pretrain_lr": "αₚ", "init_std": "σ", "spectral_radius": "ρ",
+    "seq_len": "T", "clip": "τ", "switch_norm": "ψ", "momentum": "β", "direction": "d"}
+"""Config key -> the papers' symbol of it (DESIGN.md "Names"), in the order run names list
+them."""
+VARIANT_NAMES: dict[str, str] = {
+    "plain": "plain", "open": "OPEN", "oinit": "OINIT", "lcw": "LCW", "bn": "BN", "wn": "WN",
+    "relu": "ReLU", "orth": "orthogonal", "orth_relu": "Orth/ReLU"}
+"""``variant`` -> the papers' name of it (M: OPEN, OINIT; K: LCW, BN, WN; N: ReLU,
+orthogonal, Orth/ReLU)."""
+TASK_NAMES: dict[str, str] = {
+    "temporal_order": "Temporal Order", "temporal_order_3bit": "3-bit Temporal Order",
+    "adding": "Adding", "permutation": "Random Permutation"}
+"""``task`` -> M's name of the synthetic problem."""
+DIRECTION_NAMES: dict[str, str] = {
+    "gradient": "anti-gradient", "simplex": "simplex", "simplex_switch": "simplex with switching"}
+"""``direction`` -> G's name of the descent direction."""
 
 
 def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
@@ -127,6 +159,21 @@ def tracking_uri(uri: str | None, home: Path) -> str:
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI, else None."""
     return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:]*):(\S*)@")
+"""``scheme://user:password@``; the password runs to the last ``@`` of the word, so that one
+written with a raw ``@``, ``/`` or ``?`` in it is masked whole."""
+_SECRET_QUERY = re.compile(r"([?&][^\s=&#]*(?:password|passwd|pwd|secret|token)[^\s=&#]*=)"
+                           r"[^\s&#]*", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """``text`` with the credentials of every URI in it masked: the password of
+    ``scheme://user:password@host`` and the values of query parameters that name a password,
+    secret or token (``postgresql://u:***@db/mlflow``, ``...?sslpassword=***``). Whatever
+    ``sweeps`` or ``analysis`` prints of a URI goes through it."""
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1\2:***@", text))
 
 
 def read_expected_cells(text: str) -> list[dict[str, Any]]:

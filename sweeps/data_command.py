@@ -42,13 +42,28 @@ EXTRACTED: dict[Published, tuple[Published, ...]] = {
 """The checked files each tarball holds, extracted into the data directory."""
 
 
+DOWNLOAD_HELP = """\
+Download one dataset's published files into the data folder, check each against its
+published md5 sum, and unpack the CIFAR archives. Files already there and intact are not
+fetched again; a damaged one is fetched anew. The experiments read the same folder as
+--data-dir's default.
+
+Exit status: 0 when the dataset is ready, 2 when no source delivers a file intact."""
+"""What ``ortho data download --help`` says (user text)."""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``ortho data download NAME [--data-dir D]`` to the ``ortho`` sub-commands."""
     data = sub.add_parser("data", help="fetch the datasets",
-                          description="Fetch the datasets the experiments read.")
+                          description="Fetch the datasets the experiments read (MNIST, "
+                          "CIFAR-10, CIFAR-100, SVHN). Nothing is ever downloaded unless you "
+                          "ask for it here.", epilog="Example:\n  ortho data download mnist",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = data.add_subparsers(dest="data_action", required=True, metavar="ACTION")
     fetch = actions.add_parser("download", help="download and check one dataset",
-                               description=__doc__.split("\n\n")[1])
+                               description=DOWNLOAD_HELP,
+                               epilog="Example:\n  ortho data download mnist --data-dir ~/data",
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
     fetch.add_argument("name", metavar="NAME",
                        help="the dataset: " + ", ".join(DOWNLOADS))
     fetch.add_argument("--data-dir", dest="dir", metavar="D", default=None,

@@ -18,6 +18,7 @@ import time
 from ortho_core.errors import ConfigError, OrthoError
 from sweeps import tracking
 from sweeps.status import Progress, duration, from_mlflow, state_of
+from sweeps.tracking.liveness import check_server
 
 SWEEP_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 """The form of a sweep id (:func:`new_sweep_id`)."""
@@ -38,6 +39,7 @@ def new_sweep_id() -> str:
 def open_store(uri: str, sweep_id: str | None) -> tracking.Tracker:
     """The tracker of ``uri``. An embedded store that does not exist yet is not created:
     ``ConfigError`` when a sweep id was given, else :class:`SweepNotFound`."""
+    check_server(uri)  # a server that does not answer: ConfigError within seconds
     db = tracking.sqlite_path(uri)
     if db is not None and not db.exists():
         if sweep_id is not None:

@@ -10,6 +10,13 @@ in packs too: a trial of such a cell trains a batch of points its study proposes
 trainer's ``PACK_FIELDS`` is searched one point per trial, since its points could not share a
 pack.
 
+``pack_size: auto`` is a number by the time a plan is built: the knee of a throughput curve
+measured on a trial's device when the sweep starts, the recorded one on resume
+(:mod:`sweeps.pack_size`).
+
+Every member carries its run's name (:mod:`sweeps.naming`), given from the whole sweep's
+cells, so a resume names its configurations as the first run did.
+
 On resume the configurations already FINISHED in MLflow are left out before packing, and
 each Optuna cell's budget is reduced by the trials its stored study has already spent
 (:mod:`sweeps.studies`).
@@ -25,6 +32,7 @@ from typing import Any
 
 from ortho_core import experiments
 from ortho_core.config import from_dict
+from sweeps import naming
 from sweeps.spec import Cell, ResolvedSpec, trial_key
 
 
@@ -40,6 +48,8 @@ class Member:
     """Index of its cell in ``ResolvedSpec.cells()``."""
     optuna: dict[str, Any] | None = None
     """The values Optuna chose, for a configuration of an Optuna cell."""
+    name: str = ""
+    """Its run's name (:mod:`sweeps.naming`); empty: the trial key names it."""
 
     def to_dict(self) -> dict[str, Any]:
         """As plain data (what a Tune trial's config carries)."""
@@ -66,6 +76,9 @@ class Plan:
     """Configurations of the whole sweep (finished ones included)."""
     optuna_pack: dict[int, int] = field(default_factory=dict)
     """Most configurations per trial of each Optuna cell (``pack_size``, or 1)."""
+    varying: tuple[str, ...] = ()
+    """Config keys that vary within the sweep: what its runs are named by
+    (:mod:`sweeps.naming`)."""
 
     def remaining(self, cell: int) -> int:
         """Optuna trials still to run in ``cell``."""
@@ -117,18 +130,23 @@ def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
                done: Mapping[int, int] | None = None) -> Plan:
     """The plan of ``spec``, leaving out the grid configurations whose keys are in
     ``finished`` and the Optuna trials each cell has ``done`` (a scheduler comes with packs
-    of one: :mod:`sweeps.spec` checks it)."""
+    of one: :mod:`sweeps.spec` checks it). ``pack_size: auto`` is settled first
+    (:func:`sweeps.pack_size.settle`, or :func:`~sweeps.pack_size.recorded` on resume)."""
+    if spec.pack_size == "auto":
+        raise ValueError("pack_size auto: settle it before planning (sweeps.pack_size)")
     finished = finished or {}
     module = experiments.get(spec.experiment)
-    grid: list[Member] = []
+    varying = naming.varying_keys(spec.cells())
     optuna_cells: dict[int, Cell] = {}
+    keyed: list[tuple[int, str, Cell]] = []
     for index, cell in enumerate(spec.cells()):
         if cell.optuna_space:
             optuna_cells[index] = cell
-            continue
-        key = trial_key(spec.experiment, cell.params)
-        if key not in finished:
-            grid.append(Member(key=key, params=dict(cell.params), cell=index))
+        else:
+            keyed.append((index, trial_key(spec.experiment, cell.params), cell))
+    names = naming.unique_names([(key, cell.params) for _, key, cell in keyed], varying)
+    grid = [Member(key=key, params=dict(cell.params), cell=index, name=names[key])
+            for index, key, cell in keyed if key not in finished]
     n_trials = spec.optuna.n_trials if spec.optuna is not None else 0
     n_grid = len(spec.cells()) - len(optuna_cells)
     pack_fields = set(module.PACK_FIELDS)
@@ -137,4 +155,4 @@ def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
                 n_trials=n_trials, done=dict(done or {}),
                 n_configs=n_grid + n_trials * len(optuna_cells),
                 optuna_pack={i: 1 if pack_fields & set(c.optuna_space) else spec.pack_size
-                             for i, c in optuna_cells.items()})
+                             for i, c in optuna_cells.items()}, varying=varying)

@@ -1,5 +1,7 @@
 """Ray for a sweep: a quiet environment, an embedded Ray bound to 127.0.0.1 only, or a
-connection to a running cluster (DESIGN.md "The embedded default, and the cluster").
+connection to a running cluster (DESIGN.md "The embedded default, and the cluster"); and
+how Tune is kept from shipping the credentials of this process's environment to its trials
+(:func:`no_credentials_to_trials`).
 
 Nothing here imports Ray when this module is imported: ``ortho sweep submit`` reads
 :data:`QUIET_ENV` for the job it sends, and commands that never start Ray stay fast.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -139,6 +142,34 @@ def start_embedded_ray(num_cpus: int | None = None, num_gpus: int | None = None)
                      num_gpus=num_gpus)
     finally:
         auth_logger.setLevel(level)
+
+
+CREDENTIAL_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|^AWS_", re.IGNORECASE)
+"""Names of environment variables that hold credentials (cloud keys, tokens, passwords)."""
+
+
+@contextmanager
+def no_credentials_to_trials() -> Iterator[None]:
+    """Keep Tune from copying credentials of this process's environment into its trials'
+    runtime environment while it runs (``Tuner.fit``; Tune is imported here).
+
+    Tune passes ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and the AWS session tokens
+    to every trainable through ``runtime_env`` (its ``ENV_VARS_TO_PROPAGATE``), and Ray's
+    runtime-env agent writes every runtime environment it creates, values included, into
+    its log (``runtime_env_agent.log``) and keeps it in the cluster's state. A trial needs
+    none of them: it tracks through the sweep's writer and writes no Tune storage; the
+    embedded Ray's processes inherit this environment anyway, and a cluster's nodes take
+    credentials from their own. Names matching :data:`CREDENTIAL_NAME` are left out.
+    """
+    from ray.tune.execution import class_cache
+
+    saved = class_cache.ENV_VARS_TO_PROPAGATE
+    class_cache.ENV_VARS_TO_PROPAGATE = {
+        name for name in saved if not CREDENTIAL_NAME.search(name)}
+    try:
+        yield
+    finally:
+        class_cache.ENV_VARS_TO_PROPAGATE = saved
 
 
 def beside_ray_start(fn: Callable[[], T]) -> Future[T]:

@@ -15,20 +15,23 @@ there (:mod:`sweeps.writer`), so the embedded default works on a cluster too, an
 state, which only the driver writes, need not be on shared storage. A Ray Client address
 (``ray://``) with a store on this machine's disk is refused
 (:func:`refuse_client_with_local_store`). Every run records the code's provenance
-(:mod:`sweeps.provenance`). How a plan becomes Tune trials is :mod:`sweeps.tune_run`.
+(:mod:`sweeps.provenance`). A spec's ``pack_size: auto`` is measured once Ray is up, before
+planning, and recorded on the parent run (:mod:`sweeps.pack_size`). How a plan becomes Tune
+trials is :mod:`sweeps.tune_run`.
 
 Resume (:func:`resume_sweep`) reads the sweep back from MLflow, not from Tune's state (which
 is kept for inspection only): the spec file stored with the parent run is resolved again
-(its SHA-256 must match), runs that are not FINISHED are deleted, and a new Tune run trains
-only the configurations without a FINISHED run; each Optuna cell's study is loaded from its
-Optuna storage and continued (:mod:`sweeps.studies`: ``--optuna-storage``, else
-``optuna.db`` beside the embedded store). So an interrupted configuration starts again from
-its beginning, a failed one is retried, and it works the same for a sweep whose driver was
-killed or that ran on a cluster (given the same tracking URI). A sweep whose driver is still
-alive (it runs on this host, or its heartbeat is recent:
-:func:`sweeps.tracking.driver_alive`) is not resumed unless forced, since a resume deletes
-the runs in flight. Finding the sweep, and ``ortho sweep status``, are :mod:`sweeps.lookup`
-(which imports no Ray).
+(its SHA-256 must match; ``pack_size: auto`` takes the pack size the parent run records,
+never measured again, so the packs are those of the first run), runs that are not FINISHED
+are deleted, and a new Tune run trains only the configurations without a FINISHED run; each
+Optuna cell's study is loaded from its Optuna storage and continued (:mod:`sweeps.studies`:
+``--optuna-storage``, else ``optuna.db`` beside the embedded store). So an interrupted
+configuration starts again from its beginning, a failed one is retried, and it works the same
+for a sweep whose driver was killed or that ran on a cluster (given the same tracking URI). A
+sweep whose driver is still alive (it runs on this host, or its heartbeat is recent:
+:func:`sweeps.tracking.driver_alive`) is not resumed unless forced, since a resume deletes the
+runs in flight. Finding the sweep, and ``ortho sweep status``, are :mod:`sweeps.lookup` (which
+imports no Ray).
 """
 
 from __future__ import annotations
@@ -42,12 +45,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ortho_core.errors import ConfigError
-from sweeps import contract, provenance, tracking
+from sweeps import contract, naming, pack_size, preflight, provenance, tracking
 from sweeps.lookup import SweepNotFound, find, new_sweep_id, open_store, refuse_alive
 from sweeps.plan import Plan, build_plan
 from sweeps.ray_session import beside_ray_start, check_resources, ray_session
 from sweeps.spec import ResolvedSpec, load_spec, resolve
 from sweeps.status import Progress, format_line, from_mlflow
+from sweeps.tracking.liveness import check_server
 from sweeps.tune_run import backfill_failures, execute, storage_path
 
 __all__ = ["PROJECT_ROOT", "resume_sweep", "run_sweep"]
@@ -117,30 +121,35 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     """Run the sweep ``spec_ref`` (a shipped spec's name or a YAML path) with ``profile``.
 
     Everything the user can get wrong (the spec, the profile, a cell's values, a sweep with
-    Optuna cells and no Optuna storage: :func:`sweeps.studies.storage_url`) raises
-    ``ConfigError`` before Ray starts or MLflow is touched. Prints the sweep id first and
+    Optuna cells and no Optuna storage: :func:`sweeps.studies.storage_url`; on the embedded
+    Ray, a missing or corrupt dataset: :mod:`sweeps.preflight`) raises ``ConfigError``
+    before Ray starts or MLflow is touched. Prints the sweep id first and
     the live progress to ``stream`` (default stdout: a bar on a terminal, else one line at a
     time); returns the final :class:`Progress` (``state`` finished or interrupted).
     """
     stream = stream or sys.stdout
     spec = resolve(load_spec(spec_ref), profile)
-    plan = build_plan(spec)
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
     refuse_client_with_local_store(address, uri)
+    preflight.check_data(spec, address)  # a missing or corrupt dataset: before Ray starts
+    check_server(uri)  # seconds, not MLflow's minutes of retries, before Ray starts
     study_url = _study_url(spec, optuna_storage, uri)
     code = provenance.current(PROJECT_ROOT)
     opening = beside_ray_start(lambda: tracking.tracker(uri))
     with ray_session(address) as embedded:
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)
+        spec, sized = pack_size.settle(spec, stream)
+        plan = build_plan(spec)
         tracker = opening.result()
         sweep_id = new_sweep_id()
         source = Path(spec.source)
         tags = tracking.sweep_tags(spec=spec.name, profile=profile, spec_sha256=spec.sha256,
                                    code=code.tags(), metric=spec.metric,
                                    mode=spec.mode, n_configs=plan.n_configs,
-                                   note=spec.description)
+                                   note=naming.sweep_note(spec.description, profile, sweep_id),
+                                   name=naming.sweep_name(spec.name, profile, sweep_id)) | sized
         studies = None
         if study_url is not None:
             from sweeps.studies import create_studies
@@ -189,12 +198,15 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         raise ConfigError("spec", f"the spec as sweep {record.ref.sweep_id} resolved it "
                           f"(sha256 {record.spec_sha256[:12]}); the code now resolves it "
                           "differently, so start a new sweep", spec.sha256[:12])
+    spec = pack_size.recorded(spec, tracker.call(tracker.client.get_run,
+                                                 record.ref.parent_run_id).data.tags)
     study_url = _study_url(spec, optuna_storage, uri)
     tracker.discard_unfinished(record.ref)
     values = {run.data.tags[tracking.TRIAL_KEY]: tracking.metric_value(
         tracking.stored_result(run).summary, spec.metric)
         for run in tracker.configurations(record.ref)}
     plan = build_plan(spec, values)
+    preflight.check_data(spec, address, finished=values)
     studies = None
     if study_url is not None:
         from sweeps.studies import resume_studies

@@ -33,6 +33,7 @@ import optuna
 from ray.tune import Callback
 from ray.tune.search import Searcher
 
+from sweeps.naming import optuna_name
 from sweeps.plan import Member, Plan
 from sweeps.spec import trial_key
 from sweeps.studies import KEY_ATTR, REPEAT_ATTR, Studies
@@ -98,8 +99,9 @@ class SweepSearcher(Searcher):
             self._unstarted.add(trial_id)
             self.n_suggested += 1
             return {"members": [
-                Member(key, {**cell.params, **asked.params}, cell.index,
-                       dict(asked.params)).to_dict() for asked, key in batch]}
+                Member(key, {**cell.params, **asked.params}, cell.index, dict(asked.params),
+                       optuna_name({**cell.params, **asked.params}, self.plan.varying,
+                                   key)).to_dict() for asked, key in batch]}
         return Searcher.FINISHED
 
     def _ask(self, cell: _Cell) -> list[tuple[Any, str]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -57,6 +58,25 @@ class Progress:
         if (self.best is None or (value > self.best if self.mode == "max"
                                   else value < self.best)):
             self.best = float(value)
+
+
+FALLBACK_SIZE = (80, 24)
+"""Columns and lines of a progress bar's terminal where the terminal reports none."""
+
+
+def bar_columns(stream: Any) -> dict[str, Any]:
+    """``tqdm``'s size settings for a bar on ``stream``: follow the terminal's width as it
+    changes, or :data:`FALLBACK_SIZE` where the terminal reports a zero size (a
+    pseudo-terminal without one, as ``script`` or ``docker exec -t`` may give), on which
+    ``tqdm`` would draw nothing."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return {"dynamic_ncols": True}  # not a file descriptor (a test's stream)
+    if size.columns and size.lines:
+        return {"dynamic_ncols": True}
+    columns, lines = FALLBACK_SIZE
+    return {"ncols": size.columns or columns, "nrows": size.lines or lines}
 
 
 def duration(seconds: float) -> str:

@@ -68,56 +68,135 @@ SUBMIT_EXCLUDES = ["/ortho-runs/", "/.git/", "/data/", "*.egg-info/", "__pycache
 a folder at the checkout's root, so that ``/data/`` leaves ``ortho_core/data/`` in)."""
 
 
+HELP = {
+    "sweep": """\
+Run a spec's sweep: every configuration the spec lists for a profile, trained on Ray and
+tracked in MLflow (one run per configuration). Follow it live, check it later with status,
+and continue it after an interruption with resume.""",
+    "run": """\
+Run a sweep of a spec here and show its progress: configurations done, running and failed,
+the best value of the spec's metric so far, time elapsed and left (a bar on a terminal, a
+line every few seconds elsewhere).
+
+Without --address it runs on a Ray started here, reachable from this machine only, and
+tracks into ./ortho-runs/mlflow.db. Ctrl-C stops it; "ortho sweep resume" continues it.
+
+Exit status: 0 when every configuration ended, 1 when some failed (resume retries them),
+2 for bad input, 130 when interrupted.""",
+    "submit": """\
+Run a sweep as a job on a Ray cluster: the spec is checked here, this checkout is sent as
+the job's working directory, and the job's output is followed here until it ends (or not,
+with --no-wait; the job goes on either way).
+
+Paths given to the job are the cluster's: --home, --storage, --data-dir and --python name
+places on its nodes. The tracking URI reaches the job in its environment, not on its command
+line, and is printed with its password masked. A cluster with token authentication is
+reached as "ray job" reaches it (RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or
+~/.ray/auth_token).
+
+Exit status: 0 when the job succeeded, 1 when it failed, 2 for bad input.""",
+    "resume": """\
+Continue an interrupted sweep with its own spec and profile: configurations that finished
+are kept, those that failed or never ended are trained again. A sweep whose driver still
+runs is refused unless --force is given.
+
+Exit status as for "ortho sweep run".""",
+    "status": """\
+Show where a sweep stands, from MLflow alone (no Ray is started): configurations done,
+running and failed, the best value of its metric, time elapsed and left, and how many
+configurations ended each way.""",
+}
+"""What ``--help`` of ``ortho sweep`` and of each of its actions says (user text)."""
+
+EXAMPLES = {
+    "sweep": "ortho sweep run synthetic-max-length --profile smoke\n  ortho sweep status",
+    "run": "ortho sweep run synthetic-max-length --profile smoke",
+    "submit": "ortho sweep submit synthetic-max-length --address http://HEAD:8265 "
+              "--tracking-uri postgresql://USER@DBHOST/mlflow",
+    "resume": "ortho sweep resume            # the latest unfinished sweep\n"
+              "  ortho sweep resume 20261121-070102-ab12",
+    "status": "ortho sweep status            # the latest sweep",
+}
+"""The example ``--help`` of ``ortho sweep`` and of each of its actions ends with."""
+
+SPEC_HELP = ("a shipped spec's name, e.g. synthetic-max-length (a wrong name lists them), or "
+             "a spec YAML file")
+
+
+def _help(name: str) -> dict[str, Any]:
+    """The ``add_parser`` arguments that give ``name``'s ``--help`` its text and example."""
+    return {"description": HELP[name], "epilog": "Example:\n  " + EXAMPLES[name],
+            "formatter_class": argparse.RawDescriptionHelpFormatter}
+
+
+def _positive_int(text: str) -> int:
+    """An ``--max-concurrent`` value: an integer >= 1 (Tune refuses others only once Ray
+    runs)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 (got {text!r})")
+    return value
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``ortho sweep`` and its four commands to the ``ortho`` parser."""
     parser = sub.add_parser("sweep", help="run, submit, resume or inspect a sweep",
-                            description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+                            **_help("sweep"))
     commands = parser.add_subparsers(dest="sweep_command", required=True, metavar="ACTION")
 
     def where(p: argparse.ArgumentParser, address: bool = True) -> None:
         if address:
-            p.add_argument("--address", help="an existing Ray cluster (auto inside a Ray job); "
-                           "default: an embedded Ray on 127.0.0.1")
-        p.add_argument("--tracking-uri", help="MLflow tracking URI (default: "
-                       "$ORTHO_TRACKING_URI, else sqlite:///HOME/mlflow.db)")
-        p.add_argument("--home", help="where the embedded store and Tune state live "
-                       "(default: $ORTHO_HOME, else ./ortho-runs)")
+            p.add_argument("--address", help="a running Ray cluster to use, e.g. "
+                           "HEAD:6379, or auto inside a Ray job (default: a Ray started here, on "
+                           "127.0.0.1 only)")
+        p.add_argument("--tracking-uri", metavar="URI", help="the MLflow tracking URI "
+                       "(default: $ORTHO_TRACKING_URI, else sqlite:///HOME/mlflow.db)")
+        p.add_argument("--home", metavar="DIR", help="where the local store and Ray Tune's "
+                       "state live (default: $ORTHO_HOME, else ./ortho-runs)")
 
     def tune_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--storage", help="Tune's own state: a path (default HOME/ray) or an "
-                       "object store URI such as s3://bucket/ray, passed unchanged; only the "
-                       "driver writes it, so it need not be shared")
-        p.add_argument("--max-concurrent", type=int, metavar="N",
-                       help="at most N trials at once (default: as resources allow)")
+        p.add_argument("--storage", metavar="PATH|URI", help="where Ray Tune keeps its "
+                       "state: a folder or an object store URI such as s3://bucket/ray "
+                       "(default HOME/ray; only this machine writes it)")
+        p.add_argument("--max-concurrent", type=_positive_int, metavar="N",
+                       help="at most N trials (packs of configurations) at once (default: "
+                       "as many as the resources allow)")
         p.add_argument("--optuna-storage", metavar="URL",
-                       help="the Optuna cells' studies (default: $ORTHO_OPTUNA_STORAGE, else "
-                       "sqlite:///HOME/optuna.db beside an embedded store; required with "
-                       "any other tracking URI)")
+                       help="the database of the spec's Optuna searches (default: "
+                       "$ORTHO_OPTUNA_STORAGE, else sqlite:///HOME/optuna.db with the local "
+                       "store; required with any other tracking URI)")
 
-    run = commands.add_parser("run", help="run a sweep")
-    run.add_argument("spec", help="a shipped spec's name or a path to a spec YAML")
+    run = commands.add_parser("run", help="run a sweep here", **_help("run"))
+    run.add_argument("spec", help=SPEC_HELP)
     run.add_argument("--profile", default=DEFAULT_PROFILE,
                      help=f"smoke, cpu or paper (default {DEFAULT_PROFILE})")
     where(run)
     tune_options(run)
     run.set_defaults(func=cmd_run)
 
-    submit = commands.add_parser("submit", help="run a sweep as a Ray job on a cluster")
-    submit.add_argument("spec", help="a shipped spec's name or a spec YAML in this checkout")
+    submit = commands.add_parser("submit", help="run a sweep as a Ray job on a cluster",
+                                 **_help("submit"))
+    submit.add_argument("spec", help=SPEC_HELP + " in this checkout")
     submit.add_argument("--address", required=True,
                         help="the cluster's job API, e.g. http://HEAD:8265")
     submit.add_argument("--profile", default=DEFAULT_PROFILE,
                         help=f"smoke, cpu or paper (default {DEFAULT_PROFILE})")
-    submit.add_argument("--tracking-uri", help="MLflow tracking URI the cluster reaches "
+    submit.add_argument("--tracking-uri", metavar="URI", help="the MLflow tracking URI, as "
+                        "the cluster reaches it "
                         "(default: $ORTHO_TRACKING_URI, else SQLite under HOME on the head)")
-    submit.add_argument("--home", default="~/ortho-runs",
-                        help="HOME on the cluster's head node (default ~/ortho-runs)")
-    submit.add_argument("--storage", help="Tune's own state on the cluster: a path on the "
-                        "head (default HOME/ray) or an object store URI such as s3://bucket/ray")
+    submit.add_argument("--home", default="~/ortho-runs", metavar="DIR",
+                        help="where the local store and Ray Tune's state live on the "
+                        "cluster's head node (default ~/ortho-runs)")
+    submit.add_argument("--storage", metavar="PATH|URI", help="where Ray Tune keeps its "
+                        "state: a folder on the head or an object store URI such as "
+                        "s3://bucket/ray (default HOME/ray)")
     submit.add_argument("--optuna-storage", metavar="URL",
-                        help="the Optuna cells' studies, as the head reaches them (default: "
-                        "$ORTHO_OPTUNA_STORAGE, else optuna.db beside an embedded store)")
+                        help="the database of the spec's Optuna searches, as the head "
+                        "reaches it (default: $ORTHO_OPTUNA_STORAGE, else HOME/optuna.db "
+                        "beside a local store)")
     submit.add_argument("--data-dir", metavar="DIR",
                         help="the datasets' folder on the cluster's nodes (absolute or under "
                         "~), passed to the job as ORTHO_DATA_DIR (default: the nodes' own "
@@ -130,7 +209,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="print the job id and return instead of following its logs")
     submit.set_defaults(func=cmd_submit)
 
-    resume = commands.add_parser("resume", help="continue an interrupted sweep")
+    resume = commands.add_parser("resume", help="continue an interrupted sweep",
+                                 **_help("resume"))
     resume.add_argument("sweep", nargs="?", help="sweep id (default: the latest unfinished)")
     resume.add_argument("--force", action="store_true",
                         help="resume even a sweep whose driver still runs (its runs in flight "
@@ -139,7 +219,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     tune_options(resume)
     resume.set_defaults(func=cmd_resume)
 
-    status = commands.add_parser("status", help="show a sweep's progress")
+    status = commands.add_parser("status", help="show a sweep's progress",
+                                 **_help("status"))
     status.add_argument("sweep", nargs="?", help="sweep id (default: the latest)")
     where(status, address=False)
     status.set_defaults(func=cmd_status)

@@ -3,9 +3,16 @@ trained in this process without Ray or MLflow.
 
 A ``--set`` value with commas makes a pack: ``--set lr=0.1,0.01 --set variant=open,oinit``
 trains the four combinations together (DESIGN.md "Packs"). Progress goes to stderr while
-training (a live counter on a terminal, a line every few seconds elsewhere); the summary
-(or, with ``--json``, a JSON document) goes to stdout. ``--keys`` prints the experiment's
-config keys as a table.
+training (:class:`ProgressPrinter`: a bar for the pack on a terminal, a line every few
+seconds elsewhere, then how many members ended each way); the summary
+(or, with ``--json``, a JSON document) goes to stdout, each member named from the ``--set``
+keys in the papers' symbols (``OINIT α=0.01``). ``--keys`` prints the experiment's config keys
+as a table.
+
+One member's failure never ends the pack (:mod:`ortho_core.experiments.isolation`): an
+``oinit`` member whose pre-training does not converge ends ``failed`` with its error while
+the others train. The exit status is 0 when every member trained, 1 when some failed (named
+on stderr; their errors are in the summary or the JSON), 2 for bad input.
 """
 
 from __future__ import annotations
@@ -13,16 +20,20 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import shutil
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ortho_core import experiments
 from ortho_core.config import check_pack, field_docs, from_dict, to_dict
 from ortho_core.errors import ConfigError
-from ortho_core.reporting import Report, Result
+from ortho_core.experiments.isolation import train_isolated
+from ortho_core.reporting import Outcome, Report, Result
+from sweeps.naming import run_name
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -38,16 +49,38 @@ MEANING_WIDTH = 40
 """Narrowest the meaning column of ``--keys`` is wrapped to (wider on a wide terminal)."""
 
 
+HELP = """\
+Train one configuration of an experiment, or a pack of them at once, in this process (no
+Ray, no MLflow). Progress goes to stderr: a bar on a terminal, a line every few seconds
+elsewhere. Each configuration's outcome (solved, unsolved, diverged or failed) and results
+go to stdout.
+
+Settings not given keep their defaults (--keys lists them). A value with commas makes a
+pack: every combination is trained, e.g. --set lr=0.1,0.01 --set variant=open,oinit trains
+four configurations. A configuration that fails does not stop the others.
+
+Exit status: 0 when every configuration trained, 1 when some failed, 2 for bad input."""
+"""What ``ortho train --help`` says (user text)."""
+
+HELP_EXAMPLES = """\
+Examples:
+  ortho train synthetic --keys
+  ortho train synthetic --set protocol=fixed --set seq_len=10 --set variant=plain,oinit"""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``ortho train`` to the ``ortho`` parser."""
-    p = sub.add_parser("train", help="train one configuration or pack in this process",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser("train", help="train one configuration or a pack of them here",
+                       description=HELP, epilog=HELP_EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("experiment", help="one of: " + ", ".join(experiments.EXPERIMENTS))
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="set a config key; comma-separated values make a pack")
-    p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+                   help="set a setting (repeatable); comma-separated values make a pack "
+                   "(default: the experiment's defaults, see --keys)")
+    p.add_argument("--json", action="store_true",
+                   help="print the results as JSON on stdout instead of text")
     p.add_argument("--keys", action="store_true",
-                   help="list the experiment's config keys with defaults and meaning, then exit")
+                   help="list the experiment's settings with defaults and meaning, then exit")
     p.set_defaults(func=run)
 
 
@@ -67,8 +100,14 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, list[str]]:
 
 def build_pack(experiment: str, pairs: Sequence[str]) -> tuple[Any, list[Any]]:
     """The experiment module and its validated pack (the cartesian product of ``--set`` lists)."""
+    from sweeps.spec.profiles import MAX_PACK_SIZE
+
     module = experiments.get(experiment)
     overrides = parse_overrides(pairs)
+    size = math.prod(len(values) for values in overrides.values())
+    if size > MAX_PACK_SIZE:
+        raise ConfigError("--set", f"a pack of at most {MAX_PACK_SIZE} configurations (the "
+                          "product of the comma-separated lists)", size)
     keys = list(overrides)
     configs = [from_dict(module.Config, dict(zip(keys, combo, strict=True)))
                for combo in itertools.product(*overrides.values())]
@@ -77,33 +116,46 @@ def build_pack(experiment: str, pairs: Sequence[str]) -> tuple[Any, list[Any]]:
 
 
 class ProgressPrinter:
-    """A reporter that shows the latest report on ``stream`` (default stderr): a ``tqdm``
-    counter of steps with the report's metrics on a terminal (``tqdm`` decides, as with its
-    ``disable=None``), else one plain line at most every ``interval`` seconds (the first
-    report at once), so that logs stay short. :meth:`close` takes the counter away."""
+    """The progress of a pack of ``n_members`` configurations on ``stream`` (default stderr)
+    while it trains: on a terminal (``tqdm`` decides, as with its ``disable=None``) a bar
+    counting steps, with the members that diverged so far (their latest report holds a NaN
+    or an infinite value) and the latest report's metrics; elsewhere the same as one plain
+    line at most every ``interval`` seconds (the first report at once), so that logs stay
+    short. :meth:`close` takes the bar away; :meth:`ended` prints how the members ended (a
+    trainer reports no member's end before the pack's, so solved and done are counted then).
+    """
 
     def __init__(self, n_members: int, stream: TextIO | None = None,
                  interval: float = LINE_INTERVAL) -> None:
         from tqdm import tqdm
+
+        from sweeps.status import bar_columns
 
         self.n_members = n_members
         self.stream = stream or sys.stderr
         self.interval = interval
         self.start = time.monotonic()
         self._last = -float("inf")
-        bar = tqdm(unit="step", file=self.stream, dynamic_ncols=True, leave=False,
-                   miniters=0, disable=None)
+        self._diverged: set[int] = set()
+        desc = f"pack of {n_members}" if n_members > 1 else None
+        bar = tqdm(desc=desc, unit="step", file=self.stream, leave=False, miniters=0,
+                   disable=None, **bar_columns(self.stream))
         self.bar: tqdm | None = None if bar.disable else bar
-        """The counter on a terminal; None where lines are printed instead."""
+        """The bar on a terminal; None where lines are printed instead."""
 
     def _shown(self, report: Report) -> str:
         keys = [k for k in PROGRESS_KEYS if k in report.metrics]
         keys = keys or list(report.metrics)[:PROGRESS_WIDTH]
         shown = " ".join(f"{k}={report.metrics[k]:.4g}" for k in keys)
+        diverged = f"{len(self._diverged)} diverged, " if self._diverged else ""
         who = f"member {report.member}/{self.n_members} " if self.n_members > 1 else ""
-        return who + shown
+        return diverged + who + shown
 
     def __call__(self, report: Report) -> None:
+        if all(math.isfinite(v) for v in report.metrics.values()):
+            self._diverged.discard(report.member)
+        else:
+            self._diverged.add(report.member)
         if self.bar is not None:
             self.bar.set_postfix_str(self._shown(report), refresh=False)
             self.bar.update(max(0, report.step - self.bar.n))
@@ -116,9 +168,17 @@ class ProgressPrinter:
               file=self.stream, flush=True)
 
     def close(self) -> None:
-        """End the counter (nothing to do for lines)."""
+        """Take the bar away (nothing to do for lines)."""
         if self.bar is not None:
             self.bar.close()
+
+    def ended(self, results: Sequence[Result]) -> None:
+        """Print how many configurations ended each way (``4 configuration(s) done in
+        8.7 s: 3 solved, 1 diverged``)."""
+        counts = Counter(r.outcome for r in results)
+        parts = [f"{counts[o]} {o.value}" for o in Outcome if counts[o]]
+        print(f"{len(results)} configuration(s) done in {time.monotonic() - self.start:.1f} s: "
+              + ", ".join(parts), file=self.stream, flush=True)
 
 
 def _varying(configs: Sequence[Any]) -> list[str]:
@@ -127,14 +187,26 @@ def _varying(configs: Sequence[Any]) -> list[str]:
     return [k for k in rows[0] if any(r[k] != rows[0][k] for r in rows[1:])]
 
 
-def summary_text(experiment: str, configs: Sequence[Any], results: Sequence[Result],
-                 seconds: float) -> str:
-    """A human summary: one block per member with its distinguishing keys and results."""
+def member_names(configs: Sequence[Any], keys: Sequence[str] | None = None) -> list[str]:
+    """Each member's name (:func:`sweeps.naming.run_name`, the papers' symbols) from the
+    ``--set`` ``keys``: those that differ across a pack, all of them for one configuration;
+    without ``keys``, the config keys that differ across the pack."""
     varying = _varying(configs)
+    named = varying if keys is None else (
+        [k for k in keys if k in varying] if len(configs) > 1 else list(keys))
+    return [run_name(to_dict(c), named) for c in configs]
+
+
+def summary_text(experiment: str, configs: Sequence[Any], results: Sequence[Result],
+                 seconds: float, keys: Sequence[str] | None = None) -> str:
+    """A human summary: one block per member, named from the ``--set`` ``keys``
+    (:func:`member_names`), with its results."""
     lines = [f"ortho train {experiment}: {len(configs)} configuration(s) in {seconds:.1f} s"]
-    for i, (cfg, res) in enumerate(zip(configs, results, strict=True)):
-        label = ", ".join(f"{k}={getattr(cfg, k)}" for k in varying) or "configuration"
-        lines.append(f"  [{i}] {label}: {res.outcome.value}")
+    names = member_names(configs, keys)
+    for i, (name, res) in enumerate(zip(names, results, strict=True)):
+        lines.append(f"  [{i}] {name}: {res.outcome.value}")
+        if res.error is not None:
+            lines.append(f"      error: {res.error.strip().splitlines()[-1]}")
         lines.extend(f"      {k} = {v:.6g}" if isinstance(v, float) else f"      {k} = {v}"
                      for k, v in res.summary.items())
     return "\n".join(lines)
@@ -163,15 +235,23 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     progress = ProgressPrinter(len(configs))
     try:
-        results = module.train(configs, progress)
+        results = train_isolated(module.train, configs, progress)
     finally:
         progress.close()
+    progress.ended(results)
     seconds = time.monotonic() - started
+    keys = list(parse_overrides(args.overrides))
     if args.json:
-        doc = [{"config": to_dict(c), "outcome": r.outcome.value, "summary": r.summary}
-               for c, r in zip(configs, results, strict=True)]
+        doc = [{"name": n, "config": to_dict(c), "outcome": r.outcome.value,
+                "summary": r.summary} | ({"error": r.error} if r.error is not None else {})
+               for n, c, r in zip(member_names(configs, keys), configs, results, strict=True)]
         json.dump(doc, sys.stdout, indent=2)
         print()
     else:
-        print(summary_text(args.experiment, configs, results, seconds))
-    return 0
+        print(summary_text(args.experiment, configs, results, seconds, keys))
+    failed = [str(i) for i, r in enumerate(results) if r.outcome is Outcome.FAILED]
+    if failed:
+        print(f"ortho train: {len(failed)} of {len(results)} configuration(s) failed "
+              f"(member {', '.join(failed)}; their errors are in the output above)",
+              file=sys.stderr)
+    return 1 if failed else 0

@@ -11,7 +11,12 @@ a trial never opens the tracking store itself.
 Endings:
 
 - the trainer returns: each run gets its summaries, metrics CSV and outcome (FINISHED);
-- the trainer raises: each run gets ``traceback.txt`` and outcome ``failed`` (FAILED), and
+  a member that failed alone (:mod:`ortho_core.experiments.isolation`: one member's
+  failure never ends its pack) gets ``traceback.txt``, its metrics CSV and outcome
+  ``failed`` (FAILED) while the others finish, and the trial ends normally (the error is
+  the member's, so a retry of the trial would not help; a resume retries it);
+- the pack raises (an error that is not one member's): each run gets ``traceback.txt``
+  and outcome ``failed`` (FAILED), and
   the error is re-raised so that Tune retries the trial up to ``max_failures`` (a retry
   replaces the failed runs);
 - the scheduler stops the trial (Tune ends the thread from inside ``ray.tune.report`` with
@@ -47,8 +52,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ortho_core.config import from_dict, to_dict
-from ortho_core.reporting import Report, Result
-from sweeps import tracking
+from ortho_core.experiments.isolation import train_isolated
+from ortho_core.reporting import Outcome, Report, Result
+from sweeps import contract, tracking
 from sweeps.tracking import SweepRef
 from sweeps.writer import MetricRow, RemoteTracker
 
@@ -185,6 +191,8 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> None:
         tags = {**node, tracking.CELL: str(member["cell"])}
         if member.get("optuna") is not None:
             tags[tracking.OPTUNA_PARAMS] = json.dumps(member["optuna"])
+        if member.get("name"):
+            tags[contract.RUN_NAME] = member["name"]
         claim = tracker.claim(context.sweep, member["key"], to_dict(cfg), tags)
         results.append(claim.stored)
         if claim.stored is None:
@@ -194,7 +202,7 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> None:
     if todo:
         recorder = Recorder(tracker, run_ids, context)
         try:
-            trained = module.train([configs[i] for i in todo], recorder)
+            trained = train_isolated(module.train, [configs[i] for i in todo], recorder)
             ended = list(zip(todo, run_ids, trained, strict=True))
         except SystemExit:
             raise  # stopped by the scheduler: the driver ends the runs (the actor may go now)
@@ -211,12 +219,16 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> None:
             raise
         recorder.flush()
         for j, (i, run_id, result) in enumerate(ended):
-            tracker.finish(run_id, result, recorder.last_step(j), recorder.rows[j])
+            if result.outcome is Outcome.FAILED:
+                tracker.fail(run_id, result.error or "", recorder.rows[j])
+            else:
+                tracker.finish(run_id, result, recorder.last_step(j), recorder.rows[j])
             results[i] = result
         forwarded = recorder.last_forwarded
     values = [tracking.metric_value(r.summary, context.metric) for r in results if r]
     final = {context.metric: best(values, context.mode), "configs": len(members),
              "trained": len(todo), "done": True,
+             "configs_failed": sum(r is not None and r.outcome is Outcome.FAILED for r in results),
              "member_values": {m["key"]: best([tracking.metric_value(r.summary, context.metric)],
                                               context.mode)
                                for m, r in zip(members, results, strict=True) if r}}

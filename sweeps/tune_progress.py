@@ -4,7 +4,9 @@ plain line at a time elsewhere (CI logs, pipes), and the driver's heartbeat in M
 On a terminal (``tqdm`` decides, as with its ``disable=None``) the bar, below the line that
 names the sweep, shows its ``spec/profile``, configurations done of its total, failures,
 configurations running, the best metric so far, elapsed time and the time left at the
-average rate since this run started; a failed trial's error is written above the bar.
+average rate since this run started; a failed trial's error is written above the bar. A
+terminal that reports no size (a pseudo-terminal without one) gets a bar of
+:data:`~sweeps.status.FALLBACK_SIZE`, instead of none.
 Elsewhere :func:`sweeps.status.format_line` is printed when trials end (at most every
 ``min_interval`` seconds) and at least every ``print_every`` seconds. Counts are of
 configurations, not of Tune trials (a trial trains a pack of them).
@@ -25,7 +27,7 @@ from typing import Any, TextIO
 from ray.tune import Callback
 from tqdm import tqdm
 
-from sweeps.status import Progress, estimate, format_line, standing
+from sweeps.status import Progress, bar_columns, estimate, format_line, standing
 from sweeps.tracking import HEARTBEAT_SECONDS, redact
 
 BAR_REFRESH = 1.0
@@ -70,8 +72,8 @@ class ProgressCallback(Callback):
         self._printed_at = time.monotonic()
         self._changed = False
         bar = tqdm(total=progress.total, initial=progress.done, unit="config",
-                   desc=progress.label, file=self._out,
-                   smoothing=0, dynamic_ncols=True, leave=False, disable=None)
+                   desc=progress.label, file=self._out, smoothing=0, leave=False,
+                   disable=None, **bar_columns(self._out))
         self.bar: tqdm | None = None if bar.disable else bar
         """The bar on a terminal; None where lines are printed instead."""
 
@@ -84,15 +86,17 @@ class ProgressCallback(Callback):
         heartbeat (which holds the tracker) stay here."""
         return {**self.__dict__, "stream": None, "beat": None, "bar": None}
 
-    def _update(self, trials: list[Any]) -> None:
+    def _update(self, trials: list[Any], ended: Any = None) -> None:
         p = self.progress
-        p.running = sum(_pack_size(t) for t in trials if t.status == "RUNNING")
+        p.running = sum(_pack_size(t) for t in trials
+                        if t.status == "RUNNING" and t is not ended)
         p.elapsed = time.monotonic() - self.start
         p.eta = estimate(p.done - self.done_before, p.elapsed, p.total - p.done)
 
-    def print_line(self, trials: list[Any]) -> None:
-        """Show the current state now: redraw the bar, or print the line."""
-        self._update(trials)
+    def print_line(self, trials: list[Any], ended: Any = None) -> None:
+        """Show the current state now: redraw the bar, or print the line. ``ended`` is a
+        trial that has just ended, which Tune still lists as running."""
+        self._update(trials, ended)
         p = self.progress
         if self.bar is not None:
             self.bar.n = p.done
@@ -115,11 +119,12 @@ class ProgressCallback(Callback):
         if "configs" not in result:
             self.stopped_early += [m["key"] for m in trial.config.get("members", ())]
         self.progress.done += int(result.get("configs", _pack_size(trial)))
+        self.progress.failed += int(result.get("configs_failed", 0))
         self.progress.offer(result.get(self.progress.metric))
         self.trials_ended += 1
         self._changed = True
         if self.bar is not None:
-            self.print_line(trials)
+            self.print_line(trials, ended=trial)
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any,
                        **info: Any) -> None:
@@ -134,7 +139,7 @@ class ProgressCallback(Callback):
         self.trials_ended += 1
         self._changed = True
         if self.bar is not None:
-            self.print_line(trials)
+            self.print_line(trials, ended=trial)
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         now = time.monotonic()

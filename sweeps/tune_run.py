@@ -24,12 +24,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from sweeps import tracking
+from sweeps import contract, tracking
 from sweeps.plan import Plan
+from sweeps.ray_session import no_credentials_to_trials
 from sweeps.spec import ResolvedSpec
 from sweeps.status import Progress
 from sweeps.trial import TrialContext, run_trial
-from sweeps.writer import launch_writer
+from sweeps.writer import drain_writer, launch_writer
 
 if TYPE_CHECKING:
     from sweeps.studies import Studies
@@ -135,7 +136,9 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
                                     {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
     searcher = SweepSearcher(plan, spec.metric, spec.mode, studies)
     tracker = tracking.tracker(uri)
-    callback = ProgressCallback(progress, stream, beat=lambda: tracker.heartbeat(ref))
+    # the heartbeat goes through the writer: an outage must not stall Tune's loop
+    callback = ProgressCallback(progress, stream,
+                                beat=lambda: context.writer.heartbeat.remote(ref))
     tuner = tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(
@@ -148,10 +151,12 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
             failure_config=tune.FailureConfig(max_failures=spec.max_failures)))
     try:
         writer_ready()
-        with _staging(staged_trials(plan.n_tune_trials, max_concurrent)):
+        with (_staging(staged_trials(plan.n_tune_trials, max_concurrent)),
+              no_credentials_to_trials()):
             tuner.fit()
     finally:
         callback.close()
+    drain_writer(context.writer, stream)  # what an outage held reaches the store first
     end_stopped_runs(tracker, ref, callback.stopped_early)
     return not searcher.exhausted or callback.trials_ended < searcher.n_suggested
 
@@ -171,16 +176,29 @@ def end_stopped_runs(tracker: tracking.Tracker, ref: tracking.SweepRef,
                            rows[-1][0] if rows else 0, rows, {tracking.STOPPED_EARLY: "true"})
 
 
+LOST = ("The trial ended without ending this run: its Ray actor or node died while it "
+        "trained this configuration (attempt {attempt}), and the spec's max_failures allowed "
+        "no further retry; see the Ray logs. `ortho sweep resume` trains it again.")
+"""The ``traceback.txt`` of a run whose trial was lost (:func:`backfill_failures`)."""
+
+
 def backfill_failures(tracker: tracking.Tracker, ref: tracking.SweepRef, plan: Plan,
                       run_tags: Mapping[str, str]) -> None:
-    """Give a ``failed`` run (tagged ``run_tags``) to every grid configuration of ``plan``
-    that has none after a completed Tune run (a trial that died outside the trainer, e.g. a
-    lost actor)."""
-    tracked = {r.data.tags.get(tracking.TRIAL_KEY) for r in tracker.configurations(ref)}
+    """After a completed Tune run, when no trial runs any more: end as ``failed`` every run
+    still RUNNING (its trial died outside the trainer, with its actor or node, and was not
+    retried: :data:`LOST`), and give a ``failed`` run (tagged ``run_tags``) to every grid
+    configuration of ``plan`` that has none (a trial that died before it claimed it)."""
+    runs = tracker.configurations(ref)
+    for run in runs:
+        if run.info.status == "RUNNING":
+            tracker.fail(run.info.run_id, LOST.format(
+                attempt=run.data.tags.get(tracking.ATTEMPT, "1")))
+    tracked = {r.data.tags.get(tracking.TRIAL_KEY) for r in runs}
     for pack in plan.packs:
         for m in pack:
             if m.key not in tracked:
                 claim = tracker.claim(ref, m.key, m.params,
-                                      {**run_tags, tracking.CELL: str(m.cell)})
+                                      {**run_tags, tracking.CELL: str(m.cell),
+                                       contract.RUN_NAME: m.name or m.key})
                 tracker.fail(claim.run_id, "The trial ended without training this "
                              "configuration (its Ray actor failed); see the Ray logs.")

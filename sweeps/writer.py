@@ -15,32 +15,78 @@ starts on its own node (:func:`start_writer`: hard node affinity, no CPU), where
   run of one configuration, whatever the store;
 - a tracking outage touches one process.
 
-Calls keep a trial's order (a Ray actor runs one caller's tasks in the order they were
-sent). Metrics go out without waiting (:meth:`RemoteTracker.log_metrics`), at most one batch
-of a trial in flight, so a trial trains while its last batch is written and a slow store
-slows it down rather than letting batches pile up; claims and endings wait for the writer,
-and for every batch sent before them.
+Every write goes through the writer's outbox (:mod:`sweeps.tracking.outbox`), applied
+one at a time in the order it arrived; a trial has at most one call in flight (each waits
+for the one before it), so its writes keep its order. Metrics go out without waiting
+(:meth:`RemoteTracker.log_metrics`): the trial trains while its last batch is written, and
+a slow store slows it down rather than letting batches pile up. Claims wait until they are
+applied; endings until they are applied or held. During an outage of a tracking server the
+outbox holds what the trials send, in order, and sends it when the server is back, so trials
+keep training and a claim waits for the server (up to the outbox's limit,
+``$ORTHO_TRACKING_OUTAGE_S``, 10 minutes by default; beyond it, see the outbox's docstring).
+The driver drains the outbox before it reads the runs back (:func:`drain_writer`).
+
+A write tried again after an attempt that may have reached the server is sent so that
+nothing is applied twice: a metric batch (one ``log_batch``, which MLflow applies whole or
+not at all) only if the last of its values is not in the run's history yet
+(:meth:`TrackerActor.logged`); an ending only for the part not done yet
+(:meth:`TrackerActor.finish_again`). MLflow's own retries are off in the writer's process
+(:data:`WRITER_HTTP_ENV`), whose outbox retries instead: they would re-send a request whose
+answer was lost without that check, and block every trial for minutes.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, TextIO
 
 from ortho_core.reporting import Result
-from sweeps import tracking
+from sweeps import contract, tracking
+from sweeps.tracking.layout import BATCH
+from sweeps.tracking.outbox import RETRY_MAX_S, Limits, Outbox, Write
 from sweeps.tracking.records import Claim, SweepRef
 
 MetricRow = tuple[str, float, int, int]
 """One metric value as a trial sends it: name, value, timestamp (ms), step."""
 
+WRITER_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "60"}
+"""MLflow's HTTP settings in the writer's process (for a tracking server): no retries of its
+own (the outbox retries), and an attempt given up after a minute."""
+
+MAX_CALLERS = 256
+"""Calls the writer serves at once (trials waiting for their writes; more wait in line)."""
+
+
+def is_server(uri: str) -> bool:
+    """Whether ``uri`` names a tracking server (``http(s)://``), whose outages are waited
+    out, rather than a store the writer opens itself."""
+    return uri.startswith(("http://", "https://"))
+
+
+def _same(stored: float, sent: float) -> bool:
+    """Whether a value MLflow returns is the one sent (it stores NaN as a flag, infinities
+    as the largest finite floats)."""
+    if math.isnan(sent):
+        return math.isnan(stored)
+    if math.isinf(sent):
+        return abs(stored) >= sys.float_info.max and (stored > 0) == (sent > 0)
+    return stored == sent
+
 
 class TrackerActor:
     """The writer (a Ray actor, one per Tune run): a :class:`~sweeps.tracking.Tracker` of
-    ``uri``, reached by Ray calls."""
+    ``uri`` behind an :class:`~sweeps.tracking.outbox.Outbox` with ``limits``, reached by
+    Ray calls; ``http_env`` is set in its process first (:data:`WRITER_HTTP_ENV`)."""
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, limits: Limits | None = None,
+                 http_env: Mapping[str, str] | None = None) -> None:
+        os.environ.update(http_env or {})
         self.tracker = tracking.tracker(uri)
+        self.outbox = Outbox(limits or Limits(), outages=is_server(uri), mark_lost=self.mark_lost)
 
     def ready(self) -> str:
         """The node this writer runs on (once its store is open)."""
@@ -50,29 +96,87 @@ class TrackerActor:
 
     def claim(self, ref: SweepRef, key: str, params: Mapping[str, Any],
               tags: Mapping[str, str]) -> Claim:
-        """:meth:`~sweeps.tracking.Tracker.claim`."""
-        return self.tracker.claim(ref, key, params, tags)
+        """:meth:`~sweeps.tracking.Tracker.claim` (a claim tried again finds the run an
+        earlier attempt may have made and replaces it, as any claim does)."""
+        return self.outbox.call(Write(None, partial(self.tracker.claim, ref, key, params, tags)))
 
     def log_metrics(self, batches: Mapping[str, Sequence[MetricRow]]) -> None:
-        """Log each run's metric rows (run id -> rows)."""
+        """Log each run's metric rows (run id -> rows), in ``log_batch`` calls of at most
+        :data:`~sweeps.tracking.layout.BATCH` values."""
         from mlflow.entities import Metric
 
+        writes = []
         for run_id, rows in batches.items():
-            self.tracker.log_metrics(run_id, [Metric(*row) for row in rows])
+            metrics = [Metric(*row) for row in rows]
+            for i in range(0, len(metrics), BATCH):
+                chunk = metrics[i:i + BATCH]
+                writes.append(Write(run_id, partial(self.log_batch, run_id, chunk),
+                                    again=partial(self.log_batch_again, run_id, chunk),
+                                    values=len(chunk)))
+        self.outbox.put(writes)
+
+    def log_batch(self, run_id: str, metrics: Sequence[Any]) -> None:
+        """One ``log_batch`` of MLflow ``Metric`` entities."""
+        self.tracker.call(self.tracker.client.log_batch, run_id, metrics=list(metrics))
+
+    def logged(self, run_id: str, metric: Any) -> bool:
+        """Whether the run's history holds ``metric`` (same step, timestamp and value)."""
+        history = self.tracker.call(self.tracker.client.get_metric_history, run_id, metric.key)
+        return any(m.step == metric.step and m.timestamp == metric.timestamp
+                   and _same(m.value, metric.value) for m in history)
+
+    def log_batch_again(self, run_id: str, metrics: Sequence[Any]) -> None:
+        """:meth:`log_batch` unless an earlier attempt applied it (its last value is there:
+        a batch is applied whole or not at all)."""
+        if not self.logged(run_id, metrics[-1]):
+            self.log_batch(run_id, metrics)
 
     def finish(self, run_id: str, result: Result, step: int,
                rows: Sequence[tuple[int, Mapping[str, float]]]) -> None:
         """:meth:`~sweeps.tracking.Tracker.finish`."""
+        self.outbox.put([Write(run_id, partial(self.tracker.finish, run_id, result, step, rows),
+                               again=partial(self.finish_again, run_id, result, step, rows),
+                               calls=2)])
+
+    def finish_again(self, run_id: str, result: Result, step: int,
+                     rows: Sequence[tuple[int, Mapping[str, float]]]) -> None:
+        """The rest of a :meth:`finish` that may have got part way: nothing for a FINISHED
+        run; only its status once its outcome is set (the outcome and the summaries are one
+        ``log_batch``, the status the last call); all of it otherwise (its artifacts are
+        overwritten, not doubled)."""
+        run = self.tracker.call(self.tracker.client.get_run, run_id)
+        if run.info.status == "FINISHED":
+            return
+        if contract.OUTCOME in run.data.tags:
+            self.tracker.call(self.tracker.client.set_terminated, run_id, "FINISHED")
+            return
         self.tracker.finish(run_id, result, step, rows)
 
     def fail(self, run_id: str, error: str,
              rows: Sequence[tuple[int, Mapping[str, float]]] = ()) -> None:
-        """:meth:`~sweeps.tracking.Tracker.fail`."""
-        self.tracker.fail(run_id, error, rows)
+        """:meth:`~sweeps.tracking.Tracker.fail` (its calls overwrite: done twice, it is
+        done once)."""
+        self.outbox.put([Write(run_id, partial(self.tracker.fail, run_id, error, rows))])
 
     def kill(self, run_id: str) -> None:
         """:meth:`~sweeps.tracking.Tracker.kill`."""
-        self.tracker.kill(run_id)
+        self.outbox.put([Write(run_id, partial(self.tracker.kill, run_id))])
+
+    def heartbeat(self, ref: SweepRef) -> None:
+        """:meth:`~sweeps.tracking.Tracker.heartbeat` of the driver, in line with the trials'
+        writes (the driver does not wait for it: an outage holds it, not the driver)."""
+        self.outbox.put([Write(None, partial(self.tracker.heartbeat, ref))])
+
+    def mark_lost(self, run_id: str, why: str) -> None:
+        """Mark a run whose writes an outage cost as failed, saying why."""
+        self.tracker.fail(run_id, f"TrackingOutage: {why}, so writes of this run were dropped; "
+                          "`ortho sweep resume` trains it again.\n")
+
+    def drain(self, timeout: float | None = None) -> list[str]:
+        """Wait until every write is applied (at most ``timeout`` seconds, default the
+        outbox's outage limit and a little); what went wrong, one line each."""
+        limit = self.outbox.limits.outage_s + 2 * RETRY_MAX_S
+        return self.outbox.drain(limit if timeout is None else timeout)
 
 
 class StartingWriter:
@@ -101,15 +205,17 @@ class StartingWriter:
 def launch_writer(uri: str, name: str) -> StartingWriter:
     """Start the writer of ``uri`` on this process's node, named ``name`` in Ray's dashboard,
     without waiting for it: its process starts and opens the store while the driver goes on
-    (:meth:`StartingWriter.ready` waits, and raises its errors)."""
+    (:meth:`StartingWriter.ready` waits, and raises its errors). Its outage limits are this
+    process's (:meth:`~sweeps.tracking.outbox.Limits.from_env`: a bad value is a
+    ``ConfigError``)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     node = ray.get_runtime_context().get_node_id()
     actor = ray.remote(TrackerActor).options(
-        name=name, num_cpus=0, max_concurrency=1,
+        name=name, num_cpus=0, max_concurrency=MAX_CALLERS,
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
-    ).remote(uri)
+    ).remote(uri, Limits.from_env(), WRITER_HTTP_ENV if is_server(uri) else {})
     return StartingWriter(actor, node)
 
 
@@ -165,3 +271,12 @@ class RemoteTracker:
     def kill(self, run_id: str) -> None:
         """:meth:`TrackerActor.kill`."""
         self._call("kill", run_id)
+
+
+def drain_writer(actor: Any, stream: TextIO) -> None:
+    """Wait until the writer has applied every write (:meth:`TrackerActor.drain`), and print
+    to ``stream`` what went wrong, if anything (credentials masked)."""
+    import ray
+
+    for line in ray.get(actor.drain.remote()):
+        print(f"tracking: {tracking.redact(line)}", file=stream, flush=True)

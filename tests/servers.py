@@ -339,20 +339,26 @@ def _http_ok(url: str, headers: dict[str, str] | None = None) -> bool:
         return False
 
 
+def spawn_mlflow(port: int, directory: Path, backend_store_uri: str) -> subprocess.Popen[bytes]:
+    """Spawn ``mlflow server`` on 127.0.0.1:``port`` with one worker and no job runner,
+    tracking into ``backend_store_uri`` (passed in its environment, so that a password in it
+    never shows on a command line), artifacts and log under ``directory``."""
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+           "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_BACKEND_STORE_URI": backend_store_uri}
+    return _spawn([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1",
+                   "--port", str(port), "--artifacts-destination", str(directory / "artifacts"),
+                   "--workers", "1"], directory / "mlflow.log", env=env, cwd=directory)
+
+
 @contextmanager
 def start_mlflow(backend_store_uri: str) -> Iterator[MLflowServer]:
-    """``mlflow server`` on 127.0.0.1:<free port> with one worker and no job runner,
-    tracking into ``backend_store_uri``, artifacts in a temporary directory."""
+    """:func:`spawn_mlflow` on a free port, tracking into ``backend_store_uri``, artifacts in
+    a temporary directory; stopped and removed afterwards."""
     directory = Path(tempfile.mkdtemp(prefix="ortho-mlflow-"))
     port, log = free_port(), directory / "mlflow.log"
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-           "MLFLOW_DISABLE_TELEMETRY": "true"}
     processes = ProcessSet()
     try:
-        server = _spawn([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1",
-                         "--port", str(port), "--backend-store-uri", backend_store_uri,
-                         "--artifacts-destination", str(directory / "artifacts"),
-                         "--workers", "1"], log, env=env, cwd=directory)
+        server = spawn_mlflow(port, directory, backend_store_uri)
         processes.groups.add(server.pid)
         _wait_until(lambda: _http_ok(f"http://127.0.0.1:{port}/health"), "mlflow server",
                     alive=lambda: server.poll() is None, log=log)

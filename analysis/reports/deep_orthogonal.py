@@ -22,17 +22,48 @@ Rules, stated under the tables:
 
 from __future__ import annotations
 
+from analysis.claims import from_verdict
 from analysis.load import Histories, SweepRuns
+from analysis.published.nosarzewski import (
+    F1_HIDDEN,
+    F1_ORTH_DEPTH,
+    F1_ORTH_ERROR,
+    F1_RELU_MIN_ERROR,
+    F1_RELU_VANISH_DEPTH,
+    F3_SPREAD_LIMIT,
+    F4_HIDDEN,
+)
 from analysis.report import Report
 from analysis.reports.deep_orthogonal_figures import data_figure, f1_figure, f3_figure, f4_figure
-from analysis.reports.deep_orthogonal_tables import f1_table, f3_table, f4_table
+from analysis.reports.deep_orthogonal_tables import (
+    f1_cells,
+    f1_table,
+    f1_verdict,
+    f3_cells,
+    f3_table,
+    f3_verdict,
+    f4_rows,
+    f4_table,
+    f4_verdict,
+)
 
 
 def deep_orthogonal_report(runs: SweepRuns, histories: Histories | None) -> Report:
-    """Report of ``deep-orthogonal``: the N-F1, N-F3 and N-F4 tables; with histories, the
-    data, Fig. 1a, Fig. 3 and Fig. 4 figures."""
+    """Report of ``deep-orthogonal``: the N-F1, N-F3 and N-F4 tables and their claims (the
+    verdicts under the tables); with histories, the data, Fig. 1a, Fig. 3 and Fig. 4
+    figures."""
     figures = [] if histories is None else [
         data_figure(runs, histories), f1_figure(runs, histories), f3_figure(runs),
         f4_figure(runs, histories)]
+    claims = [
+        from_verdict("N-F1", f"ReLU nets of {F1_HIDDEN} hidden units err on more than "
+                     f"{F1_RELU_MIN_ERROR:g} % from depth {F1_RELU_VANISH_DEPTH}, the "
+                     f"{F1_ORTH_DEPTH}-layer orthogonal net on less (paper {F1_ORTH_ERROR:g} %)",
+                     f1_verdict(f1_cells(runs))),
+        from_verdict("N-F3", "Orth/ReLU nets whose gradients vary by at most "
+                     f"{F3_SPREAD_LIMIT[1]:g} orders of magnitude over the layers train more "
+                     "often than the others", f3_verdict(f3_cells(runs))),
+        from_verdict("N-F4", f"on MNIST with {F4_HIDDEN} hidden units the standard deep net "
+                     "cannot be trained, the orthogonal one learns", f4_verdict(f4_rows(runs)))]
     return Report(runs=runs, tables=[f1_table(runs), f3_table(runs), f4_table(runs)],
-                  figures=figures)
+                  figures=figures, claims=claims)

@@ -19,12 +19,15 @@ from analysis.published.nosarzewski import (
     F4_INTERNAL,
 )
 from analysis.report import provenance
-from analysis.tables import Cell, Table
+from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
+from sweeps import contract
 
-NAMES = {"relu": "ReLU", "orth": "orthogonal", "orth_relu": "Orth/ReLU"}
+NAMES = {v: contract.VARIANT_NAMES[v] for v in ("relu", "orth", "orth_relu")}
 """Variant -> name in tables."""
 TRAINED = 0.05
 """A net of N-F3 trains when its best training error is at most this."""
+F4_CLAIMS = {"relu": "untrainable", "orth": "cost and error decrease"}
+"""N-F4: what N §6.3 says of each net."""
 
 
 def _done(g: Group) -> pd.DataFrame:
@@ -99,6 +102,9 @@ def f1_table(runs: SweepRuns) -> Table:
         rows.append([NAMES[r["variant"]], int(r["layers"]), Cell(r["best"], ".1f", p),
                      Cell(r["median"], ".1f", p), Cell(r["spread"], ".1f", p), claim,
                      r["count"]])
+    if not (cells["variant"] == "orth").any():
+        rows.append([NAMES["orth"], F1_ORTH_DEPTH, OUTSIDE, OUTSIDE, OUTSIDE,
+                     f"{F1_ORTH_ERROR:g}", NOT_IN_PROFILE])
     notes = [f1_verdict(cells),
              "error %: best training error over evaluations, the lowest over seeds (median "
              "beside); spread: log10(max/min) of ‖∂J/∂a^[l]‖ over the layers at "
@@ -226,8 +232,10 @@ def f4_table(runs: SweepRuns) -> Table:
         rows.append([NAMES[variant], ", ".join(map(str, layers)), Cell(r["best"], ".1f", p),
                      Cell(r["median"], ".1f", p), Cell(r["train"], ".1f", p),
                      Cell(r["spread"], ".1f", p), Cell(r["baseline"], ".1f", p),
-                     "untrainable" if variant == "relu" else "cost and error decrease",
-                     g.count_text()])
+                     F4_CLAIMS[variant], g.count_text()])
+    for variant in [v for v in F4_CLAIMS if v not in rows_by]:
+        rows.append([NAMES[variant], OUTSIDE, *[OUTSIDE] * 5, F4_CLAIMS[variant],
+                     NOT_IN_PROFILE])
     notes = [f4_verdict(rows_by),
              "test error %: best over evaluations, lowest over seeds (median beside); train %: "
              "best training error on the evaluation images; spread: activation-gradient "

@@ -21,6 +21,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
+from analysis.claims import Claim, beats, evidence, judge, ordered
 from analysis.figures import Figure
 from analysis.groups import (
     baseline_level,
@@ -38,7 +39,7 @@ from analysis.published.manchev import (
     TABLE_IV_PENALTY,
 )
 from analysis.report import Report, provenance
-from analysis.tables import Cell, Table
+from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
 
 FF_MODELS: dict[str, str] = {"plain": "FF", "open": "FF+OPEN", "oinit": "FF+OINIT"}
 """Variant -> the paper's name of the feedforward model."""
@@ -86,6 +87,11 @@ def table_iii(runs: SweepRuns) -> Table:
         g = group(runs, {"variant": variant})
         best, pub = first_ranked(g.runs, ACCURACY), TABLE_III[variant]
         has_penalty = variant == "open"
+        if g.runs.empty and g.n_expected == 0:
+            rows.append([name, OUTSIDE, Cell(pub.accuracy, ".2f"), OUTSIDE, Cell(pub.lr, "g"),
+                         OUTSIDE if has_penalty else Cell(None), Cell(pub.penalty, "g"),
+                         OUTSIDE, NOT_IN_PROFILE])
+            continue
         rows.append([
             name, _percent(best, g.partial), Cell(pub.accuracy, ".2f"),
             Cell(None if best is None else best.get("params.lr"), "g", g.partial),
@@ -117,8 +123,8 @@ def table_iv(runs: SweepRuns) -> Table:
     for lr in sorted(set(TABLE_IV) | present, reverse=True):
         g = group(runs, {"variant": "open", "penalty": TABLE_IV_PENALTY, "lr": lr})
         if g.n_expected == 0 and g.runs.empty:
-            rows.append([format(lr, "g"), Cell(None), Cell(TABLE_IV.get(lr), ".2f"),
-                         Cell(None), "not in this profile"])
+            rows.append([format(lr, "g"), OUTSIDE, Cell(TABLE_IV.get(lr), ".2f"), OUTSIDE,
+                         NOT_IN_PROFILE])
             continue
         best = first_ranked(g.runs, ACCURACY)
         rows.append([format(lr, "g"), _percent(best, g.partial), Cell(TABLE_IV.get(lr), ".2f"),
@@ -170,7 +176,46 @@ def accuracy_curves(runs: SweepRuns, histories: Histories) -> Figure:
                         f"{sweep.spec} · {sweep.profile} · sweep {sweep.sweep_id}")
 
 
+def _best_percent(runs: SweepRuns, values: dict[str, object]) -> tuple[float | None, bool]:
+    """The best accuracy (%) of the configurations with ``values`` by Table III's rule, and
+    whether it rests on a partial group."""
+    g = group(runs, values)
+    best = first_ranked(g.runs, ACCURACY)
+    return _percent(best, g.partial).value, g.partial  # type: ignore[return-value]
+
+
+def ff_claims(runs: SweepRuns) -> list[Claim]:
+    """M-T3: FF+OPEN and FF+OINIT train where FF does not, and OPEN edges out OINIT; M-T4:
+    with λ = 1 the accuracy falls as α falls below 10⁻²."""
+    best = {name: _best_percent(runs, {"variant": v}) for v, name in FF_MODELS.items()}
+    acc = {name: b[0] for name, b in best.items()}
+    partial = any(b[1] for b in best.values())
+    pub = {name: TABLE_III[v].accuracy for v, name in FF_MODELS.items()}
+    claims = [
+        beats("M-T3", f"FF+OPEN and FF+OINIT beat FF in test accuracy (paper {pub['FF+OPEN']} "
+              f"and {pub['FF+OINIT']} % vs {pub['FF']} %)", acc, ["FF+OPEN", "FF+OINIT"], ["FF"],
+              unit=" %", partial=partial),
+        beats("M-T3", f"FF+OPEN beats FF+OINIT (paper {pub['FF+OPEN']} % vs "
+              f"{pub['FF+OINIT']} %)", acc, ["FF+OPEN"], ["FF+OINIT"], unit=" %",
+              partial=partial)]
+    rates = sorted(lr for lr in TABLE_IV if lr <= 1e-2)
+    measured = {lr: _best_percent(runs, {"variant": "open", "penalty": TABLE_IV_PENALTY,
+                                         "lr": lr}) for lr in rates}
+    shown = {f"α={lr:g}": m[0] for lr, m in measured.items() if m[0] is not None}
+    text = ("FF+OPEN with λ = 1: accuracy falls as α falls from 10⁻² to 10⁻⁵ (paper "
+            + " → ".join(f"{TABLE_IV[lr]:.2f}" for lr in reversed(rates)) + " %)")
+    if len(shown) < 2:
+        claims.append(judge("M-T4", text, None, "fewer than two of these α measured"
+                            + (f" ({evidence(shown, unit=' %')})" if shown else "")))
+    else:
+        claims.append(ordered("M-T4", text, shown, list(shown), unit=" %",
+                              partial=any(m[1] for m in measured.values() if m[0] is not None)))
+    return claims
+
+
 def ff_mnist_report(runs: SweepRuns, histories: Histories | None) -> Report:
-    """Report of ``ff-mnist``: Tables III and IV; with histories, the accuracy curves."""
+    """Report of ``ff-mnist``: Tables III and IV and their claims; with histories, the
+    accuracy curves."""
     figures = [] if histories is None else [accuracy_curves(runs, histories)]
-    return Report(runs=runs, tables=[table_iii(runs), table_iv(runs)], figures=figures)
+    return Report(runs=runs, tables=[table_iii(runs), table_iv(runs)], figures=figures,
+                  claims=ff_claims(runs))

@@ -12,7 +12,9 @@ an overhead compares trials of equal pack size only when the spec packs none (``
 
 from __future__ import annotations
 
+from analysis.claims import Claim, beats, judge
 from analysis.load import Histories, SweepRuns
+from analysis.published.kutsuna import FIG13_SHAPE, PUBLISHED, Shape
 from analysis.report import Report
 from analysis.reports.lcw_figures import (
     activation_figure,
@@ -20,14 +22,70 @@ from analysis.reports.lcw_figures import (
     gradient_figure,
     train_accuracy_figure,
 )
-from analysis.reports.lcw_tables import angle_bias_table, fig12_table
+from analysis.reports.lcw_tables import MODELS, angle_bias_table, chosen, fig12_table
+
+TRAINS = 0.5
+"""A network *trains* when its best training accuracy reaches this (chance: 0.1)."""
+STUCK = 0.2
+"""A network *does not train* (stays near chance, or explodes) when its best training accuracy
+stays at or below this."""
+
+
+def _accuracy(runs: SweepRuns, shape: Shape, variant: str) -> tuple[float | None, bool, str]:
+    """Best training accuracy of the chosen configuration, whether its group is partial, and
+    the evidence text."""
+    g, best = chosen(runs, shape, variant)
+    value = None if best is None else best.get("metrics.best_train_accuracy")
+    value = None if value is None or value != value else float(value)
+    name = f"{MODELS[variant]}({shape[1]}, {shape[2]}) best train accuracy"
+    if value is None:
+        return None, g.partial, f"{name} not measured" + (
+            f" (profile {runs.sweep.profile} does not run it)" if g.runs.empty else "")
+    outcome = "" if best is None else f", {best['outcome']}"
+    return value, g.partial, f"{name} {100 * value:.1f} %{outcome}"
+
+
+def lcw_claims(runs: SweepRuns) -> list[Claim]:
+    """K's statements per network and model (:data:`PUBLISHED`) judged on the chosen
+    configuration's best training accuracy (trains: ≥ :data:`TRAINS`; does not train or
+    explodes: ≤ :data:`STUCK`), LCW against BN where K says LCW is faster, and Fig. 13's
+    gradient growth of ReLU MLP_LCW(20, 256)."""
+    claims = []
+    for (activation, layers, hidden, variant), said in PUBLISHED.items():
+        shape = (activation, layers, hidden)
+        source = "K-F13" if shape == FIG13_SHAPE else "K-F12"
+        value, partial, text = _accuracy(runs, shape, variant)
+        claim = f"{activation} {MODELS[variant]}({layers}, {hidden}): {said}"
+        trains = said.startswith("trains")
+        ok = None if value is None else value >= TRAINS if trains else value <= STUCK
+        claims.append(judge(source, claim, ok, text, partial))
+        if "faster than BN" in said:
+            bn, bn_partial, bn_text = _accuracy(runs, shape, "bn")
+            claims.append(judge(source, f"{activation} MLP_LCW({layers}, {hidden}) trains "
+                                "faster than MLP_BN: higher training accuracy after the last "
+                                "epoch", None if value is None or bn is None else value > bn,
+                                f"{text}; {bn_text}", partial or bn_partial))
+    ratios = {}
+    partial = False
+    for variant in ("plain", "lcw"):
+        g, best = chosen(runs, FIG13_SHAPE, variant)
+        ratio = None if best is None else best.get("metrics.init_grad_ratio")
+        ratios[f"{MODELS[variant]} grad ratio"] = None if ratio is None or ratio != ratio \
+            else float(ratio)
+        partial |= g.partial
+    claims.append(beats("K-F13", "ReLU MLP_LCW(20, 256)'s weight gradients at initialisation "
+                        "grow towards the input far more than the plain MLP's (first / last "
+                        "hidden layer RMS)", ratios, ["MLP_LCW grad ratio"],
+                        ["MLP grad ratio"], fmt=".3g", partial=partial))
+    return claims
 
 
 def lcw_report(runs: SweepRuns, histories: Histories | None) -> Report:
-    """Report of ``lcw-deep-mlp``: the two tables; with histories, the figures."""
+    """Report of ``lcw-deep-mlp``: the two tables and K's claims; with histories, the
+    figures."""
     figures = [] if histories is None else [
         train_accuracy_figure(runs, histories), gradient_figure(runs, histories),
         angle_figure(runs, histories, "init"), activation_figure(runs, histories, "init"),
         angle_figure(runs, histories, "final")]
     return Report(runs=runs, tables=[fig12_table(runs), angle_bias_table(runs)],
-                  figures=figures)
+                  figures=figures, claims=lcw_claims(runs))

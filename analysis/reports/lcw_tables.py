@@ -20,7 +20,7 @@ from analysis.groups import Group, group
 from analysis.load import DONE, SweepRuns, numeric_values, param_values
 from analysis.published.kutsuna import EPOCHS, LCW_OVERHEAD, PUBLISHED, Shape
 from analysis.report import provenance
-from analysis.tables import Cell, Table
+from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
 
 MODELS: dict[str, str] = {"plain": "MLP", "lcw": "MLP_LCW", "bn": "MLP_BN", "wn": "MLP_WN"}
 """Variant -> the paper's model name."""
@@ -92,8 +92,10 @@ def _protocol_notes(runs: SweepRuns) -> list[str]:
 
 
 def fig12_table(runs: SweepRuns) -> Table:
-    """Accuracies, time per epoch and overhead over plain per shape and model."""
+    """Accuracies, time per epoch and overhead over plain per shape and model; a row of
+    K's statements that the profile does not run is marked as such."""
     rows = []
+    shown: set[tuple[str, int, int, str]] = set()
     for shape in shapes(runs):
         activation, layers, hidden = shape
         plain_time = _seconds(chosen(runs, shape, "plain")[1])
@@ -107,6 +109,7 @@ def fig12_table(runs: SweepRuns) -> Table:
                 else f"{100 * (seconds / plain_time - 1):+.0f} %"
             percent = {k: None if _metric(best, k) is None else 100 * _metric(best, k)
                        for k in ("train_accuracy", "best_train_accuracy", "test_accuracy")}
+            shown.add((*shape, variant))
             rows.append([f"MLP({layers}, {hidden})", activation, name,
                          Cell(percent["train_accuracy"], ".1f", partial),
                          Cell(percent["best_train_accuracy"], ".1f", partial),
@@ -115,6 +118,11 @@ def fig12_table(runs: SweepRuns) -> Table:
                          Cell(overhead, "", partial and variant != "plain"),
                          "" if best is None else str(best["outcome"]),
                          PUBLISHED.get((*shape, variant), ""), g.count_text()])
+    for (activation, layers, hidden, variant), said in PUBLISHED.items():
+        if (activation, layers, hidden, variant) in shown:
+            continue
+        rows.append([f"MLP({layers}, {hidden})", activation, MODELS[variant], *[OUTSIDE] * 5,
+                     NOT_IN_PROFILE, said, NOT_IN_PROFILE])
     notes = ["Per shape and model the configuration with the best training accuracy; "
              "accuracies in % after the last epoch (best: over epochs).",
              "s / epoch: training time per epoch and configuration (evaluation excluded); "

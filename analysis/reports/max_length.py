@@ -19,19 +19,19 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
+from analysis.claims import Claim, evidence, judge, ordered
 from analysis.figures import Figure
 from analysis.groups import count_text, group, matching, protocol_notes, rank
 from analysis.load import Histories, SweepRuns, numeric_values, param_values
 from analysis.published.manchev import FIG2_T, PAPER_PROTOCOL, TABLE_I, PublishedMaxLength
 from analysis.report import Report, expected, provenance
-from analysis.tables import Cell, Table
+from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
+from sweeps import contract
 
 MODELS: dict[str, str] = {"plain": "SRNN", "open": "SRNN+OPEN", "oinit": "SRNN+OINIT"}
 """Variant -> the paper's model name."""
-PROBLEMS: dict[str, str] = {"temporal_order": "Temporal Order",
-                            "temporal_order_3bit": "3-bit Temporal Order",
-                            "adding": "Adding", "permutation": "Random Permutation"}
-"""Task -> the paper's problem name."""
+PROBLEMS: dict[str, str] = contract.TASK_NAMES
+"""Task -> the paper's problem name (the one table run names use too)."""
 
 MAX_LEN = "max_seq_len_solved"
 """Trial summary: the largest T solved (0 when the starting T was not)."""
@@ -99,8 +99,17 @@ def _count_text(row: Mapping[str, object]) -> str:
 def max_length_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Table:
     """M Table I: per problem and model, max T with the chosen α and λ, published beside."""
     cells = max_length_cells(runs) if cells is None else cells
+    held = {(r["task"], r["variant"]): r for _, r in cells.iterrows()}
     rows = []
-    for _, r in cells.iterrows():
+    for pair in sorted(set(held) | set(TABLE_I), key=_order):
+        if pair not in held:
+            pub = TABLE_I[pair]
+            rows.append([PROBLEMS.get(pair[0], pair[0]), MODELS.get(pair[1], pair[1]), OUTSIDE,
+                         Cell(pub.max_len, "d"), OUTSIDE, Cell(pub.lr, "g"),
+                         OUTSIDE if pair[1] == "open" else Cell(None), Cell(pub.penalty, "g"),
+                         NOT_IN_PROFILE])
+            continue
+        r = held[pair]
         pub: PublishedMaxLength | None = r["published"]
         has_penalty = r["variant"] == "open"
         partial = bool(r["partial"])
@@ -320,12 +329,55 @@ def penalty_form_table(runs: SweepRuns) -> Table | None:
                  rows=rows, provenance=provenance(runs), notes=notes)
 
 
+def table_i_claims(runs: SweepRuns, cells: pd.DataFrame) -> list[Claim]:
+    """M-T1, per problem: orthogonality lengthens the sequences solved, SRNN ≤ SRNN+OPEN ≤
+    SRNN+OINIT in maximal T (Table I; it holds on all four problems)."""
+    claims = []
+    for task, problem in PROBLEMS.items():
+        mine = cells[cells["task"] == task]
+        published = " / ".join(str(TABLE_I[task, v].max_len) for v in MODELS)
+        text = f"{problem}: maximal T of SRNN ≤ SRNN+OPEN ≤ SRNN+OINIT (paper {published})"
+        if mine.empty:
+            claims.append(judge("M-T1", text, None,
+                                f"profile {runs.sweep.profile} does not run {problem}"))
+            continue
+        values = {MODELS[v]: _number(mine.loc[mine["variant"] == v, "max_len"]) for v in MODELS}
+        claims.append(ordered("M-T1", text, values, list(MODELS.values()), fmt=".0f",
+                              partial=bool(mine["partial"].any())))
+    return claims
+
+
+def _number(column: pd.Series) -> float | None:
+    values = pd.to_numeric(column, errors="coerce").dropna()
+    return float(values.iloc[0]) if len(values) else None
+
+
+def fig2_claim(figure: Figure) -> Claim:
+    """M-F2: SRNN's ρ(W_hh) grows past 1 while SRNN+OPEN's and SRNN+OINIT's stay near 1;
+    holds when SRNN's largest ρ over the plotted iterations exceeds 1 and each other model's
+    largest |ρ − 1| is smaller than SRNN's excess."""
+    rho = figure.data[figure.data["metric"] == "spectral_radius"]
+    peak = {MODELS[v]: float(rho.loc[rho["variant"] == v, "value"].max())
+            if (rho["variant"] == v).any() else None for v in MODELS}
+    drift = {v: float((rho.loc[rho["variant"] == v, "value"] - 1).abs().max())
+             for v in ("open", "oinit") if (rho["variant"] == v).any()}
+    text = "SRNN's ρ(W_hh) grows past 1, SRNN+OPEN's and SRNN+OINIT's stay near 1 (Fig. 2)"
+    said = "largest ρ: " + evidence(peak)
+    plain = peak["SRNN"]
+    if plain is None or len(drift) < 2:
+        return judge("M-F2", text, None, said)
+    return judge("M-F2", text, plain > 1 and all(d < plain - 1 for d in drift.values()), said)
+
+
 def max_length_report(runs: SweepRuns, histories: Histories | None) -> Report:
     """Report of ``synthetic-max-length``: Table I and, when the sweep ran both OPEN forms,
-    their comparison; with histories, Fig. 2 and the bars."""
+    their comparison; with histories, Fig. 2 and the bars; the claims of Table I (and of
+    Fig. 2 when it is drawn)."""
     cells = max_length_cells(runs)
     figures = [] if histories is None else [fig2(runs, histories),
                                             max_length_bars(runs, cells)]
     forms = penalty_form_table(runs)
     tables = [max_length_table(runs, cells), *([] if forms is None else [forms])]
-    return Report(runs=runs, tables=tables, figures=figures)
+    claims = table_i_claims(runs, cells) + [fig2_claim(f) for f in figures
+                                            if f.name == "fig2-spectral-radius"]
+    return Report(runs=runs, tables=tables, figures=figures, claims=claims)

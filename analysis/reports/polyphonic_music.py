@@ -19,6 +19,7 @@ import math
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
+from analysis.claims import Claim, beats, judge, ordered
 from analysis.figures import Figure
 from analysis.groups import Group, group, protocol_notes
 from analysis.load import DONE, Histories, SweepRuns, param_values
@@ -30,7 +31,7 @@ from analysis.published.galvan import (
     TABLE_4_3_LABELS,
 )
 from analysis.report import Report, expected, provenance
-from analysis.tables import Cell, Table
+from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
 
 DATASETS: dict[str, str] = {"musedata": "MuseData", "jsb_chorales": "JSB Chorales",
                             "nottingham": "Nottingham", "piano_midi": "Piano-midi.de"}
@@ -95,6 +96,11 @@ def table_4_2(runs: SweepRuns) -> Table:
             Cell(None if published is None else published.train, ".2f"),
             _mean(g, "test_nll"), Cell(None if published is None else published.test, ".2f"),
             _mean(g, "test_nll_frame"), _mean(g, "epoch", ".0f"), g.count_text()])
+    for hidden in sorted(set(TABLE_4_2) - set(_published_widths(runs))):
+        pub = TABLE_4_2[hidden]
+        rows.append([DATASETS[MUSIC_DATASET], Cell(hidden, "d"), Cell(MUSIC_PROTOCOL["lr"], "g"),
+                     OUTSIDE, Cell(pub.train, ".2f"), OUTSIDE, Cell(pub.test, ".2f"), OUTSIDE,
+                     OUTSIDE, NOT_IN_PROFILE])
     return Table(name="polyphonic-table-4-2",
                  title="G Table 4.2 — NLL per time step of the tanh RNN by hidden units "
                        "(G eq. 4.2)",
@@ -103,6 +109,38 @@ def table_4_2(runs: SweepRuns) -> Table:
                  rows=rows, provenance=provenance(runs),
                  notes=[*_notes(runs), "Published: Galvan, Table 4.2 (MuseData, μ = 10⁻³, "
                         "τ = 3, songs cut at 300 steps); the other sets are not in the thesis."])
+
+
+def _published_widths(runs: SweepRuns) -> list[int]:
+    """The widths H the sweep runs on MuseData at G's α (the rows Table 4.2 publishes)."""
+    return [int(k["hidden"]) for k in _rows(runs) if k["dataset"] == MUSIC_DATASET
+            and math.isclose(float(k["lr"]), MUSIC_PROTOCOL["lr"])]
+
+
+def polyphonic_claims(runs: SweepRuns) -> list[Claim]:
+    """G-T42: on MuseData the test NLL grows with the width H (Table 4.2, at G's α); G's best
+    RNN beats the published vanilla-RNN reference (Table 4.3, pooled convention)."""
+    widths = sorted(set(_published_widths(runs)))
+    groups = {h: group(runs, {"dataset": MUSIC_DATASET, "hidden": h,
+                              "lr": MUSIC_PROTOCOL["lr"]}) for h in widths}
+    values = {f"H={h}": _mean(g, "test_nll").value for h, g in groups.items()}
+    shown = {k: v for k, v in values.items() if v is not None}
+    partial = any(g.partial for g in groups.values())
+    text = ("MuseData test NLL grows with H, the smallest width best (paper "
+            + " / ".join(f"{TABLE_4_2[h].test:.2f}" for h in sorted(TABLE_4_2)) + " for H = "
+            + ", ".join(map(str, sorted(TABLE_4_2))) + ")")
+    claims = [ordered("G-T42", text, shown, list(shown), partial=partial) if len(shown) >= 2
+              else judge("G-T42", text, None, "fewer than two widths measured on MuseData at "
+                         f"α = {MUSIC_PROTOCOL['lr']:g}")]
+    best, g = _best_musedata(runs)
+    ref = TABLE_4_3["state_of_art_rnn"].test
+    value = None if best is None else best.get("metrics.selected_test_nll_frame")
+    value = None if value is None or value != value else float(value)
+    claims.append(beats("G-T42", f"the best RNN beats the published vanilla-RNN reference on "
+                        f"MuseData test NLL, pooled (paper {TABLE_4_3['ours'].test:.2f} vs "
+                        f"{ref:.2f})", {"this sweep's best": value, "reference": ref},
+                        ["this sweep's best"], ["reference"], higher=False, partial=g.partial))
+    return claims
 
 
 def _best_musedata(runs: SweepRuns) -> tuple[pd.Series | None, Group]:
@@ -187,6 +225,8 @@ def nll_curves(runs: SweepRuns, histories: Histories) -> Figure:
 
 
 def polyphonic_report(runs: SweepRuns, histories: Histories | None) -> Report:
-    """Report of ``polyphonic-music``: Tables 4.2 and 4.3; with histories, the NLL curves."""
+    """Report of ``polyphonic-music``: Tables 4.2 and 4.3 and their claims; with histories,
+    the NLL curves."""
     figures = [] if histories is None else [nll_curves(runs, histories)]
-    return Report(runs=runs, tables=[table_4_2(runs), table_4_3(runs)], figures=figures)
+    return Report(runs=runs, tables=[table_4_2(runs), table_4_3(runs)], figures=figures,
+                  claims=polyphonic_claims(runs))

@@ -11,11 +11,12 @@ import math
 import numpy as np
 import pandas as pd
 
+from analysis.claims import Claim, judge
 from analysis.groups import Group, expected_count
 from analysis.load import DONE, Histories, SweepRuns, param_values
 from analysis.published.manchev import PRETRAIN
 from analysis.report import Report, expected, provenance
-from analysis.tables import Cell, Table
+from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
 
 PRETRAIN_SYMBOLS: dict[str, str] = {"size": "m", "init_std": "σ", "uniform_bound": "b",
                                     "pretrain_lr": "αₚ", "pretrain_tol": "tol",
@@ -91,8 +92,14 @@ def pretrain_table(runs: SweepRuns) -> Table:
         g = Group(members, expected_count(spec, dict(zip(keys, values, strict=True))))
         partial = g.partial
         done = g.runs[g.runs["outcome"].isin(DONE)]
-        for dist in _distributions(frame, spec):
+        run = _distributions(frame, spec)
+        for dist in PRETRAIN:
             pub = PRETRAIN[dist]
+            if dist not in run:
+                rows.append([dist, *values, OUTSIDE, Cell(pub.success_rate, ".0%"), OUTSIDE,
+                             OUTSIDE, Cell(pub.mean_steps, ".2f"), *[OUTSIDE] * 4,
+                             Cell(pub.repeats, "d"), NOT_IN_PROFILE])
+                continue
             s = pool_pretrain(done, dist) or dict.fromkeys(
                 ("repeats", "success_rate", "mean", "std", "min", "max"))
             rows.append([dist, *values,
@@ -120,6 +127,38 @@ def pretrain_table(runs: SweepRuns) -> Table:
                f"Eᵖ < 10⁻⁶, {max(p.repeats for p in PRETRAIN.values()):,} repeats)."])
 
 
+STEPS_TOLERANCE = 1.0
+"""M-pre's mean steps hold when the measured mean (+ 1, M's loop counter) is within this many
+steps of the published one."""
+
+
+def pretrain_claims(runs: SweepRuns) -> list[Claim]:
+    """M-pre, per distribution: every matrix converges, in the published mean number of steps
+    (within :data:`STEPS_TOLERANCE`); pooled over every finished configuration."""
+    frame = runs.runs
+    done = frame[frame["outcome"].isin(DONE)]
+    run = _distributions(frame, expected(runs))
+    partial = provenance(runs).n_expected not in (None, int(done.shape[0]))
+    claims = []
+    for dist, pub in PRETRAIN.items():
+        s = pool_pretrain(done, dist) if dist in run else None
+        rate = f"pre-training converges for every {dist} matrix (paper {pub.success_rate:.0%})"
+        steps = f"{dist}: mean steps {pub.mean_steps:.2f} (± {STEPS_TOLERANCE:g})"
+        if s is None:
+            why = f"profile {runs.sweep.profile} runs no {dist} matrix" if dist not in run \
+                else "no configuration finished"
+            claims += [judge("M-pre", rate, None, why), judge("M-pre", steps, None, why)]
+            continue
+        claims.append(judge("M-pre", rate, s["success_rate"] >= 1.0,
+                            f"{s['success_rate']:.2%} of {s['repeats']:.0f} matrices", partial))
+        mean = s["mean"] + 1
+        claims.append(judge("M-pre", steps, None if math.isnan(mean) else
+                            abs(mean - pub.mean_steps) <= STEPS_TOLERANCE,
+                            f"mean + 1 = {mean:.2f} over the converged matrices", partial))
+    return claims
+
+
 def pretrain_report(runs: SweepRuns, histories: Histories | None) -> Report:
-    """Report of ``orth-pretrain-convergence``: the convergence table (no figures)."""
-    return Report(runs=runs, tables=[pretrain_table(runs)])
+    """Report of ``orth-pretrain-convergence``: the convergence table and its claims (no
+    figures)."""
+    return Report(runs=runs, tables=[pretrain_table(runs)], claims=pretrain_claims(runs))

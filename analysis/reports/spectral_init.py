@@ -16,6 +16,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
+from analysis.claims import Claim, judge
 from analysis.figures import Figure
 from analysis.groups import Group, group, matching, protocol_notes, same
 from analysis.load import DONE, Histories, SweepRuns, numeric_values, param_values
@@ -191,9 +192,26 @@ def success_figure(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Figure
                         f"{sweep.profile} · sweep {sweep.sweep_id}")
 
 
+def success_claim(cells: pd.DataFrame) -> Claim:
+    """G-F41: ρ = 1.2 solves longer sequences than the plain Gaussian (the verdict of
+    :func:`verdict`); not measured when neither initialisation has a finished run."""
+    text = (f"ρ = {FIG_4_1['spectral'].spectral_radius:g} solves longer temporal-order "
+            f"sequences than the plain Gaussian (paper: up to T = "
+            f"{FIG_4_1['spectral'].max_solved_len} vs {FIG_4_1['gaussian'].max_solved_len})")
+    longest = {f"{name} longest T solved": longest_solved(cells, init)
+               for init, name in INITS.items()}
+    said = ", ".join(f"{k} {'none' if v is None else v}" for k, v in longest.items())
+    partial = bool(cells["partial"].any())
+    if (cells["n_done"] == 0).all():
+        return judge("G-F41", text, None, "no run finished")
+    ok = verdict(cells).startswith("Verdict: as G")
+    return judge("G-F41", text, ok, said, partial)
+
+
 def spectral_init_report(runs: SweepRuns, histories: Histories | None) -> Report:
-    """Report of ``spectral-init-success``: the two tables; with histories, the figure."""
+    """Report of ``spectral-init-success``: the two tables and G's claim; with histories,
+    the figure."""
     cells = success_cells(runs)
     figures = [] if histories is None else [success_figure(runs, cells)]
     return Report(runs=runs, tables=[success_table(runs, cells), longest_table(runs, cells)],
-                  figures=figures)
+                  figures=figures, claims=[success_claim(cells)])

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
+from analysis.claims import Claim, judge
 from analysis.figures import Figure
 from analysis.groups import group
 from analysis.load import DONE, Histories, SweepRuns, numeric_values, param_values
@@ -146,7 +147,29 @@ def norm_curves(runs: SweepRuns, histories: Histories) -> Figure:
                         f" · {sweep.profile} · sweep {sweep.sweep_id}")
 
 
+def ratio_claims(cells: pd.DataFrame) -> list[Claim]:
+    """G-F31: for ρ < 1 the temporal gradients decay, for ρ > 1 they are roughly flat; each
+    holds when every ρ G describes so has that measured shape (:func:`shape_of`)."""
+    claims = []
+    for shape, text in (("decays", "ρ < 1: the temporal gradients vanish with distance"),
+                        ("flat", "ρ > 1: the temporal components have roughly the same norm")):
+        mine = cells[cells["claim"] == shape]
+        rhos = ", ".join(f"{r:g}" for r in mine["rho"])
+        said = "; ".join(f"ρ = {r['rho']:g}: " + ("not measured" if r["median"] is None else
+                                                   f"median log10 ratio {r['median']:.2f} "
+                                                   f"({r['shape']})")
+                         for _, r in mine.iterrows())
+        judged = mine["agrees"].dropna()
+        ok = None if judged.empty else bool(judged.all())
+        claims.append(judge("G-F31", f"{text} (ρ = {rhos})", ok, said,
+                            bool(mine["partial"].any())))
+    return claims
+
+
 def temporal_gradients_report(runs: SweepRuns, histories: Histories | None) -> Report:
-    """Report of ``spectral-temporal-gradients``: the table; with histories, the figure."""
+    """Report of ``spectral-temporal-gradients``: the table and G's claims; with histories,
+    the figure."""
     figures = [] if histories is None else [norm_curves(runs, histories)]
-    return Report(runs=runs, tables=[ratio_table(runs)], figures=figures)
+    cells = ratio_cells(runs)
+    return Report(runs=runs, tables=[ratio_table(runs, cells)], figures=figures,
+                  claims=ratio_claims(cells))

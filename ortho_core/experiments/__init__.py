@@ -9,7 +9,16 @@ Every experiment module defines:
 - ``train(configs, reporter) -> list[Result]``: trains the pack (DESIGN.md "Packs").
 
 and may define ``ADDED_FIELDS``: fields added after sweeps of it were tracked, left out of
-a configuration's trial key while they hold their default, so that stored keys stay valid.
+a configuration's trial key while they hold their default, so that stored keys stay valid;
+``data_files(config)``: the dataset files the configuration reads, which a sweep checks
+before it starts (:mod:`ortho_core.experiments.data_check`); and
+``probe_config(config) -> Config``: the same configuration cut to a throughput probe, the
+hook of a sweep's ``pack_size: auto`` (:mod:`sweeps.pack_size`). A probe configuration has
+the same shape and cost per training iteration as ``config`` (every ``PACK_FIELDS`` value
+that sets the cost kept) on a budget of a few dozen iterations that reports at least twice,
+with a small evaluation set and pre-training cut short (:data:`PROBE_PRETRAIN_TOL`): the
+probe times the iterations between a member's first and last report. An experiment without
+it gets the default pack size that :mod:`sweeps.pack_size` states.
 
 Modules are imported lazily so that ``ortho train`` only pays for the experiment it runs.
 """
@@ -31,6 +40,10 @@ EXPERIMENTS: dict[str, str] = {
     "deep-orthogonal": "ortho_core.experiments.deep_orthogonal",
     "pixel-mnist": "ortho_core.experiments.pixel_mnist",
 }
+
+PROBE_PRETRAIN_TOL = 1e12
+"""``pretrain_tol`` of a probe configuration: above the Eᵖ of any initial weights, so that
+pre-training (done before the first report, so not timed) stops at once."""
 
 
 def get(name: str) -> ModuleType:

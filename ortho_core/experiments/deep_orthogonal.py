@@ -53,6 +53,7 @@ from ortho_core.config import (
 from ortho_core.data.datasets import DATASETS
 from ortho_core.data.planar import PLANAR, planar
 from ortho_core.devices import check_device, resolve_device
+from ortho_core.experiments.data_check import DataFile, image_files
 from ortho_core.experiments.feedforward import load_splits
 from ortho_core.models.mlp import member_correct, member_cross_entropy, packed
 from ortho_core.models.orthogonal_net import OrthogonalNet, layer_plan
@@ -241,6 +242,12 @@ def batches(n: int, size: int | None, gen: torch.Generator, device: torch.device
         order = torch.randperm(n, generator=gen).to(device)
         for b in range(n // size):
             yield order[b * size:(b + 1) * size]
+
+
+def data_files(config: Config) -> tuple[DataFile, ...]:
+    """The files ``config`` reads: MNIST for ``dataset=mnist``, none for the planar sets
+    (:mod:`ortho_core.experiments.data_check`)."""
+    return image_files("mnist") if config.dataset == "mnist" else ()
 
 
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -45,6 +45,8 @@ from ortho_core.config import (
 from ortho_core.data.datasets import DATASETS
 from ortho_core.data.mnist import PREPROCESSINGS
 from ortho_core.devices import check_device, resolve_device
+from ortho_core.experiments import PROBE_PRETRAIN_TOL
+from ortho_core.experiments.data_check import DataFile, image_files
 from ortho_core.experiments.feedforward import load_splits, train_step
 from ortho_core.init import gaussian, orthogonal_pretrain, require_converged
 from ortho_core.metrics import member_norm
@@ -140,6 +142,20 @@ ADDED_FIELDS: tuple[str, ...] = ("preprocessing",)
 leaves each out while it holds its default, so that configurations tracked before keep their
 keys (:func:`sweeps.spec.trial_key`)."""
 
+PROBE_BATCHES = 25
+"""Minibatches per epoch of a probe configuration (:func:`probe_config`)."""
+
+
+def probe_config(config: Config) -> Config:
+    """``config`` as ``pack_size: auto`` times it (:mod:`sweeps.pack_size`): three epochs of
+    :data:`PROBE_BATCHES` minibatches (a report after each), accuracy on 100 test images and
+    OINIT's pre-training stopped at once; depth, width and batch, which set the cost of an
+    iteration, are kept."""
+    n_train = DATASETS["mnist"].n_train
+    return replace(config, epochs=3,
+                   train_size=min(PROBE_BATCHES * config.batch_size, n_train),
+                   test_size=100, pretrain_tol=PROBE_PRETRAIN_TOL)
+
 
 def build_model(configs: Sequence[Config], device: torch.device) -> PackedMLP:
     """The pack's 784-hidden×L-10 tanh net, member k's weights ~ N(0, σ_k²) from its seed.
@@ -176,6 +192,11 @@ def pretrain(model: PackedMLP, configs: Sequence[Config]) -> Tensor:
             layer.weight.copy_(result.weights)
             steps += result.steps
     return steps
+
+
+def data_files(config: Config) -> tuple[DataFile, ...]:
+    """The files ``config`` reads: MNIST (:mod:`ortho_core.experiments.data_check`)."""
+    return image_files("mnist")
 
 
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:

@@ -57,6 +57,7 @@ from ortho_core.config import (
 from ortho_core.data.datasets import DATASETS, dataset_info
 from ortho_core.devices import check_device, resolve_device
 from ortho_core.diagnostics import angle_diagnostics, glance, gradient_diagnostics
+from ortho_core.experiments.data_check import DataFile, image_files
 from ortho_core.experiments.feedforward import load_splits, train_step
 from ortho_core.init import lcw_minibatch_init, normalised, weight_norm_data_init
 from ortho_core.models.lcw import BASES, apply_lcw
@@ -182,6 +183,11 @@ def build_model(configs: Sequence[Config], x_init: Tensor, device: torch.device)
             parametrize.register_parametrization(layer, "weight", PackedWeightNorm())
         weight_norm_data_init(model, x_init, generators)
     return model
+
+
+def data_files(config: Config) -> tuple[DataFile, ...]:
+    """The files ``config`` reads: its ``dataset`` (:mod:`ortho_core.experiments.data_check`)."""
+    return image_files(config.dataset)
 
 
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:

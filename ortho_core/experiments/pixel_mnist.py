@@ -44,7 +44,8 @@ from torch import Tensor
 from ortho_core.config import check_pack
 from ortho_core.data.mnist import load_mnist, pixel_permutation
 from ortho_core.devices import DTYPES, resolve_device
-from ortho_core.experiments.pixel_mnist_config import PACK_FIELDS, Config
+from ortho_core.experiments.data_check import DataFile, image_files
+from ortho_core.experiments.pixel_mnist_config import PACK_FIELDS, Config, probe_config
 from ortho_core.init import orthogonal_pretrain, require_converged
 from ortho_core.metrics import member_norm, spectral_radius
 from ortho_core.models.mlp import member_cross_entropy
@@ -53,7 +54,7 @@ from ortho_core.optim import rmsprop_step, sgd_step
 from ortho_core.penalty import ortho_error, ortho_penalty_grad
 from ortho_core.reporting import Outcome, Report, Reporter, Result
 
-__all__ = ["PACK_FIELDS", "Config", "train"]
+__all__ = ["PACK_FIELDS", "Config", "data_files", "probe_config", "train"]
 
 EVAL_CHUNK_ELEMENTS = 1 << 22
 """Bound on K·b·H, the hidden states of one evaluation chunk of b test images (memory only)."""
@@ -115,7 +116,7 @@ def initial_model(configs: Sequence[Config], dtype: torch.dtype,
             torch.tensor([c.pretrain_lr for c in sub], dtype=torch.float64, device=device),
             torch.tensor([c.pretrain_tol for c in sub], dtype=torch.float64, device=device),
             cfg.pretrain_max_steps)
-        require_converged(result)
+        require_converged(result, members=chosen)
         with torch.no_grad():
             params[p].index_copy_(0, index, result.weights.to(dtype))
         steps.index_add_(0, index.cpu(), result.steps.cpu())
@@ -165,6 +166,11 @@ class Optimiser:
         else:
             rmsprop_step(params, grads, self.averages, self.lr, active, self.cfg.rmsprop_rho,
                          self.cfg.rmsprop_eps)
+
+
+def data_files(config: Config) -> tuple[DataFile, ...]:
+    """The files ``config`` reads: MNIST (:mod:`ortho_core.experiments.data_check`)."""
+    return image_files("mnist")
 
 
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:

@@ -3,7 +3,7 @@ key, with the paper's value, the authors' code's where it differs, and the choic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from ortho_core.config import (
@@ -18,6 +18,7 @@ from ortho_core.config import (
 from ortho_core.data.datasets import DATASETS
 from ortho_core.data.mnist import N_PIXELS, PREPROCESSINGS
 from ortho_core.devices import DTYPES, check_device
+from ortho_core.experiments import PROBE_PRETRAIN_TOL
 from ortho_core.penalty import PENALTY_FORMS
 
 VARIANTS = ("plain", "open", "oinit")
@@ -130,3 +131,15 @@ PACK_FIELDS: tuple[str, ...] = (
 )
 """Fields equal across a pack; the variant, α, λ and its form, σ, αₚ, the tolerance, which
 weights are pre-trained, the margin and the seed may differ per member."""
+
+PROBE_ITERS = 5
+"""Iterations between the reports of a probe configuration (:func:`probe_config`)."""
+
+
+def probe_config(config: Config) -> Config:
+    """``config`` as ``pack_size: auto`` times it (:mod:`sweeps.pack_size`): evaluations
+    before training and after :data:`PROBE_ITERS` and twice that iterations, on ``batch_size``
+    test images, and OINIT's pre-training stopped at once; width, batch, optimiser and dtype,
+    which set the cost of an iteration, are kept."""
+    return replace(config, max_iters=2 * PROBE_ITERS, eval_every=PROBE_ITERS,
+                   test_size=config.batch_size, pretrain_tol=PROBE_PRETRAIN_TOL)

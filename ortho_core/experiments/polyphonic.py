@@ -46,6 +46,7 @@ from ortho_core.config import (
 )
 from ortho_core.data.music import CUTS, FORMATS, N_NOTES, cut, load_music, music_dataset
 from ortho_core.devices import DTYPES, check_device, resolve_device
+from ortho_core.experiments.data_check import DataFile, music_files
 from ortho_core.experiments.polyphonic_eval import marginal_nll, pad, split_nll
 from ortho_core.metrics import member_norm, spectral_radius
 from ortho_core.models.note_rnn import init_note_rnn, next_frame_inputs, song_nll
@@ -173,6 +174,12 @@ def _evaluate(model, data: _Data, dtype: torch.dtype, device: torch.device) -> d
         measured = split_nll(model, data.evaluate[split], dtype, device)
         out[f"{split}_nll"], out[f"{split}_nll_frame"] = measured.nll, measured.nll_frame
     return out
+
+
+def data_files(config: Config) -> tuple[DataFile, ...]:
+    """The file ``config`` reads: its ``dataset`` in its ``data_format``
+    (:mod:`ortho_core.experiments.data_check`)."""
+    return music_files(config.dataset, config.data_format)
 
 
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:

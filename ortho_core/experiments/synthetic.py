@@ -76,13 +76,15 @@ from ortho_core.experiments.synthetic_config import (
     ADDED_FIELDS,
     PACK_FIELDS,
     Config,
+    probe_config,
 )
 from ortho_core.experiments.synthetic_stage import EVAL_KEYS, SUCCESS_RATE, Stage, report_metrics
-from ortho_core.init import PretrainResult, orthogonal_pretrain, require_converged
+from ortho_core.init import orthogonal_pretrain, require_converged
 from ortho_core.models.srnn import SRNNInit, init_srnn
 from ortho_core.reporting import Outcome, Report, Reporter, Result
 
-__all__ = ["ADDED_FIELDS", "PACK_FIELDS", "Config", "initial_weights", "train"]
+__all__ = ["ADDED_FIELDS", "PACK_FIELDS", "Config", "initial_weights", "probe_config",
+           "train"]
 
 @dataclass
 class _Member:
@@ -117,7 +119,8 @@ def initial_weights(configs: Sequence[Config], task: Task, dtype: torch.dtype,
     Weights are drawn by :func:`~ortho_core.models.srnn.init_srnn` from each member's seed.
     ``oinit`` members then pre-train W_hh (and W_xh, W_hy with ``pretrain_weights=all``) at
     their own αₚ and tolerance (M eq. 18); a member that has not converged within its
-    ``pretrain_max_steps`` raises :class:`~ortho_core.errors.PretrainError`.
+    ``pretrain_max_steps`` raises :class:`~ortho_core.errors.PretrainError` naming its pack
+    index (the pack's isolation then trains the others without it).
     """
     cfg = configs[0]
     inits = [SRNNInit(c.seed, c.init, c.init_std, c.spectral_radius) for c in configs]
@@ -136,9 +139,8 @@ def initial_weights(configs: Sequence[Config], task: Task, dtype: torch.dtype,
             weights[p].index_select(0, index),
             torch.tensor([c.pretrain_lr for c in sub], dtype=torch.float64, device=device),
             torch.tensor([c.pretrain_tol for c in sub], dtype=torch.float64, device=device),
-            int(limit.max()))
-        within = result.converged & (result.steps <= limit)
-        require_converged(PretrainResult(result.weights, result.steps, result.error, within))
+            limit)
+        require_converged(result, members=chosen)
         weights[p] = weights[p].index_copy(0, index, result.weights)
         if p == 1:
             steps[chosen] = result.steps.cpu()

@@ -7,7 +7,7 @@ field per DESIGN.md key, each validated at construction (``ConfigError`` naming 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from ortho_core.config import (
@@ -21,6 +21,7 @@ from ortho_core.config import (
 from ortho_core.data.synthetic import DEFAULT_ERROR_THRESHOLD, get_task
 from ortho_core.devices import DTYPES, check_device
 from ortho_core.directions import DIRECTIONS
+from ortho_core.experiments import PROBE_PRETRAIN_TOL
 from ortho_core.penalty import PENALTY_FORMS
 
 VARIANTS = ("plain", "open", "oinit")
@@ -194,3 +195,18 @@ ADDED_FIELDS: tuple[str, ...] = (
 a trial key leaves each out while it holds its default, so that configurations tracked
 before them keep their keys and a resumed sweep does not train them again
 (:func:`sweeps.spec.trial_key`); ``screen_size`` came with screened validation (issue 13)."""
+
+PROBE_ITERS = 25
+"""Iterations between the reports of a probe configuration (:func:`probe_config`)."""
+
+
+def probe_config(config: Config) -> Config:
+    """``config`` as ``pack_size: auto`` times it (:mod:`sweeps.pack_size`): the first length
+    T = ``seq_len`` alone (``fixed`` protocol), three validations :data:`PROBE_ITERS`
+    iterations apart on ``batch_size`` sequences, unscreened, no patience, and OINIT's
+    pre-training stopped at once; task, width, batch, direction and dtype, which set the cost
+    of an iteration, are kept. A curriculum's later lengths cost more per iteration than the
+    first, in proportion for every pack size."""
+    return replace(config, protocol="fixed", max_iters=3 * PROBE_ITERS,
+                   eval_every=PROBE_ITERS, val_size=config.batch_size, screen_size=None,
+                   patience=None, pretrain_tol=PROBE_PRETRAIN_TOL)

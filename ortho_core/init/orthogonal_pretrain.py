@@ -15,6 +15,7 @@ rounded once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -43,31 +44,32 @@ def orthogonal_pretrain(
     w: Tensor,
     lr: float | Tensor,
     tol: float | Tensor = 1e-6,
-    max_steps: int = 10_000,
+    max_steps: int | Tensor = 10_000,
 ) -> PretrainResult:
     """Minimise Eᵖ(W) by gradient descent, each matrix of ``w`` (..., m, n) independently.
 
-    ``lr`` (αₚ) and ``tol`` are floats or tensors of shape (...), one value per member. Eᵖ is
-    checked before every update and once after the last; a member stops updating as soon as
-    Eᵖ < tol (it is then frozen while the others go on), so ``steps`` counts the updates that
-    were needed and an already orthogonal W takes 0 steps. A member whose Eᵖ becomes inf or
-    NaN (αₚ too large) can never converge and also stops. The loop ends when every member
-    has converged or stopped, or after ``max_steps`` updates; failure is reported in
-    ``converged``, not raised (see :func:`require_converged`).
+    ``lr`` (αₚ), ``tol`` and ``max_steps`` are scalars or tensors of shape (...), one value
+    per member. Eᵖ is checked before every update and once after the last; a member stops
+    updating as soon as Eᵖ < tol (it is then frozen while the others go on), so ``steps``
+    counts the updates that were needed and an already orthogonal W takes 0 steps. A member
+    whose Eᵖ becomes inf or NaN (αₚ too large) can never converge and also stops, as does
+    one that has taken its ``max_steps`` updates. The loop ends when every member has
+    stopped; failure is reported in ``converged``, not raised (see :func:`require_converged`).
     """
-    if max_steps < 0:
-        raise ValueError(f"orthogonal_pretrain: max_steps must be >= 0, got {max_steps}")
     x = w.detach().to(torch.float64)
+    limit = torch.as_tensor(max_steps, dtype=torch.long, device=x.device)
+    if bool((limit < 0).any()):
+        raise ValueError(f"orthogonal_pretrain: max_steps must be >= 0, got {max_steps}")
     rate = torch.as_tensor(lr, dtype=torch.float64, device=x.device)
     bound = torch.as_tensor(tol, dtype=torch.float64, device=x.device)
     batch = x.shape[:-2]
     steps = torch.zeros(batch, dtype=torch.long, device=x.device)
-    for step in range(max_steps + 1):
+    for _ in range(int(limit.max()) + 1):
         residual = gram_residual(x)
         error = residual.square().sum(dim=(-2, -1))
         converged = error < bound
-        active = ~converged & torch.isfinite(error)
-        if step == max_steps or not bool(active.any()):
+        active = ~converged & torch.isfinite(error) & (steps < limit)
+        if not bool(active.any()):
             break
         grad = ortho_grad_from_residual(x, residual, rate)
         x = torch.where(active[..., None, None], x - grad, x)
@@ -75,24 +77,30 @@ def orthogonal_pretrain(
     return PretrainResult(weights=x.to(w.dtype), steps=steps, error=error, converged=converged)
 
 
-def require_converged(result: PretrainResult, field: str = "pretrain_tol") -> None:
+def require_converged(result: PretrainResult, field: str = "pretrain_tol",
+                      members: Sequence[int] | None = None) -> None:
     """Raise :class:`~ortho_core.errors.PretrainError` if any member failed to converge.
 
-    The message names ``field`` (the configuration key a user would change) and, for each
-    failed member, its index, the steps taken and its final Eᵖ.
+    ``members`` gives the pack index of each matrix of ``result`` (leading dimension; default
+    0, 1, ...), for a trainer that pre-trains only some members of its pack. The message names
+    ``field`` (the configuration key a user would change) and, for each failed member, its
+    pack index, the steps taken and its final Eᵖ; the error's ``members`` are those indices,
+    so that the pack's isolation fails them alone (:mod:`ortho_core.experiments.isolation`).
     """
     if bool(result.converged.all()):
         return
+    where = (~result.converged).nonzero().tolist()
+    named = [i if members is None or not i else [members[i[0]], *i[1:]] for i in where]
     details = ", ".join(
-        f"{_member(i)}: {int(result.steps[tuple(i)])} steps, "
+        f"{_member(name)}: {int(result.steps[tuple(i)])} steps, "
         f"Eᵖ = {float(result.error[tuple(i)]):.3g}"
-        for i in (~result.converged).nonzero().tolist()
+        for name, i in zip(named, where, strict=True)
     )
     raise PretrainError(
         f"{field}: orthogonal pre-training did not reach Eᵖ < tol ({details}); "
-        "lower pretrain_lr, raise the step limit or loosen pretrain_tol"
+        "lower pretrain_lr, raise the step limit or loosen pretrain_tol",
+        tuple(sorted({name[0] for name in named if name})),
     )
-
 
 def _member(index: list[int]) -> str:
     """How a member at ``index`` (of the leading dims) is named in messages."""

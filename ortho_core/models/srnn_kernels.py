@@ -22,6 +22,10 @@ instead splits the pack into one contiguous block of members per thread, and eac
 the whole time loop of its block with single-threaded operations (PyTorch releases the GIL inside
 them): no synchronisation until the end of the loop. Every member's numbers are those of the
 same operations on the whole pack.
+
+On CPU the loops of :func:`forward_states` and :func:`backward` run in C++
+(:mod:`ortho_core.models.srnn_native`: the same operations with one fused elementwise pass
+per step) where that extension builds, and as written here otherwise.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from itertools import pairwise
 
 import torch
 from torch import Tensor
+
+from ortho_core.models import srnn_native
 
 PROJECTION_STEPS = 16
 """Steps whose input projection the forward computes at once, just before stepping through
@@ -120,6 +126,14 @@ def forward_states(x: Tensor, w_xh: Tensor, w_hh: Tensor, b_h: Tensor, out: Tens
     n_hidden = w_hh.shape[1]
     x_rows = x.transpose(0, 1).reshape(-1, x.shape[2])
 
+    if srnn_native.applies(out):
+        def native(m: slice) -> None:
+            srnn_native.forward_states(x_rows, w_xh[m], w_hh[m], b_h[m], out[m],
+                                       PROJECTION_STEPS)
+
+        in_member_blocks(native, out.shape[0], out.device)
+        return out
+
     def block(m: slice) -> None:
         hs = out[m]
         k = hs.shape[0]
@@ -200,8 +214,9 @@ def backward(x: Tensor, hs: Tensor, w_hh: Tensor, grad: Tensor, out: Tensor,
     :data:`PROJECTION_STEPS` steps inside the time loop, from the rows of ∂a just written
     (still in cache), as one product with [x_t, 1]; a pass over the whole (K, T, B, H) buffer
     afterwards would read it from memory again. ∂W_hh is one product over all steps at the
-    end, as in :func:`weight_grads`."""
+    end, as in :func:`weight_grads` (in C++, :mod:`.srnn_native`, accumulated with them)."""
     parts: dict[int, tuple[Tensor | None, ...]] = {}
+    native = srnn_native.applies(out)
     steps, batch = x.shape[1], x.shape[0]
     inputs = None
     if needs[0] or needs[2]:
@@ -211,8 +226,14 @@ def backward(x: Tensor, hs: Tensor, w_hh: Tensor, grad: Tensor, out: Tensor,
     def block(m: slice) -> None:
         sums = None if inputs is None else hs.new_zeros(hs[m].shape[0], inputs.shape[0],
                                                          hs.shape[3])
-        backward_states(hs[m], w_hh[m], grad[m], out[m], inputs, sums)
-        _, grad_hh, _ = weight_grads(x, hs[m], out[m], (False, needs[1], False))
+        if native:
+            k, n_hidden = hs[m].shape[0], hs.shape[3]
+            grad_hh = hs.new_zeros(k, n_hidden, n_hidden) if needs[1] else None
+            srnn_native.backward_states(hs[m], w_hh[m], grad[m], out[m], inputs, sums, grad_hh,
+                                        PROJECTION_STEPS)
+        else:
+            backward_states(hs[m], w_hh[m], grad[m], out[m], inputs, sums)
+            _, grad_hh, _ = weight_grads(x, hs[m], out[m], (False, needs[1], False))
         grad_xh = grad_bh = None
         if sums is not None:
             grad_xh = sums[:, :-1].transpose(1, 2) if needs[0] else None

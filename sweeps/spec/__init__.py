@@ -4,12 +4,15 @@ A spec (``sweeps/specs/<name>.yaml``, format in sweeps/specs/README.md) names an
 config keys it fixes, the keys it sweeps and the profiles (``smoke``, ``cpu``, ``paper``) that
 override them. Everything is checked before any work starts:
 
-- :func:`load_spec` reads the YAML and checks its structure and every profile's merged
-  shape (unknown keys, types, rates, empty lists, Optuna dimensions in a grid search,
-  packs under an early-stopping scheduler);
+- :func:`load_spec` reads the YAML (refusing what is not UTF-8 text, non-printable
+  characters, alias bombs and deep nesting) and checks its structure and every profile's
+  merged shape (unknown keys, types, rates, empty lists, Optuna dimensions in a grid search,
+  packs under an early-stopping scheduler, and sizes no machine could run, counted before
+  anything is expanded: ``profiles.check_size``);
 - :func:`resolve` applies one profile, expands the grid into :class:`Cell`\\ s and builds the
   experiment's ``Config`` for every cell (Optuna dimensions at each end or choice), so that
-  an unknown config key or a bad value is reported with its field and line;
+  an unknown config key or a bad value is reported with its field and line; it checks every
+  other profile the same way (the spec is valid whole or not at all);
 - :func:`expand_resolved` expands a resolved spec's text (the artifact a sweep keeps) into
   the same cells by the same code, without building any ``Config``: what ``analysis``
   compares a sweep's runs against.

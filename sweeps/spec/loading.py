@@ -12,9 +12,15 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ortho_core.errors import ConfigError
-from sweeps.spec.profiles import Effective, check_levels, check_scheduler, check_search
+from sweeps.spec.profiles import (
+    Effective,
+    check_levels,
+    check_scheduler,
+    check_search,
+    check_size,
+)
 from sweeps.spec.schema import PROFILES, Spec
-from sweeps.spec.source import read_yaml, validation_error
+from sweeps.spec.source import SpecError, read_yaml, validation_error
 
 SPEC_DIR = resources.files("sweeps") / "specs"
 """The shipped specs (package data)."""
@@ -26,15 +32,24 @@ def available_specs() -> list[str]:
                   if p.name.endswith(".yaml"))
 
 
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file; False for a name the system cannot look up (too
+    long, or holding a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _locate(name_or_path: str) -> tuple[Path, str]:
     """The file of a spec name or path, and the name messages show."""
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
         path = Path(name_or_path)
-        if not path.is_file():
+        if not _is_file(path):
             raise ConfigError("spec", "an existing YAML file", name_or_path)
         return path, name_or_path
     shipped = SPEC_DIR / f"{name_or_path}.yaml"
-    if not shipped.is_file():
+    if not _is_file(Path(str(shipped))):
         raise ConfigError("spec", "the name of a shipped spec (" + ", ".join(available_specs())
                           + ") or a path to a YAML file", name_or_path)
     return Path(str(shipped)), shipped.name
@@ -44,7 +59,8 @@ def load_spec(name_or_path: str) -> Spec:
     """Read and check a spec: a shipped spec's name or a path to a YAML file.
 
     Checks everything that does not need the trainer: the schema, the name against the file,
-    the three profiles, and for every profile the merged fixed and swept keys. Raises
+    the three profiles, and for every profile the merged fixed and swept keys and the
+    sweep's size (:func:`~sweeps.spec.profiles.check_size`, counted without expanding it). Raises
     :class:`SpecError` (file, line, field) or ``ConfigError`` (field ``spec``) for an unknown
     name.
     """
@@ -66,4 +82,8 @@ def load_spec(name_or_path: str) -> Spec:
         eff = Effective.of(spec, profile)
         check_search(eff, source)
         check_scheduler(eff, source)
+        try:
+            check_size(eff, source)
+        except SpecError as err:
+            raise err.in_profile(profile) from None
     return spec

@@ -4,18 +4,35 @@ A profile overrides the spec's settings and replaces fixed and swept keys key by
 every level (:class:`Effective`). What :func:`sweeps.spec.load_spec` checks for every profile
 without the trainer is here: no level fixes or sweeps ``seed`` or both fixes and sweeps a key
 (:func:`check_levels`), Optuna dimensions only in an Optuna search (:func:`check_search`),
-packs of one under an early-stopping scheduler (:func:`check_scheduler`).
+packs of one under an early-stopping scheduler (:func:`check_scheduler`), and a sweep no
+machine could run refused by its counts before anything is expanded (:func:`check_size`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sweeps.spec.schema import Group, Spec
 from sweeps.spec.source import Location, SpecSource
-from sweeps.spec.space import ChoiceDim, FloatDim
+from sweeps.spec.space import ChoiceDim, FloatDim, LogRange, Range
+
+MAX_CONFIGURATIONS = 100_000
+"""Most configurations one sweep (one profile of a spec) may train: grid points times
+repeats, times ``search.n_trials`` in the cells Optuna searches. The largest shipped
+profile trains 174; a sweep of a hundred thousand short trials already takes days on a
+cluster, and MLflow holds one run per configuration."""
+
+MAX_PACK_SIZE = 1024
+"""Most configurations one trial may train together (``pack_size``). A pack holds every
+member's weights and optimiser state in one process, and no experiment states its memory
+per member; the shipped specs use at most 50."""
+
+MAX_SEED = 2**32 - 1
+"""Largest seed a configuration may get (``seed + repeats - 1``): seeds are 32-bit, as
+NumPy's legacy seeding requires, so every library a trainer might seed accepts them."""
 
 SEED_KEY = "seed"
 """The config key a spec may not fix or sweep: it is the top-level ``seed`` + repeat index."""
@@ -157,10 +174,57 @@ def check_search(eff: Effective, source: SpecSource) -> None:
 
 def check_scheduler(eff: Effective, source: SpecSource) -> None:
     """Packs of one under an early-stopping scheduler: it stops a trial on one
-    configuration's reports, and a trial trains a whole pack."""
+    configuration's reports, and a trial trains a whole pack (``auto`` then means 1)."""
     scheduler, scheduler_path = eff.settings["scheduler"]
     pack_size, pack_path = eff.settings["pack_size"]
-    if scheduler is not None and pack_size > 1:
+    if scheduler is not None and pack_size != "auto" and pack_size > 1:
         raise source.error(pack_path, f"1 when a scheduler is set (line "
                            f"{source.line(scheduler_path)}: early stopping judges one "
                            "configuration per trial)", pack_size)
+
+
+def _grid_size(entry: Any) -> int:
+    """How many values a space entry contributes to the grid (1 for an Optuna dimension),
+    counted without listing them."""
+    if isinstance(entry, (Range, LogRange)):
+        return entry.num
+    return len(entry) if isinstance(entry, list) else 1
+
+
+def check_size(eff: Effective, source: SpecSource) -> None:
+    """A sweep some machine could run: at most :data:`MAX_CONFIGURATIONS` configurations,
+    packs of at most :data:`MAX_PACK_SIZE`, seeds up to :data:`MAX_SEED`.
+
+    The configurations are counted arithmetically (per group, the product of its grid
+    dimensions' sizes, times ``repeats``, times ``search.n_trials`` where Optuna searches),
+    so a grid of billions of points is refused at once rather than expanded. The error
+    points at the largest factor and gives the count.
+    """
+    repeats, repeats_path = eff.settings["repeats"]
+    search, search_path = eff.settings["search"]
+    factors: list[tuple[int, Location]] = [(repeats, repeats_path)]
+    total = 0
+    for index in range(len(eff.groups)):
+        _, space = eff.group(index)
+        sizes = {path: _grid_size(entry) for entry, path in space.values()}
+        searched = search.kind == "optuna" and any(
+            isinstance(entry, (FloatDim, ChoiceDim)) for entry, _ in space.values())
+        trials = (search.n_trials or 1) if searched else 1
+        total += math.prod(sizes.values()) * repeats * trials
+        factors += [(size, path) for path, size in sizes.items()]
+        if searched:
+            factors.append((trials, (*search_path, "n_trials")))
+    if total > MAX_CONFIGURATIONS:
+        _, path = max(factors, key=lambda factor: factor[0])
+        raise source.error(path, f"a sweep of at most {MAX_CONFIGURATIONS} configurations "
+                           f"(this profile has {total}: split it, or sweep fewer values, "
+                           "repeats or Optuna trials)", total)
+    pack_size, pack_path = eff.settings["pack_size"]
+    if isinstance(pack_size, int) and pack_size > MAX_PACK_SIZE:
+        raise source.error(pack_path, f"packs of at most {MAX_PACK_SIZE} configurations "
+                           "(a pack trains all its members in one process's memory)",
+                           pack_size)
+    seed, seed_path = eff.settings["seed"]
+    if seed + repeats - 1 > MAX_SEED:
+        raise source.error(seed_path, f"seed + repeats - 1 <= {MAX_SEED} (seeds are 32-bit)",
+                           seed)

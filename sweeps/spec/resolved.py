@@ -23,9 +23,9 @@ from ortho_core import experiments
 from ortho_core.config import from_dict
 from ortho_core.errors import ConfigError
 from sweeps.spec.cells import Cell, expand
-from sweeps.spec.profiles import Effective, check_scheduler, check_search
+from sweeps.spec.profiles import Effective, check_scheduler, check_search, check_size
 from sweeps.spec.schema import OptunaSettings, Resources, Scheduler, Search, Spec
-from sweeps.spec.source import Location, SpecSource
+from sweeps.spec.source import Location, SpecError, SpecSource
 from sweeps.spec.space import Dimension, StrictModel
 
 
@@ -51,8 +51,9 @@ class ResolvedSpec:
     """Sampler, trials per cell and seed (optuna searches only)."""
     resources: Resources
     """Per trial."""
-    pack_size: int
-    """Most configurations per trial."""
+    pack_size: int | Literal["auto"]
+    """Most configurations per trial; ``auto`` until :func:`sweeps.pack_size.settle`
+    measures it."""
     max_failures: int
     """Retries of a raising trial."""
     repeats: int
@@ -79,33 +80,28 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
     """Apply ``profile``, expand the cells and validate each against the trainer's Config.
 
     Optuna dimensions are validated at each end (or each choice) with the other dimensions
-    at their low end (first choice). Raises :class:`SpecError` naming the field and line.
+    at their low end (first choice). The spec is validated whole: every other profile's
+    resolved form is checked the same way, so that a bad value a profile happens to override
+    is still found; such an error names its profile. Raises :class:`SpecError` naming the
+    field and line.
     """
     source = spec.source
     if profile not in spec.profiles:
         raise source.error(("profiles",), "one of the profiles " + ", ".join(spec.profiles),
                            profile)
-    eff = Effective.of(spec, profile)
-    check_search(eff, source)
-    check_scheduler(eff, source)
-    search: Search = eff.value("search")
-    if search.sampler == "cmaes" and importlib.util.find_spec("cmaes") is None:
-        raise source.error((*eff.settings["search"][1], "sampler"),
-                           "tpe, random or grid (cmaes needs the cmaes package, which is not "
-                           "installed here)", search.sampler)
     try:
         config_cls = experiments.get(spec.experiment).Config
     except ImportError as err:
         raise source.error(("experiment",), f"a trainer that imports ({err})",
                            spec.experiment) from err
-    known = sorted(f.name for f in dataclasses.fields(config_cls) if f.init)
-    for index in range(len(eff.groups)):
-        fixed, space = eff.group(index)
-        for key, (_, path) in (fixed | space).items():
-            if key not in known:
-                raise source.error(path, f"a config key of {spec.experiment}: "
-                                   + ", ".join(known), key)
-    cells = expand(eff, source, functools.partial(_validate, config_cls, source))
+    eff, cells = _checked(spec, profile, config_cls)
+    for other in spec.profiles:
+        if other != profile:
+            try:
+                _checked(spec, other, config_cls)
+            except SpecError as err:
+                raise err.in_profile(other) from None
+    search: Search = eff.value("search")
     text = yaml.dump(_resolved_document(spec, eff), Dumper=_PlainDumper, sort_keys=False,
                      allow_unicode=True)
     optuna = None
@@ -120,6 +116,29 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
         repeats=eff.value("repeats"), scheduler=eff.value("scheduler"), text=text,
         sha256=hashlib.sha256(text.encode()).hexdigest(), source=str(source.path),
         all_cells=tuple(cells))
+
+
+def _checked(spec: Spec, profile: str, config_cls: type) -> tuple[Effective, list[Cell]]:
+    """``spec`` with ``profile`` applied, checked whole (its size before anything is
+    expanded), and its cells, each validated against ``config_cls``."""
+    source = spec.source
+    eff = Effective.of(spec, profile)
+    check_search(eff, source)
+    check_scheduler(eff, source)
+    check_size(eff, source)
+    search: Search = eff.value("search")
+    if search.sampler == "cmaes" and importlib.util.find_spec("cmaes") is None:
+        raise source.error((*eff.settings["search"][1], "sampler"),
+                           "tpe, random or grid (cmaes needs the cmaes package, which is not "
+                           "installed here)", search.sampler)
+    known = sorted(f.name for f in dataclasses.fields(config_cls) if f.init)
+    for index in range(len(eff.groups)):
+        fixed, space = eff.group(index)
+        for key, (_, path) in (fixed | space).items():
+            if key not in known:
+                raise source.error(path, f"a config key of {spec.experiment}: "
+                                   + ", ".join(known), key)
+    return eff, expand(eff, source, functools.partial(_validate, config_cls, source))
 
 
 def _validate(config_cls: type, source: SpecSource, point: dict[str, Any],

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, PrivateAttr, field_validator
+from pydantic import AfterValidator, Field, PlainValidator, PrivateAttr, field_validator
 
 from ortho_core import experiments
 from sweeps.spec.source import SpecSource
@@ -45,6 +45,17 @@ PositiveInt = Annotated[int, _at_least(0, True, "an integer")]
 NonNegativeInt = Annotated[int, _at_least(0, False, "an integer")]
 PositiveFloat = Annotated[float, _at_least(0, True, "a number")]
 NonNegativeFloat = Annotated[float, _at_least(0, False, "a number")]
+
+
+def _pack_size(value: Any) -> Any:
+    _check(value == "auto" or (isinstance(value, int) and not isinstance(value, bool)
+                               and value > 0), "an integer > 0 or auto")
+    return value
+
+
+PackSize = Annotated[int | Literal["auto"], PlainValidator(_pack_size)]
+"""``pack_size``: a number of configurations per trial, or ``auto`` (:mod:`sweeps.pack_size`);
+one check, so that a bad value's message names both."""
 
 
 def _not_null(value: Any) -> Any:
@@ -156,7 +167,7 @@ class Profile(StrictModel):
     """Replaces ``seed``."""
     resources: Resources | None = None
     """Replaces ``resources`` whole."""
-    pack_size: PositiveInt | None = None
+    pack_size: PackSize | None = None
     """Replaces ``pack_size``."""
     max_failures: NonNegativeInt | None = None
     """Replaces ``max_failures``."""
@@ -199,9 +210,11 @@ class Spec(StrictModel):
     """Base of the config key ``seed``; also ``data_seed`` unless fixed or swept."""
     resources: Resources = Field(default_factory=Resources)
     """Per trial (a trial trains one pack)."""
-    pack_size: PositiveInt = 1
+    pack_size: PackSize = 1
     """Most configurations trained together in one trial (DESIGN.md "Packs"; 1 = off). The
-    runner packs only configurations that agree on the trainer's ``PACK_FIELDS``."""
+    runner packs only configurations that agree on the trainer's ``PACK_FIELDS``. ``auto``:
+    the knee of a throughput curve measured on a trial's device when the sweep starts
+    (:mod:`sweeps.pack_size`), recorded on the parent run."""
     max_failures: NonNegativeInt = 0
     """Retries of a trial whose trainer raised (a lost node, an out-of-memory)."""
     scheduler: Scheduler | None = None

@@ -32,24 +32,36 @@ class SpecError(ConfigError):
     positive numbers low < high (got [0.1, -1])``; the ``ortho`` CLI turns it into exit
     status 2 like every :class:`ConfigError`.
 
+    An error found while checking a profile other than the one asked for names it:
+    ``t.yaml:7: profile 'paper': fixed.hidden: expected an integer >= 1 (got 0)``.
+
     Attributes:
         file: the spec file as the user named it (the file name for a shipped spec).
         line: 1-based line in ``file``, or None when the error has no place in it.
+        profile: the profile whose resolved form is invalid, or None (the one asked for,
+            or the spec as written).
     """
 
     def __init__(self, file: str, line: int | None, field: str, expected: str,
-                 value: object = None) -> None:
+                 value: object = None, profile: str | None = None) -> None:
         super().__init__(field, expected, value)
         self.file = file
         self.line = line
+        self.profile = profile
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
-        return f"{where}: {super().__str__()}"
+        within = "" if self.profile is None else f"profile {self.profile!r}: "
+        return f"{where}: {within}{super().__str__()}"
+
+    def in_profile(self, profile: str) -> SpecError:
+        """This error, found in the resolved form of ``profile`` (named in the message)."""
+        return SpecError(self.file, self.line, self.field, self.expected, self.value, profile)
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         """Pickle by the constructor's arguments (an error may cross a Ray process)."""
-        return (type(self), (self.file, self.line, self.field, self.expected, self.value))
+        return (type(self), (self.file, self.line, self.field, self.expected, self.value,
+                             self.profile))
 
 
 def format_path(path: Sequence[str | int]) -> str:
@@ -97,12 +109,37 @@ def validation_error(err: ValidationError, source: SpecSource) -> SpecError:
     return source.error(loc, expected, first["input"])
 
 
+MAX_DEPTH = 32
+"""Deepest nesting of mappings and lists in a spec (the shipped specs nest 5 levels)."""
+
+
+class _TooDeep(Exception):
+    """The YAML nests deeper than :data:`MAX_DEPTH`, at ``line``."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads ``1e-4`` (no dot) as a float, as YAML 1.2 does.
+    """SafeLoader that also reads ``1e-4`` (no dot) as a float, as YAML 1.2 does, and stops
+    at nesting deeper than :data:`MAX_DEPTH` (before PyYAML's recursion exhausts Python's
+    stack, slowly).
 
     YAML 1.1, which PyYAML implements, reads it as the string "1e-4"; rates are written that
     way all the time.
     """
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH + 1:
+                raise _TooDeep(self.peek_event().start_mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 _Loader.add_implicit_resolver(
@@ -110,49 +147,95 @@ _Loader.add_implicit_resolver(
     list("-+0123456789"))
 
 
-def _record(node: yaml.Node, path: Location, source: SpecSource) -> None:
-    """Record the line of every key and item below ``node``; reject duplicate keys."""
+MAX_SPEC_BYTES = 1_000_000
+"""Largest spec file read (the shipped specs are under 10 kB): a larger file is refused
+before it is read whole."""
+
+MAX_SPEC_NODES = 100_000
+"""Most keys and list items a spec may hold, counting what YAML aliases repeat: an alias
+bomb (each anchor repeating the one before it several times) is refused before it is
+built."""
+
+def _record(node: yaml.Node, path: Location, source: SpecSource, budget: list[int]) -> None:
+    """Record the line of every key and item below ``node``; reject duplicate and
+    non-scalar keys, nesting beyond :data:`MAX_DEPTH` and more than :data:`MAX_SPEC_NODES`
+    nodes (``budget`` holds how many may still be visited)."""
+    if len(path) > MAX_DEPTH:
+        raise source.error(path, f"at most {MAX_DEPTH} levels of nested mappings and lists",
+                           len(path))
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise SpecError(source.file, node.start_mark.line + 1, format_path(path),
+                        f"at most {MAX_SPEC_NODES} keys and list items (YAML aliases "
+                        "counted each time they are used)")
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise SpecError(source.file, key_node.start_mark.line + 1, format_path(path),
+                                "keys that are plain names, not mappings or lists")
             key = key_node.value
             if key in seen:
                 raise SpecError(source.file, key_node.start_mark.line + 1,
                                 format_path((*path, key)), "each key once in a mapping", key)
             seen.add(key)
             source.lines[(*path, key)] = key_node.start_mark.line + 1
-            _record(value_node, (*path, key), source)
+            _record(value_node, (*path, key), source, budget)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             source.lines[(*path, i)] = item.start_mark.line + 1
-            _record(item, (*path, i), source)
+            _record(item, (*path, i), source, budget)
+
+
+def _read_text(path: Path, file: str) -> str:
+    """The text of ``path``: at most :data:`MAX_SPEC_BYTES` of UTF-8."""
+    try:
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_SPEC_BYTES + 1)
+    except OSError as err:
+        raise ConfigError("spec", "a readable YAML file", str(path)) from err
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(file, None, "spec", f"a file of at most {MAX_SPEC_BYTES} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise SpecError(file, line, "yaml", f"UTF-8 text (byte {err.start} is "
+                        f"{raw[err.start:err.start + 1]!r})") from None
 
 
 def read_yaml(path: Path, file: str) -> tuple[dict[str, Any], SpecSource]:
     """Parse the spec at ``path``: its data (a mapping) and its :class:`SpecSource`.
 
-    ``file`` is the name messages show. Malformed YAML, duplicate keys and a document that
+    ``file`` is the name messages show. A file that is not UTF-8 text, malformed YAML
+    (non-printable characters included), duplicate keys, sizes beyond
+    :data:`MAX_SPEC_BYTES`, :data:`MAX_SPEC_NODES` or :data:`MAX_DEPTH` and a document that
     is not a mapping raise :class:`SpecError`.
     """
     source = SpecSource(file=file, path=path)
+    text = _read_text(path, file)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError("spec", "a readable YAML file", str(path)) from err
-    loader = _Loader(text)
-    try:
-        node = loader.get_single_node()
-        if node is not None:
-            _record(node, (), source)
-        data = loader.construct_document(node) if node is not None else None
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                _record(node, (), source, [MAX_SPEC_NODES])
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark is not None else None
         raise SpecError(file, line, "yaml", f"well-formed YAML ({err.problem})") from err
+    except yaml.reader.ReaderError as err:
+        line = text[:err.position].count("\n") + 1
+        raise SpecError(file, line, "yaml", f"printable text (character {err.character:#x} "
+                        f"at offset {err.position} is not allowed in YAML)") from None
     except yaml.YAMLError as err:
         raise SpecError(file, None, "yaml", f"well-formed YAML ({err})") from err
-    finally:
-        loader.dispose()
+    except _TooDeep as err:
+        raise SpecError(file, err.line, "yaml", f"at most {MAX_DEPTH} levels of nested "
+                        "mappings and lists") from None
     if not isinstance(data, dict):
         raise SpecError(file, 1, "(top level)", "a mapping of spec keys", data)
     return data, source

@@ -2,27 +2,33 @@
 :mod:`sweeps.contract` names its tags and artifacts).
 
 - One experiment per spec, named after it.
-- One parent run per sweep (run name = sweep id), tagged ``ortho.sweep_id``, ``ortho.spec``,
-  ``ortho.profile``, ``ortho.spec_sha256``, and the code's ``ortho.git_sha``,
-  ``ortho.git_dirty``, ``ortho.version`` (as is every child run); the resolved spec
+- One parent run per sweep (named ``spec · profile · <id>``: :mod:`sweeps.naming`), tagged
+  ``ortho.sweep_id``, ``ortho.spec``, ``ortho.profile``, ``ortho.spec_sha256``, and the
+  code's ``ortho.git_sha``, ``ortho.git_dirty``, ``ortho.version`` (as is every child run),
+  described by ``mlflow.note.content``; the resolved spec
   (``resolved_spec.yaml``), the cells it defines (``expected_cells.json``, for ``analysis``)
   and the spec file it came from (``spec/<name>.yaml``, read back by ``ortho sweep resume``)
   are its artifacts.
-- One child run per configuration: ``mlflow.parentRunId``, ``ortho.sweep_id``,
-  ``ortho.trial_key`` and, once it ends, ``ortho.outcome``; ``ortho.node`` (the Ray node id,
-  distinct even for two nodes on one host), ``ortho.node_ip`` and ``ortho.hostname`` say where
-  it ran. Params are the configuration as trained; metrics are logged per step and the final
-  summaries as metrics of the same names as in ``Result.summary``; ``metrics.csv`` holds
-  every reported step, ``traceback.txt`` the error of a failed run.
+- One child run per configuration, named by the keys that vary within the sweep
+  (:mod:`sweeps.naming`; the trial key where no name is given): ``mlflow.parentRunId``,
+  ``ortho.sweep_id``, ``ortho.trial_key`` and, once it ends, ``ortho.outcome``; ``ortho.node``
+  (the Ray node id, distinct even for two nodes on one host), ``ortho.node_ip`` and
+  ``ortho.hostname`` say where it ran. Params are the configuration as trained; metrics are
+  logged per step and the final summaries as metrics of the same names as in
+  ``Result.summary``; ``metrics.csv`` holds every reported step, ``traceback.txt`` the error
+  of a failed run.
 
 Exactly once: :meth:`Tracker.claim` looks a configuration up by (sweep id, trial key) before
 it is trained. A FINISHED run is kept and its stored result returned, so the configuration
 is skipped; any other run of that key (interrupted, killed or failed) is deleted and a fresh
 run is created. Replacing rather than reusing keeps the metric history of one attempt per
 run; deleted runs go to MLflow's trash (``mlflow gc`` purges them). ``ortho.attempt`` counts
-the attempts. Concurrent writers: every call goes through :meth:`Tracker.call`
-(:mod:`sweeps.tracking.retry`). MLflow is imported when a tracker is built, not before, and
-told neither to send telemetry nor to print a link for every run that ends.
+the attempts. A run replaced while still RUNNING lost its trial without a word (its node or
+Ray actor died, or its driver was killed): it is ended KILLED first (:meth:`Tracker.retire`),
+so that no run, in the trash or not, stays RUNNING once nothing trains it. Concurrent
+writers: every call goes through :meth:`Tracker.call` (:mod:`sweeps.tracking.retry`). MLflow
+is imported when a tracker is built, not before, and told neither to send telemetry nor to
+print a link for every run that ends.
 """
 
 from __future__ import annotations
@@ -59,12 +65,13 @@ Rows = Sequence[tuple[int, Mapping[str, float]]]
 
 def sweep_tags(*, spec: str, profile: str, code: Mapping[str, str], metric: str, mode: str,
                spec_sha256: str | None = None, n_configs: int | None = None,
-               note: str = "") -> dict[str, str]:
+               note: str = "", name: str = "") -> dict[str, str]:
     """The tags of a sweep's parent run that describe it (DESIGN.md "What MLflow holds"), for
     :meth:`Tracker.start_sweep`, which adds the role, sweep id, driver and heartbeat.
     ``code`` is the provenance of the code (:meth:`sweeps.provenance.Provenance.tags`). The
     resolved spec's hash and the configuration count are left out when not known (a sweep
-    tracked before they were); ``note`` is the description MLflow's UI shows."""
+    tracked before they were); ``note`` is the description MLflow's UI shows, ``name`` the
+    run's name (:func:`sweeps.naming.sweep_name`; default the sweep id)."""
     tags = {contract.SPEC: spec, contract.PROFILE: profile, **code,
             contract.METRIC: metric, contract.MODE: mode}
     if spec_sha256 is not None:
@@ -72,7 +79,9 @@ def sweep_tags(*, spec: str, profile: str, code: Mapping[str, str], metric: str,
     if n_configs is not None:
         tags[contract.N_CONFIGS] = str(n_configs)
     if note:
-        tags["mlflow.note.content"] = note
+        tags[contract.NOTE] = note
+    if name:
+        tags[contract.RUN_NAME] = name
     return tags
 
 
@@ -149,7 +158,8 @@ class Tracker:
 
             texts.setdefault(contract.EXPECTED_CELLS_ARTIFACT,
                              expected_cells_json(texts[contract.RESOLVED_ARTIFACT]))
-        run = self.call(self.client.create_run, experiment_id, run_name=sweep_id,
+        run = self.call(self.client.create_run, experiment_id,
+                        run_name=tags.get(contract.RUN_NAME, sweep_id),
                         tags={**tags, contract.SWEEP_ID: sweep_id,
                               contract.ROLE: contract.ROLE_SWEEP,
                               contract.DRIVER: driver_tag(), contract.HEARTBEAT: _now()})
@@ -233,10 +243,18 @@ class Tracker:
     def discard_unfinished(self, ref: SweepRef) -> int:
         """Delete every child run of the sweep that is not FINISHED (before a resume
         re-runs those configurations); how many."""
-        doomed = [r.info.run_id for r in self.configurations(ref) if r.info.status != "FINISHED"]
-        for run_id in doomed:
-            self.call(self.client.delete_run, run_id)
+        doomed = [r for r in self.configurations(ref) if r.info.status != "FINISHED"]
+        for run in doomed:
+            self.retire(run)
         return len(doomed)
+
+    def retire(self, run: Any) -> None:
+        """Delete a configuration's run (an MLflow ``Run``) that is being replaced, ending
+        it KILLED first if it is still RUNNING (its trial is gone: see the module
+        docstring)."""
+        if run.info.status == "RUNNING":
+            self.call(self.client.set_terminated, run.info.run_id, "KILLED")
+        self.call(self.client.delete_run, run.info.run_id)
 
     def mark_killed(self, ref: SweepRef) -> int:
         """End every RUNNING child run of an interrupted sweep as KILLED; how many."""
@@ -251,7 +269,8 @@ class Tracker:
               tags: Mapping[str, str]) -> Claim:
         """Look configuration ``key`` up in the sweep; return its stored result if a run of
         it FINISHED, else replace any other runs of it by a new RUNNING run with ``params``
-        and ``tags`` (see the module docstring)."""
+        and ``tags`` (see the module docstring), named by the tag
+        :data:`~sweeps.contract.RUN_NAME` among them, else by ``key``."""
         from mlflow.entities import Param
 
         query = (f"tags.`{contract.SWEEP_ID}` = {quote(ref.sweep_id)} and "
@@ -263,12 +282,13 @@ class Tracker:
             done = [r for r in runs if r.info.status == "FINISHED"]
             for r in runs:
                 if not done or r is not done[0]:
-                    self.call(self.client.delete_run, r.info.run_id)
+                    self.retire(r)
             if done:
                 return Claim(done[0].info.run_id, stored_result(done[0]))
             attempt = 1 + max((int(r.data.tags.get(contract.ATTEMPT, "1")) for r in runs),
                               default=0)
-            run = self.call(self.client.create_run, ref.experiment_id, run_name=key,
+            run = self.call(self.client.create_run, ref.experiment_id,
+                            run_name=tags.get(contract.RUN_NAME, key),
                             tags={**tags, contract.PARENT: ref.parent_run_id,
                                   contract.SWEEP_ID: ref.sweep_id, contract.TRIAL_KEY: key,
                                   contract.ROLE: contract.ROLE_CONFIGURATION,

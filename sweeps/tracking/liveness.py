@@ -7,6 +7,12 @@ driver's process exists on this host, or, driven from another host, when its hea
 younger than :data:`ALIVE_SECONDS` (:func:`driver_alive`); one that is not was killed
 without ending its run (SIGKILL, a lost node) and may be resumed. A child run records where
 it ran (:func:`node_tags`).
+
+Whether a tracking server answers at all is asked once, before a command starts any work
+(:func:`check_server`): a few seconds, not the minutes of MLflow's own retries, and a
+one-line ``ConfigError`` (exit status 2) naming ``tracking_uri`` when it does not. Only that
+question is asked so briefly; the sweep's writer rides out longer outages
+(:mod:`sweeps.tracking.outbox`).
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ import time
 
 import psutil
 
-from sweeps.contract import HOSTNAME, NODE, NODE_IP
+from ortho_core.errors import ConfigError
+from sweeps.contract import HOSTNAME, NODE, NODE_IP, redact
 
 HEARTBEAT_SECONDS = 30.0
 """How often a running driver refreshes its heartbeat."""
@@ -64,3 +71,54 @@ def driver_alive(driver: str, heartbeat: float | None, now: float | None = None)
         return pid_running(int(pid))
     now = time.time() if now is None else now
     return heartbeat is not None and now - heartbeat < ALIVE_SECONDS
+
+
+CHECK_ENDPOINT = "/api/2.0/mlflow/experiments/search"
+"""What :func:`check_server` asks a server (one experiment): every tracking server answers
+it, with the credentials MLflow finds in the environment."""
+CHECK_TIMEOUT_S = 4.0
+"""Seconds one try of :func:`check_server` waits for a connection or an answer."""
+CHECK_RETRIES = 2
+"""Tries of :func:`check_server` after the first (0.5 s, then 1 s apart): at most about
+15 s in all, against a server that never answers."""
+
+
+def _why(err: BaseException) -> str:
+    """What a failed check says, in a few words."""
+    from sweeps.tracking.retry import causes, http_status
+
+    kinds = {type(c).__name__ for c in causes(err)}
+    status = http_status(err)
+    if "ConnectionRefusedError" in kinds or "NewConnectionError" in kinds:
+        return "connection refused"
+    if kinds & {"ConnectTimeout", "ReadTimeout", "Timeout", "TimeoutError"}:
+        return f"no answer within {CHECK_TIMEOUT_S:.0f} s"
+    if status is not None:
+        return f"it answered HTTP {status}"
+    if "MaxRetryError" in kinds and "too many" in str(err):
+        return "it kept answering with server errors"
+    text = " ".join(str(err).split())
+    return text[:200] + ("..." if len(text) > 200 else "")
+
+
+def check_server(uri: str) -> None:
+    """Ask the tracking server ``uri`` (``http(s)://``; other stores are left alone) for
+    one experiment, with :data:`CHECK_RETRIES` quick retries; ``ConfigError`` naming
+    ``tracking_uri`` (the URI's credentials masked) when it cannot be reached, refuses the
+    request or answers an error."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request, verify_rest_response
+
+    start = time.monotonic()
+    try:
+        response = http_request(get_default_host_creds(uri), CHECK_ENDPOINT, "GET",
+                                params={"max_results": 1}, max_retries=CHECK_RETRIES,
+                                backoff_factor=0.5, backoff_jitter=0.0,
+                                timeout=CHECK_TIMEOUT_S)
+        verify_rest_response(response, CHECK_ENDPOINT)
+    except Exception as err:
+        raise ConfigError("tracking_uri", f"an MLflow tracking server that answers ({_why(err)}"
+                          f", {1 + CHECK_RETRIES} tries in {time.monotonic() - start:.0f} s)",
+                          redact(uri)) from None

@@ -1,33 +1,18 @@
 """Where a sweep's store is, and how a URI is shown and searched for.
 
-Resolution (:func:`home_dir`, :func:`tracking_uri`, :func:`sqlite_path`) is part of the
-contract with ``analysis`` and defined in :mod:`sweeps.contract`; this module adds what only
-``sweeps`` needs: where a new experiment keeps its artifacts, and the two ways a value
-leaves this process safely. No environment variables or credentials are ever logged: a URI
-printed by ``sweeps`` goes through :func:`redact` first, and values put into a search filter
-through :func:`quote`.
+Resolution (:func:`home_dir`, :func:`tracking_uri`, :func:`sqlite_path`) and masking
+(:func:`redact`, which ``analysis`` needs too) are part of the contract with ``analysis`` and
+defined in :mod:`sweeps.contract`; this module adds what only ``sweeps`` needs: where a new
+experiment keeps its artifacts, and how a value enters a search filter safely. No environment
+variables or credentials are ever logged: a URI printed by ``sweeps`` goes through
+:func:`redact` first, and values put into a search filter through :func:`quote`.
 """
 
 from __future__ import annotations
 
-import re
-
-from sweeps.contract import home_dir, sqlite_path, tracking_uri
+from sweeps.contract import home_dir, redact, sqlite_path, tracking_uri
 
 __all__ = ["artifact_location", "home_dir", "quote", "redact", "sqlite_path", "tracking_uri"]
-
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:]*):(\S*)@")
-"""``scheme://user:password@``; the password runs to the last ``@`` of the word, so that one
-written with a raw ``@``, ``/`` or ``?`` in it is masked whole."""
-_SECRET_QUERY = re.compile(r"([?&][^\s=&#]*(?:password|passwd|pwd|secret|token)[^\s=&#]*=)"
-                           r"[^\s&#]*", re.IGNORECASE)
-
-
-def redact(text: str) -> str:
-    """``text`` with the credentials of every URI in it masked: the password of
-    ``scheme://user:password@host`` and the values of query parameters that name a password,
-    secret or token (``postgresql://u:***@db/mlflow``, ``...?sslpassword=***``)."""
-    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1\2:***@", text))
 
 
 def quote(value: str) -> str:

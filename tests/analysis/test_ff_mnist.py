@@ -97,8 +97,9 @@ def test_table_iv_lists_every_published_alpha_and_marks_missing_ones():
     rows = [[c.marked() for c in row] for row in table.rows]
     assert rows[0] == ["0.1", "90.00", format(TABLE_IV[0.1], ".2f"), "unit", "1/1"]
     assert rows[1] == ["0.01", "92.00", format(TABLE_IV[0.01], ".2f"), "unit", "1/1"]
-    assert rows[2] == ["0.001", "–", format(TABLE_IV[0.001], ".2f"), "–",
-                       "not in this profile"]
+    assert rows[2] == ["0.001", "not in profile", format(TABLE_IV[0.001], ".2f"),
+                       "not in profile", "not in profile"]
+    assert table.complete  # a published row the profile does not run is not a partial cell
     assert [r[0] for r in rows] == [format(lr, "g") for lr in sorted(TABLE_IV, reverse=True)]
     assert len(rows) == 5
 
@@ -114,7 +115,8 @@ def test_each_number_names_the_preprocessing_of_its_run():
                     "FF+OINIT": "standardise (M's code)†"}
     table = ff_mnist.table_iv(runs)
     column = table.columns.index("preprocessing")
-    assert [row[column].marked() for row in table.rows][:3] == ["unit", "unit", "–"]
+    assert [row[column].marked() for row in table.rows][:3] == ["unit", "unit",
+                                                                 "not in profile"]
     figure = ff_mnist.accuracy_curves(runs, FFHistories())
     chosen = figure.data.drop_duplicates("run_id").set_index("run_id")["preprocessing"]
     assert chosen.to_dict() == {"p2": "unit", "o2": "standardise (M's code)",

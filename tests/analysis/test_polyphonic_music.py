@@ -74,6 +74,9 @@ def test_table_4_2_averages_seeds_and_sets_g_beside_at_his_rate():
         ["MuseData", "100", "0.001", "missing", f"{pub100.train:.2f}", "missing",
          f"{pub100.test:.2f}", "missing", "missing", "0/2 (1 failed)"],
         ["MuseData", "100", "0.01", "5.10", "–", "7.00", "–", "7.50", "40", "2/2"],
+        *[["MuseData", str(h), "0.001", "not in profile", f"{galvan.TABLE_4_2[h].train:.2f}",
+           "not in profile", f"{galvan.TABLE_4_2[h].test:.2f}", "not in profile",
+           "not in profile", "not in profile"] for h in (200, 300)],
     ]
     assert any("validation NLL 10.90" in note for note in table.notes)
     assert any("eq. 4.2" in note and "pooled" in note for note in table.notes)
@@ -125,7 +128,9 @@ def test_report_of_a_real_smoke_sweep_matches_its_run(smoke_home: Path, tmp_path
     assert [m.value for m in history][-1] == pytest.approx(metrics["valid_nll_frame"])
 
     runs = load_sweep(client, SPEC)
-    (row,) = [[c.marked() for c in r] for r in pm.table_4_2(runs).rows]
+    row, *published = [[c.marked() for c in r] for r in pm.table_4_2(runs).rows]
+    assert [r[1] for r in published] == [str(h) for h in sorted(galvan.TABLE_4_2)]
+    assert all(r[0] == "MuseData" and r[-1] == "not in profile" for r in published)
     assert row == ["JSB Chorales", "8", "0.001", f"{metrics['selected_train_nll']:.2f}", "–",
                    f"{metrics['selected_test_nll']:.2f}", "–",
                    f"{metrics['selected_test_nll_frame']:.2f}", "1", "1/1"]

@@ -1,15 +1,18 @@
 """The fast recurrent path of the packed SRNN (member blocks in parallel threads, fused steps,
-CUDA graphs) against a plain per-member autograd loop."""
+the time loops in Python and in C++, CUDA graphs) against a plain per-member autograd loop."""
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from ortho_core.models import PackedSRNN, SRNNInit, init_srnn
+from ortho_core.models import PackedSRNN, SRNNInit, init_srnn, srnn_native
 from ortho_core.models.srnn_cuda_graph import graphs_apply
 from ortho_core.models.srnn_kernels import in_member_blocks, member_blocks
 from ortho_core.optim import sgd_step
@@ -29,9 +32,26 @@ def threads(request: pytest.FixtureRequest) -> Iterator[int]:
     torch.set_num_threads(before)
 
 
-def pack(dtype: torch.dtype, n_hidden: int = N_HIDDEN, k: int = K) -> PackedSRNN:
+@pytest.fixture(params=["python", "cpp"])
+def loops(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run on the Python time loops and on the C++ ones (:mod:`srnn_native`), which are
+    skipped only where no C++ compiler or no ninja is found."""
+    if request.param == "python":
+        with srnn_native.python_loops():
+            yield request.param
+        return
+    if not srnn_native.build():
+        if shutil.which(os.environ.get("CXX", "c++")) and shutil.which("ninja"):
+            pytest.fail("the C++ time loops did not build although a compiler and ninja exist")
+        pytest.skip("no C++ compiler or no ninja")
+    assert srnn_native.applies(torch.empty(0))
+    yield request.param
+
+
+def pack(dtype: torch.dtype, n_hidden: int = N_HIDDEN, k: int = K,
+         n_in: int = N_IN) -> PackedSRNN:
     inits = [SRNNInit(seed=s, scheme="gaussian", init_std=0.4) for s in range(k)]
-    model = init_srnn(N_IN, n_hidden, N_OUT, inits, dtype=dtype)
+    model = init_srnn(n_in, n_hidden, N_OUT, inits, dtype=dtype)
     g = torch.Generator().manual_seed(5)
     with torch.no_grad():
         model.b_h.copy_(torch.randn(model.b_h.shape, generator=g, dtype=dtype) * 0.3)
@@ -39,9 +59,10 @@ def pack(dtype: torch.dtype, n_hidden: int = N_HIDDEN, k: int = K) -> PackedSRNN
     return model
 
 
-def data(steps: int, dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def data(steps: int, dtype: torch.dtype, seed: int = 0,
+         n_in: int = N_IN) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(BATCH, steps, N_IN, generator=g, dtype=dtype)
+    x = torch.randn(BATCH, steps, n_in, generator=g, dtype=dtype)
     return x, torch.randint(N_OUT, (BATCH,), generator=g)
 
 
@@ -64,10 +85,13 @@ def member(model: PackedSRNN, k: int) -> list[torch.Tensor]:
     return [p.detach()[k].clone().requires_grad_() for p in model.parameters()]
 
 
+@pytest.mark.parametrize(("n_in", "steps"), [(2, 30), (1, 30), (1, 1)],
+                         ids=["inputs", "pixels", "one-step"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_outputs_and_gradients_equal_reference_loop(dtype: torch.dtype, threads: int) -> None:
-    model = pack(dtype)
-    x, y = data(30, dtype)
+def test_outputs_and_gradients_equal_reference_loop(dtype: torch.dtype, n_in: int, steps: int,
+                                                    threads: int, loops: str) -> None:
+    model = pack(dtype, n_in=n_in)
+    x, y = data(steps, dtype, n_in=n_in)
     out = model(x)
     loss = F.cross_entropy(out.reshape(-1, N_OUT), y.repeat(K), reduction="sum") / BATCH
     loss.backward()
@@ -81,7 +105,8 @@ def test_outputs_and_gradients_equal_reference_loop(dtype: torch.dtype, threads:
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_fifty_sgd_steps_equal_reference_loop(dtype: torch.dtype, threads: int) -> None:
+def test_fifty_sgd_steps_equal_reference_loop(dtype: torch.dtype, threads: int,
+                                              loops: str) -> None:
     model = pack(dtype, k=3)
     lr = torch.tensor([0.05, 0.1, 0.2], dtype=dtype)
     references = [member(model, k) for k in range(3)]
@@ -103,7 +128,7 @@ def test_fifty_sgd_steps_equal_reference_loop(dtype: torch.dtype, threads: int) 
             torch.testing.assert_close(p.detach()[k], w.detach(), **TOLERANCE[dtype])
 
 
-def test_member_of_pack_equals_alone_at_784_steps(threads: int) -> None:
+def test_member_of_pack_equals_alone_at_784_steps(threads: int, loops: str) -> None:
     inits = [SRNNInit(seed=s, scheme="gaussian", init_std=0.2) for s in (3, 4, 5)]
     together = init_srnn(1, 16, N_OUT, inits, dtype=torch.float64)
     alone = init_srnn(1, 16, N_OUT, inits[1:2], dtype=torch.float64)
@@ -152,6 +177,43 @@ def test_member_blocks_run_without_grad_and_restore_threads() -> None:
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_backward_through_a_reused_buffer_is_refused(loops: str) -> None:
+    model = pack(torch.float32)
+    x, y = data(6, torch.float32)
+    stale = pack_loss(model, x, y)
+    fresh = pack_loss(model, x, y)
+    with pytest.raises(RuntimeError, match="inplace"):
+        stale.backward()
+    fresh.backward()
+    assert model.w_hh.grad is not None and model.w_hh.grad.abs().sum() > 0
+
+
+def test_without_a_compiler_the_python_loops_run_and_say_so(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from torch.utils import cpp_extension
+
+    calls = []
+
+    def no_ninja(**kwargs: object) -> None:
+        calls.append(kwargs["name"])
+        raise RuntimeError("Ninja is required to load C++ extensions")
+
+    monkeypatch.setattr(srnn_native, "_built", None)
+    monkeypatch.setattr(cpp_extension, "load", no_ninja)
+    model = pack(torch.float64)
+    x, y = data(5, torch.float64)
+    with caplog.at_level(logging.WARNING, logger=srnn_native.__name__):
+        pack_loss(model, x, y).backward()
+        pack_loss(model, x, y).backward()
+    assert len(calls) == 1 and calls[0].startswith("ortho_srnn_")
+    assert [r.getMessage() for r in caplog.records] == [
+        "srnn_native: C++ time loops not built (Ninja is required to load C++ extensions); "
+        "using the Python loops"]
+    weights = member(model, 2)
+    F.cross_entropy(reference_out(weights, x), y).backward()
+    torch.testing.assert_close(model.w_hh.grad[2], 2 * weights[1].grad, rtol=1e-12, atol=1e-13)
 
 
 def test_cuda_graphs_are_skipped_on_cpu() -> None:

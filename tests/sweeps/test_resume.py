@@ -55,6 +55,18 @@ def _ortho(args: list[str], home: Path, output: int = subprocess.PIPE) -> subpro
                             stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def _one_trial_at_a_time(spec: Path, home: Path, drivers: list) -> tuple[subprocess.Popen[str],
+                                                                        Path]:
+    """``ortho sweep run SPEC`` with one trial at a time, its output in ``driver.log`` beside
+    ``home``; the driver and that log (the driver is recorded in ``drivers``)."""
+    log = home.parent / "driver.log"
+    with log.open("w") as output:
+        proc = _ortho(["sweep", "run", str(spec), "--profile", "smoke", "--max-concurrent",
+                       "1"], home, output)
+    drivers.append((proc, home))
+    return proc, log
+
+
 def _statuses(home: Path) -> list[str]:
     """The statuses of the latest sweep's configuration runs."""
     record = tracker_of(home).find_sweep()
@@ -171,11 +183,7 @@ def test_a_killed_driver_leaves_a_sweep_that_resumes(tmp_path, drivers):
                       groups=[{"space": {"x": [0.1, 0.2]}},
                               {"fixed": {"sleep": 1.0}, "space": {"x": SLOW}}], pack_size=2)
     home = new_home(tmp_path)
-    log = tmp_path / "driver.log"
-    with log.open("w") as output:
-        proc = _ortho(["sweep", "run", str(spec), "--profile", "smoke", "--max-concurrent",
-                       "1"], home, output)
-    drivers.append((proc, home))
+    proc, log = _one_trial_at_a_time(spec, home, drivers)
     deadline = time.monotonic() + 240
     while (statuses := _statuses(home)).count("FINISHED") < 2 or "RUNNING" not in statuses:
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
@@ -284,3 +292,71 @@ def test_resume_without_an_unfinished_sweep_says_so(tmp_path):
 
     with pytest.raises(SweepNotFound, match="no unfinished sweep"):
         resume_sweep(home=new_home(tmp_path), stream=io.StringIO())
+
+
+@pytest.mark.slow
+def test_a_killed_driver_of_an_optuna_sweep_in_packs_resumes_its_study(tmp_path, tracked,
+                                                                        monkeypatch, drivers):
+    """SIGKILL of the driver of an Optuna sweep in packs of 2 (one pack at a time) once the
+    first pack has finished and the second is training: a resume continues the same study
+    (its finished trials kept as they were, those in flight failed), asks the points in
+    flight again and trains them once more, does not train the finished ones again, and ends
+    with one FINISHED run per configuration, each a COMPLETE trial of the study."""
+    import optuna
+
+    from sweeps.studies import KEY_ATTR, storage_url
+
+    if tracked.kind == "server":
+        monkeypatch.setenv("ORTHO_OPTUNA_STORAGE", f"sqlite:///{tmp_path}/optuna.db")
+    counters = tmp_path / "counters"
+    counters.mkdir()
+    spec = write_spec(tmp_path, fixed={"steps": 3, "sleep": 1.0, "counter_dir": str(counters)},
+                      space={"x": {"low": 0.0, "high": 1.0}}, pack_size=2,
+                      search={"kind": "optuna", "sampler": "random", "n_trials": 4, "seed": 0})
+    home = new_home(tmp_path)
+    proc, log = _one_trial_at_a_time(spec, home, drivers)
+    deadline = time.monotonic() + 240
+    # The second pack has begun training (its counters written) after the first finished.
+    while len(list(counters.iterdir())) < 4 or _finished(home) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    _kill_all(proc.pid, home)
+
+    record = tracker_of(home).find_sweep()
+    finished_before = {r.data.tags[tracking.TRIAL_KEY]: r.info.run_id
+                       for r in child_runs(home, record.ref.sweep_id)
+                       if r.info.status == "FINISHED"}
+    url = storage_url(None, tracking.tracking_uri(None, home))
+    name = f"{record.ref.sweep_id}/cell-0"
+    states = optuna.trial.TrialState
+    before = optuna.load_study(study_name=name, storage=url).trials
+    assert [t.state for t in before] == [states.COMPLETE] * 2 + [states.RUNNING] * 2
+    assert {t.user_attrs[KEY_ATTR] for t in before[:2]} == set(finished_before)
+    in_flight = [t.user_attrs[KEY_ATTR] for t in before[2:]]
+
+    final = resume_sweep(home=home, stream=io.StringIO())
+    assert (final.sweep_id, final.state, final.done, final.failed) == (
+        record.ref.sweep_id, "finished", 4, 0)
+    after = child_runs(home, record.ref.sweep_id)
+    keys = [r.data.tags[tracking.TRIAL_KEY] for r in after]
+    assert sorted(keys) == sorted([*finished_before, *in_flight])  # one run each
+    assert all(r.info.status == "FINISHED" for r in after)
+    for r in after:
+        key = r.data.tags[tracking.TRIAL_KEY]
+        cfg = toy_experiment.Config(x=float(r.data.params["x"]), counter_dir=str(counters))
+        if key in finished_before:  # kept, and not trained again
+            assert (r.info.run_id, toy_experiment.attempts(cfg)) == (finished_before[key], 1)
+        else:  # in flight: trained again from its beginning
+            assert toy_experiment.attempts(cfg) == 2
+
+    trials = optuna.load_study(study_name=name, storage=url).trials  # the same study
+    assert [t.state for t in trials] == [states.COMPLETE] * 2 + [states.FAIL] * 2 + \
+        [states.COMPLETE] * 2
+    assert [(t.params, t.value) for t in trials[:2]] == [(t.params, t.value) for t in before[:2]]
+    assert [t.params for t in trials[4:]] == [t.params for t in before[2:]]  # asked again
+    assert [t.user_attrs[KEY_ATTR] for t in trials[4:]] == in_flight
+    x = {r.data.tags[tracking.TRIAL_KEY]: float(r.data.params["x"]) for r in after}
+    assert [t.value for t in trials if t.state == states.COMPLETE] == pytest.approx(
+        [10 * x[t.user_attrs[KEY_ATTR]] for t in trials if t.state == states.COMPLETE])

@@ -100,3 +100,27 @@ def test_pack_run_as_subprocess_prints_progress_and_json_summary(tmp_path):
     assert all(d["outcome"] in ("solved", "unsolved", "diverged") for d in doc)
     assert doc[1]["summary"]["pretrain_steps"] > 0
     assert "step" in proc.stderr  # live progress went to stderr
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_member_that_cannot_pretrain_fails_alone_and_the_command_exits_1(as_json, capsys):
+    """The issue's case (``--set variant=plain,oinit --set pretrain_max_steps=2``, small):
+    the plain member trains, the oinit one ends failed with its error, exit status 1."""
+    argv = ["train", "synthetic", "--set", "variant=plain,oinit", "--set",
+            "pretrain_max_steps=2", "--set", "protocol=fixed", "--set", "seq_len=10",
+            "--set", "hidden=16", "--set", "max_iters=20", "--set", "eval_every=10",
+            "--set", "val_size=50"]
+    assert main(argv + (["--json"] if as_json else [])) == 1
+    out, err = capsys.readouterr()
+    assert "1 of 2 configuration(s) failed (member 1;" in err
+    if as_json:
+        doc = json.loads(out)
+        assert doc[0]["outcome"] in ("solved", "unsolved") and "error" not in doc[0]
+        assert doc[0]["summary"]["total_iters"] == 20
+        assert doc[1]["outcome"] == "failed" and doc[1]["summary"] == {}
+        assert [d["name"] for d in doc] == ["plain", "OINIT"]
+        assert "pretrain_tol: orthogonal pre-training did not reach" in doc[1]["error"]
+        assert "member 1: 2 steps" in doc[1]["error"]
+    else:
+        assert "[1] OINIT: failed\n      error: pretrain_tol:" in out
+        assert "total_iters = 20" in out  # the plain member's summary

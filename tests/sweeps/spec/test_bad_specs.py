@@ -86,4 +86,5 @@ def test_bad_spec_names_field_and_line(tmp_path, edits, field):
             resolve(spec, profile)
     err = info.value
     assert (err.field, err.line) == (field, line), str(err)
-    assert str(err).startswith(f"{path}:{line}: {field}: expected "), str(err)
+    within = "" if err.profile is None else f"profile {err.profile!r}: "
+    assert str(err).startswith(f"{path}:{line}: {within}{field}: expected "), str(err)

@@ -8,7 +8,8 @@ import collections
 import pytest
 
 from sweeps.spec import PROFILES, SpecError, load_spec, resolve
-from tests.sweeps.spec.helpers import BASE, cells_of, write
+from sweeps.spec.profiles import MAX_CONFIGURATIONS, MAX_PACK_SIZE, MAX_SEED
+from tests.sweeps.spec.helpers import BASE, OPTUNA, cells_of, write
 
 
 def test_profiles_override_fixed_space_and_settings(tmp_path):
@@ -64,3 +65,35 @@ def test_packs_under_a_scheduler_name_the_scheduler(tmp_path):
     assert str(info.value) == (
         f"{path}:{pack_line}: profiles.paper.pack_size: expected 1 when a scheduler is set "
         f"(line {pack_line + 1}: early stopping judges one configuration per trial) (got 3)")
+
+
+def _refused(tmp_path, text):
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, text))
+    return info.value
+
+
+def test_sizes_counted_before_expanding(tmp_path):
+    """Configurations are counted exactly (per group, grid points x repeats x Optuna trials)
+    and a profile over the limit is refused by load_spec, which expands nothing."""
+    fits = MAX_CONFIGURATIONS // 24  # paper: 2 tasks x 3 rates x (1 + 2 + 1) group points
+    load_spec(write(tmp_path, BASE.replace("  paper: {}", f"  paper: {{repeats: {fits}}}")))
+    err = _refused(tmp_path, BASE.replace("  paper: {}", f"  paper: {{repeats: {fits + 1}}}"))
+    assert (err.profile, err.field, err.value) == ("paper", "profiles.paper.repeats",
+                                                   24 * (fits + 1))
+    # smoke of OPTUNA: 1 task x 4 group points x 2 repeats, each searched n_trials times
+    trials = MAX_CONFIGURATIONS // 8 + 1
+    err = _refused(tmp_path, OPTUNA.replace("n_trials: 5", f"n_trials: {trials}"))
+    assert (err.profile, err.field, err.value) == ("smoke", "search.n_trials", 8 * trials)
+    err = _refused(tmp_path, BASE.replace("  lr: {log_range: [1.0e-3, 1.0e-1], num: 3}",
+                                          "  lr: {log_range: [1.0e-3, 1.0e-1], num: 1000000}"))
+    assert (err.profile, err.field, err.value) == ("smoke", "space.lr", 8 * 10**6)
+
+
+def test_pack_and_seed_bounds(tmp_path):
+    err = _refused(tmp_path, BASE.replace("seed: 0\n",
+                                          f"seed: 0\npack_size: {MAX_PACK_SIZE + 1}\n"))
+    assert (err.field, err.value) == ("pack_size", MAX_PACK_SIZE + 1)
+    load_spec(write(tmp_path, BASE.replace("seed: 0\n", f"seed: {MAX_SEED - 1}\n")))
+    err = _refused(tmp_path, BASE.replace("seed: 0\n", f"seed: {MAX_SEED}\n"))
+    assert (err.profile, err.field) == ("smoke", "seed")  # smoke's 2 repeats pass the bound

@@ -1,0 +1,230 @@
+"""A report as one self-contained HTML page: viewable offline, sent as one file.
+
+Everything is inline: the style sheet, each figure as a base64 PNG (``data:`` URI), no
+script, no font, no external resource. The only addresses in the page are the links
+(``<a href>``) that open a sweep's runs in ``ortho ui``, the MLflow UI on
+:data:`DEFAULT_UI` (its run page: ``#/experiments/<experiment id>/runs/<run id>``, the route
+of MLflow 3's single-page app).
+
+A page is built from sections so that a paper's page can gather several specs:
+:func:`render_section` turns one :class:`~analysis.report.Report` into a ``<section>``
+(verdicts, tables with the published values beside the measured ones, figures, provenance),
+and :func:`render_page` wraps sections in a document. ``ortho report SPEC --format html``
+writes a page of one section (:func:`write_html`).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import numbers
+from collections.abc import Mapping, Sequence
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.claims import Claim
+from analysis.figures import Figure
+from analysis.load import SweepRuns
+from analysis.report import Report
+from analysis.tables import Cell, Table
+
+DEFAULT_UI = "http://127.0.0.1:5000"
+"""Where ``ortho ui`` serves the MLflow UI by default."""
+
+FIGURE_DPI = 110
+"""Resolution of the embedded PNGs (a page of many figures stays a few MB)."""
+
+_NOT_NAMED = ("seed", "data_seed", "device")
+"""Params left out of a run's label (they tell seeds apart, not configurations)."""
+
+STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:75em;
+ padding:0 1em;color:#1d1d1f;line-height:1.4}
+h1{font-size:1.6em}h2{border-bottom:2px solid #ccc;padding-bottom:.2em;margin-top:2em}
+h3{font-size:1.05em;margin-bottom:.3em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
+th{background:#f2f2f2}td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.paper,th.paper{background:#eef3fb}td.partial{background:#fff6dd}
+td.missing{color:#a33}td.outside{color:#888;font-style:italic}
+ul.verdicts{list-style:none;padding-left:0}ul.verdicts li{margin:.3em 0;padding:.3em .6em;
+ border-left:.4em solid #999}
+li.holds{border-color:#2a8a3e!important;background:#eef8f0}
+li.fails{border-color:#b3261e!important;background:#fcefee}
+li.not-measured{border-color:#999!important;background:#f4f4f4}
+.status{font-weight:600}.prov{font-size:.9em;color:#444}.notes{font-size:.85em;color:#444}
+figure{margin:1em 0}figure img{max-width:100%;border:1px solid #ddd}
+figcaption{font-size:.85em;color:#444}dl.prov{display:grid;grid-template-columns:max-content auto;
+ gap:.1em 1em}dl.prov dt{font-weight:600}dl.prov dd{margin:0}
+"""
+
+
+def run_url(ui: str, experiment_id: str, run_id: str) -> str:
+    """The address of run ``run_id`` in the MLflow UI served at ``ui``."""
+    return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def _cell_class(cell: Cell, numeric: bool, paper: bool) -> str:
+    classes = ["num"] if numeric else []
+    if paper:
+        classes.append("paper")
+    if cell.partial:
+        classes.append("missing" if cell.value is None else "partial")
+    elif cell.outside:
+        classes.append("outside")
+    return " ".join(classes)
+
+
+def table_html(table: Table) -> str:
+    """One table: caption, provenance line, header, cells (published columns shaded,
+    partial, missing and not-in-profile cells marked), legend and notes."""
+    paper = ["paper" in c for c in table.columns]
+    numeric = table.numeric_columns()
+    head = "".join(f'<th class="paper">{escape(c)}</th>' if p else f"<th>{escape(c)}</th>"
+                   for c, p in zip(table.columns, paper, strict=True))
+    body = []
+    for row in table.rows:
+        cells = []
+        for cell, num, pub in zip(row, numeric, paper, strict=True):
+            cls = _cell_class(cell, num, pub)
+            attr = f' class="{cls}"' if cls else ""
+            cells.append(f"<td{attr}>{escape(cell.marked())}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    notes = "".join(f"<li>{escape(n)}</li>" for n in table.notes)
+    return (f'<div class="table" id="table-{escape(table.name)}">'
+            f"<h3>{escape(table.title)}</h3>"
+            f'<p class="prov">{escape(table.provenance.line())}</p>'
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            f'<p class="notes">{escape(table.legend())}</p>'
+            f'<ul class="notes">{notes}</ul></div>')
+
+
+def figure_png(figure: Figure, dpi: int = FIGURE_DPI) -> bytes:
+    """The figure drawn as PNG bytes."""
+    buf = io.BytesIO()
+    figure.render().savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def figure_html(figure: Figure) -> str:
+    """One figure as an embedded PNG with its title and notes as the caption."""
+    data = base64.b64encode(figure_png(figure)).decode("ascii")
+    notes = "".join(f"<br>{escape(n)}" for n in figure.notes)
+    return (f'<figure id="figure-{escape(figure.name)}">'
+            f'<img alt="{escape(figure.title)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{escape(figure.title)}{notes}</figcaption></figure>")
+
+
+_STATUS_CLASS = {"holds": "holds", "does not hold": "fails", "not measured": "not-measured"}
+
+
+def claims_html(claims: Sequence[Claim]) -> str:
+    """The verdict lines, one list item per claim, coloured by status."""
+    if not claims:
+        return ""
+    items = []
+    for c in claims:
+        partial = " (partial sweep)" if c.partial and c.status != "not measured" else ""
+        items.append(f'<li class="{_STATUS_CLASS[c.status]}">'
+                     f'<span class="status">{escape(c.source)} · {escape(c.status)}'
+                     f"{partial}</span> — {escape(c.text)}: {escape(c.evidence)}</li>")
+    return '<h3>Verdicts</h3><ul class="verdicts">' + "".join(items) + "</ul>"
+
+
+def _duration(seconds: float) -> str:
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"
+
+
+def provenance_items(runs: SweepRuns) -> dict[str, str]:
+    """What a reader needs to trust or redo the numbers: label -> text (profile, sweep, spec
+    and code hashes, wall time, machines, counts)."""
+    sweep, frame = runs.sweep, runs.runs
+    start = pd.to_numeric(frame["start_time"], errors="coerce").dropna()
+    end = pd.to_numeric(frame["end_time"], errors="coerce").dropna()
+    wall = "no configuration ended" if start.empty or end.empty else (
+        f"{_duration((end.max() - start.min()) / 1000)} from the first configuration's start "
+        f"to the last one's end; {_duration(float((end - start.loc[end.index]).sum()) / 1000)}"
+        " of training summed over configurations")
+    hosts = frame["hostname"].dropna() if "hostname" in frame else pd.Series(dtype=object)
+    machines = ", ".join(f"{h} ({n} configurations)"
+                         for h, n in hosts.value_counts().sort_index().items()) or "not tagged"
+    outcomes = ", ".join(f"{n} {k}" for k, n in runs.outcomes.items() if n) or "none"
+    return {"spec": sweep.spec, "profile": sweep.profile, "sweep id": sweep.sweep_id,
+            "spec sha256": sweep.spec_sha256 or "not tagged",
+            "git sha": sweep.git_sha or "not tagged", "wall time": wall, "machines": machines,
+            "runs": f"{runs.n_runs} MLflow runs → {len(frame)} configurations ({outcomes})",
+            "store": runs.tracking_uri or "unknown"}
+
+
+def _label(row: pd.Series, keys: Sequence[str]) -> str:
+    parts = []
+    for key in keys:
+        value = row.get(f"params.{key}")
+        if value is not None and value == value:
+            text = format(value, "g") if isinstance(value, numbers.Real) and not isinstance(
+                value, bool) else str(value)
+            parts.append(f"{key}={text}")
+    return " ".join(parts)
+
+
+def runs_html(runs: SweepRuns, ui: str = DEFAULT_UI) -> str:
+    """Links that open the sweep's parent run and each configuration's run in ``ortho ui``,
+    each labelled with the params that vary within the sweep and its outcome."""
+    sweep, frame = runs.sweep, runs.runs
+    keys = [c.removeprefix("params.") for c in frame.columns if c.startswith("params.")
+            and c.removeprefix("params.") not in _NOT_NAMED
+            and frame[c].astype(str).nunique() > 1]
+    rows = "".join(
+        f'<tr><td><a href="{escape(run_url(ui, sweep.experiment_id, str(r["run_id"])))}">'
+        f'{escape(str(r["run_id"])[:12])}</a></td><td>{escape(_label(r, keys))}</td>'
+        f'<td>{escape(str(r["outcome"]))}</td></tr>' for _, r in frame.iterrows())
+    parent = escape(run_url(ui, sweep.experiment_id, sweep.parent_run_id))
+    return (f'<p class="prov">Open in <code>ortho ui</code>: <a href="{parent}">the sweep\'s '
+            f"parent run</a>; its configurations:</p><details><summary>{len(frame)} "
+            "configuration runs</summary><table><thead><tr><th>run</th><th>configuration"
+            f"</th><th>outcome</th></tr></thead><tbody>{rows}</tbody></table></details>")
+
+
+def provenance_html(runs: SweepRuns, ui: str = DEFAULT_UI) -> str:
+    """The provenance block of a section: :func:`provenance_items` and :func:`runs_html`."""
+    items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>"
+                    for k, v in provenance_items(runs).items())
+    return f'<h3>Provenance</h3><dl class="prov">{items}</dl>' + runs_html(runs, ui)
+
+
+def render_section(report: Report, ui: str = DEFAULT_UI) -> str:
+    """One spec's ``<section>``: verdicts, tables, figures, provenance."""
+    spec = report.runs.sweep.spec
+    parts = [f'<section id="{escape(spec)}"><h2>{escape(spec)}</h2>',
+             claims_html(report.claims), *(table_html(t) for t in report.tables),
+             *(figure_html(f) for f in report.figures), provenance_html(report.runs, ui),
+             "</section>"]
+    return "\n".join(p for p in parts if p)
+
+
+def render_page(title: str, sections: Sequence[str],
+                provenance: Mapping[str, str] | None = None) -> str:
+    """A whole HTML document: ``title``, an optional page-level provenance (label -> text,
+    e.g. the paper, the profile, when it was built) and the ``sections``."""
+    prov = "" if not provenance else '<dl class="prov">' + "".join(
+        f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in provenance.items()) + "</dl>"
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
+            f"<h1>{escape(title)}</h1>{prov}\n" + "\n".join(sections) + "\n</body></html>\n")
+
+
+def write_html(report: Report, out_dir: str | Path, ui: str = DEFAULT_UI) -> Path:
+    """Write the report as ``<out_dir>/<spec>.html`` (a page of one section); returns the
+    path."""
+    sweep = report.runs.sweep
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{sweep.spec}.html"
+    title = f"{sweep.spec} — profile {sweep.profile}, sweep {sweep.sweep_id}"
+    path.write_text(render_page(title, [render_section(report, ui)]), encoding="utf-8")
+    return path

@@ -1,0 +1,48 @@
+"""The four reproduced works and the specs that reproduce each (EXPERIMENTS.md: every spec
+in ``sweeps/specs`` belongs to one paper; its header names the tables and figures), for
+``ortho reproduce PAPER``. The published values themselves are in :mod:`analysis.published`,
+one module per paper, named like the paper here.
+
+Pure data: no imports beyond the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One reproduced work."""
+
+    key: str
+    """Its name on the command line (``ortho reproduce KEY``), also its published-values
+    module (``analysis.published.KEY``)."""
+    letter: str
+    """EXPERIMENTS.md's letter for it (the ids ``M-T1``, ``G-F3.1``, ...)."""
+    title: str
+    """Authors and title, as the report's heading."""
+    specs: tuple[str, ...]
+    """The specs reproducing it, in the paper's order."""
+
+
+PAPERS: dict[str, Paper] = {p.key: p for p in (
+    Paper("manchev", "M", "Manchev & Spratling — On the biological plausibility of orthogonal "
+          "initialisation for solving gradient instability in deep neural networks",
+          ("orth-pretrain-convergence", "synthetic-max-length", "pixel-mnist", "ff-mnist")),
+    Paper("galvan", "G", "Galvan — Optimization methods for Recurrent Neural Networks "
+          "training (thesis, Università degli Studi di Firenze, 2015)",
+          ("spectral-temporal-gradients", "spectral-init-success", "simplex-direction",
+           "polyphonic-music")),
+    Paper("kutsuna", "K", "Kutsuna — Linearly constrained weights: resolving the vanishing "
+          "gradient problem by reducing angle bias", ("lcw-deep-mlp",)),
+    Paper("nosarzewski", "N", "Nosarzewski — Deep Orthogonal Neural Networks (2018)",
+          ("deep-orthogonal",)),
+)}
+"""Paper key -> :class:`Paper`, in the README's order."""
+
+ALL = "all"
+"""``ortho reproduce all``: every paper, one page each, and an index page."""
+
+PROFILES = ("smoke", "cpu", "paper")
+"""The profiles every shipped spec defines (EXPERIMENTS.md)."""

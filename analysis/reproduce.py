@@ -1,0 +1,332 @@
+"""``ortho reproduce PAPER``: run every spec of a paper and write one HTML page of its report.
+
+For each spec of the paper (:mod:`analysis.papers`) in the paper's order, with the profile:
+
+- the latest sweep of that spec and profile in the store FINISHED with no failed
+  configuration: reused, nothing started (``already finished: sweep ID``);
+- the latest one interrupted (its parent run RUNNING or KILLED) or finished with failed
+  configurations: ``ortho sweep resume ID`` (which refuses a sweep whose driver still runs);
+- none: ``ortho sweep run SPEC --profile P``.
+
+Sweeps run as child processes (``python -m sweeps.cli``), since ``analysis`` does not import
+``sweeps``: their output goes straight to this terminal (the live progress), and Ctrl-C is
+passed to the running child, whose sweep then stops resumable; the same command resumes it.
+Before any child starts, one child (:mod:`sweeps.ready`) checks the specs left to run: a
+missing dataset stops everything with exit status 2, naming each spec, the dataset, the file
+and the command that fetches it, unless ``--skip-missing-data`` leaves those specs out (the
+page and the last line say which, and how to add them). A tracking URI reaches the children
+in their environment (``ORTHO_TRACKING_URI``), never their command lines, which every user
+of the machine can read.
+
+Then every spec's :class:`~analysis.report.Report` is built and the page written to
+``<out>/<paper>.html`` (:mod:`analysis.html`): the paper's title, the count of verdicts that
+hold, do not hold and were not measured, one section per spec, and the provenance of the
+reproduction (profile, sweeps, machine, wall time). ``all`` writes every paper's page and
+``<out>/index.html``. Exit status: 0; 1 when a sweep failed (the page is written from what
+finished, and the last line names the spec); 2 for bad input or missing data, before any
+work; 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from analysis.papers import ALL, PAPERS, Paper
+from analysis.store import open_store, resolve_tracking_uri
+from ortho_core.errors import ConfigError, DataError, OrthoError
+from sweeps import contract
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+    from analysis.load import Sweep
+    from analysis.report import Report
+
+Action = Literal["reuse", "resume", "run"]
+
+
+@dataclass
+class Where:
+    """The store and cluster the sweeps use (``--address``, ``--tracking-uri``, ``--home``)."""
+
+    address: str | None = None
+    tracking_uri: str | None = None
+    home: str | None = None
+
+    def uri(self) -> str:
+        """The absolute tracking URI, as ``ortho sweep run`` resolves it."""
+        return resolve_tracking_uri(self.tracking_uri, self.home)
+
+    def child_argv(self, *args: str, address: bool = True) -> list[str]:
+        """``python -m MODULE ARGS`` with ``--home`` (and ``--address``) appended."""
+        argv = [sys.executable, "-m", *args]
+        if address and self.address:
+            argv += ["--address", self.address]
+        return argv + (["--home", self.home] if self.home and args[0] == "sweeps.cli" else [])
+
+    def child_env(self) -> dict[str, str]:
+        """This environment, with the tracking URI (credentials and all) added."""
+        env = dict(os.environ)
+        if self.tracking_uri:
+            env["ORTHO_TRACKING_URI"] = self.uri()
+        return env
+
+
+@dataclass
+class Step:
+    """What happens to one spec."""
+
+    spec: str
+    action: Action
+    sweep_id: str | None = None
+    """The sweep reused or resumed; after a run, the new one (None until known)."""
+    exit_status: int = 0
+    """The child's exit status (0 when reused)."""
+    missing: str | None = None
+    """Why the spec was left out: its missing dataset (``--skip-missing-data``)."""
+
+
+@dataclass
+class Outcome:
+    """A paper's reproduction: its steps and what the page says."""
+
+    paper: Paper
+    steps: list[Step]
+    verdicts: Counter[str] = field(default_factory=Counter)
+    page: Path | None = None
+
+    @property
+    def failed(self) -> list[Step]:
+        """Steps whose sweep did not end cleanly (or whose report could not be built)."""
+        return [s for s in self.steps if s.exit_status not in (0, 130)]
+
+
+def latest_sweep(client: MlflowClient, spec: str, profile: str) -> Sweep | None:
+    """The newest sweep of ``spec`` with ``profile`` in the store, None when there is none."""
+    from analysis.load import list_sweeps
+
+    try:
+        sweeps = list_sweeps(client, spec)
+    except ConfigError:
+        return None
+    return next((s for s in sweeps if s.profile == profile), None)
+
+
+def has_failures(client: MlflowClient, sweep: Sweep) -> bool:
+    """Whether a configuration run of ``sweep`` ended FAILED."""
+    query = (f"tags.`{contract.SWEEP_ID}` = '{sweep.sweep_id}' and "
+             f"tags.`{contract.ROLE}` = '{contract.ROLE_CONFIGURATION}' and "
+             "attributes.status = 'FAILED'")
+    return bool(client.search_runs([sweep.experiment_id], query, max_results=1))
+
+
+def plan(paper: Paper, profile: str, where: Where) -> list[Step]:
+    """Each spec's step, from what the store holds (an embedded store not created yet holds
+    nothing)."""
+    uri = where.uri()
+    path = contract.sqlite_path(uri)
+    if path is not None and not path.is_file():
+        return [Step(spec, "run") for spec in paper.specs]
+    client = open_store(uri)
+    steps = []
+    for spec in paper.specs:
+        sweep = latest_sweep(client, spec, profile)
+        if sweep is None:
+            steps.append(Step(spec, "run"))
+        elif sweep.status == "FINISHED" and not has_failures(client, sweep):
+            steps.append(Step(spec, "reuse", sweep.sweep_id))
+        else:
+            steps.append(Step(spec, "resume", sweep.sweep_id))
+    return steps
+
+
+def check_data(steps: Sequence[Step], profile: str, where: Where) -> dict[str, dict]:
+    """Spec -> its readiness (:mod:`sweeps.ready`) for every step that trains; ``ConfigError``
+    with the child's message when it refuses the specs or the profile."""
+    specs = [s.spec for s in steps if s.action != "reuse"]
+    if not specs:
+        return {}
+    argv = where.child_argv("sweeps.ready", "--profile", profile, *specs)
+    done = subprocess.run(argv, env=where.child_env(), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ConfigError("spec", "specs that resolve with the profile",
+                          done.stderr.strip() or f"exit status {done.returncode}")
+    entries = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return {entry["spec"]: entry for entry in entries}
+
+
+def _datasets(entry: dict) -> str:
+    return ", ".join(entry["datasets"]) or "a dataset"
+
+
+def _fetch(entries: Sequence[dict]) -> list[str]:
+    """The commands that fetch the datasets of ``entries``, each once."""
+    return sorted({cmd for e in entries for cmd in e["datasets"].values() if cmd})
+
+
+def missing_data_error(paper_key: str, profile: str, entries: Sequence[dict]) -> DataError:
+    """The error that stops a reproduction whose specs lack data (field: the first missing
+    file), after each spec's own message on stderr: the datasets and what to do."""
+    for e in entries:
+        print(f"{e['spec']} needs {_datasets(e)}: {e['missing']}", file=sys.stderr)
+    fetch = _fetch(entries)
+    todo = (f"; fetch them with `{' && '.join(fetch)}`" if fetch else "") + (
+        f", or run the other specs now with `ortho reproduce {paper_key} --profile {profile} "
+        "--skip-missing-data`")
+    return DataError(entries[0]["file"], "the datasets of " + ", ".join(
+        f"{e['spec']} ({_datasets(e)})" for e in entries) + todo)
+
+
+def run_child(argv: list[str], env: dict[str, str]) -> int:
+    """Run a sweep's child process in its own process group with this terminal's output,
+    passing each Ctrl-C (SIGINT) on to it once; its exit status."""
+    child = subprocess.Popen(argv, env=env, process_group=0)
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            child.send_signal(signal.SIGINT)
+
+
+def execute(step: Step, profile: str, where: Where, number: str) -> None:
+    """Reuse, resume or run ``step``'s sweep; its exit status and sweep id are set."""
+    if step.action == "reuse":
+        print(f"{number} {step.spec}: already finished: sweep {step.sweep_id}", flush=True)
+        return
+    if step.action == "resume":
+        args = ["sweeps.cli", "sweep", "resume", str(step.sweep_id)]
+        print(f"{number} {step.spec}: resuming sweep {step.sweep_id}", flush=True)
+    else:
+        args = ["sweeps.cli", "sweep", "run", step.spec, "--profile", profile]
+        print(f"{number} {step.spec}: running its {profile} profile", flush=True)
+    step.exit_status = run_child(where.child_argv(*args), where.child_env())
+    if step.action == "run" and step.exit_status != 2:
+        sweep = latest_sweep(open_store(where.uri()), step.spec, profile)
+        step.sweep_id = None if sweep is None else sweep.sweep_id
+
+
+def reports(steps: Sequence[Step], where: Where) -> list[tuple[Step, Report | str]]:
+    """Each step's report, or the reason there is none."""
+    from analysis.report import build_report
+
+    built: list[tuple[Step, Report | str]] = []
+    for step in steps:
+        if step.missing is not None:
+            built.append((step, f"not run here: {step.missing}"))
+        elif step.sweep_id is None:
+            built.append((step, f"no sweep: the run exited with status {step.exit_status} "
+                                "before it started one"))
+        else:
+            try:
+                built.append((step, build_report(step.spec, step.sweep_id, where.tracking_uri,
+                                                 where.home, figures=True)))
+            except OrthoError as err:
+                step.exit_status = step.exit_status or 1
+                built.append((step, f"no report: {contract.redact(str(err))}"))
+    return built
+
+
+def summary(counts: Counter[str]) -> str:
+    """``3 hold, 1 does not, 2 not measured``."""
+    return (f"{counts['holds']} hold, {counts['does not hold']} do not, "
+            f"{counts['not measured']} not measured")
+
+
+def write_page(outcome: Outcome, profile: str, where: Where, out: Path,
+               seconds: float) -> Path:
+    """Build the reports of ``outcome``'s steps and write ``<out>/<paper>.html``."""
+    from analysis.html import render_page, render_section
+
+    sections = []
+    for step, report in reports(outcome.steps, where):
+        if isinstance(report, str):
+            sections.append(f'<section id="{escape(step.spec)}"><h2>{escape(step.spec)}</h2>'
+                            f'<p class="notes">{escape(report)}</p></section>')
+            continue
+        outcome.verdicts.update(c.status for c in report.claims)
+        sections.append(render_section(report))
+    sweeps = "; ".join(f"{s.spec}: " + (f"sweep {s.sweep_id} ({s.action})" if s.sweep_id
+                                        else "not run") for s in outcome.steps)
+    provenance = {"paper": outcome.paper.title, "profile": profile,
+                  "verdicts": summary(outcome.verdicts), "sweeps": sweeps,
+                  "store": contract.redact(where.uri()),
+                  "built": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                  "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.system()})",
+                  "wall time": f"{seconds:.0f} s for this `ortho reproduce`"}
+    out.mkdir(parents=True, exist_ok=True)
+    page = out / f"{outcome.paper.key}.html"
+    title = f"{outcome.paper.title} — reproduced, profile {profile}"
+    page.write_text(render_page(title, sections, provenance), encoding="utf-8")
+    outcome.page = page.resolve()
+    return outcome.page
+
+
+def write_index(outcomes: Sequence[Outcome], profile: str, out: Path) -> Path:
+    """``<out>/index.html``: a link to each paper's page with its verdict counts."""
+    from analysis.html import render_page
+
+    items = "".join(f'<li><a href="{escape(o.paper.key)}.html">{escape(o.paper.title)}</a>'
+                    f" — {escape(summary(o.verdicts))}</li>" for o in outcomes)
+    page = out / "index.html"
+    page.write_text(render_page(f"The papers reproduced, profile {profile}",
+                                [f"<ul>{items}</ul>"]), encoding="utf-8")
+    return page.resolve()
+
+
+def reproduce(paper_key: str, profile: str, where: Where, out: Path,
+              skip_missing_data: bool = False) -> int:
+    """``ortho reproduce``: see the module docstring; the exit status."""
+    papers = list(PAPERS.values()) if paper_key == ALL else [PAPERS[paper_key]]
+    start = time.monotonic()
+    plans = {p.key: plan(p, profile, where) for p in papers}
+    ready = check_data([s for steps in plans.values() for s in steps], profile, where)
+    lacking = [e for e in ready.values() if e["missing"]]
+    if lacking and not skip_missing_data:
+        raise missing_data_error(paper_key, profile, lacking)
+    outcomes = []
+    for paper in papers:
+        steps = plans[paper.key]
+        for i, step in enumerate(steps, 1):
+            entry = ready.get(step.spec)
+            if entry and entry["missing"]:
+                step.missing = f"needs {_datasets(entry)} ({entry['missing']})"
+                print(f"[{i}/{len(steps)}] {step.spec}: left out, needs {_datasets(entry)}",
+                      flush=True)
+                continue
+            execute(step, profile, where, f"[{i}/{len(steps)}]")
+            if step.exit_status == 130:
+                print(f"interrupted: `ortho reproduce {paper_key} --profile {profile}` "
+                      "resumes it", file=sys.stderr)
+                return 130
+        outcomes.append(Outcome(paper, steps))
+    for outcome in outcomes:
+        page = write_page(outcome, profile, where, out, time.monotonic() - start)
+        print(f"{outcome.paper.key}: {summary(outcome.verdicts)}; wrote {page}")
+    if paper_key == ALL:
+        print(f"wrote {write_index(outcomes, profile, out)}")
+    if lacking:
+        fetch = _fetch(lacking)
+        print("left out for missing data: " + ", ".join(
+            f"{e['spec']} ({_datasets(e)})" for e in lacking) + "; add them with "
+            + (f"`{' && '.join(fetch)}` and " if fetch else "the data, then ")
+            + f"`ortho reproduce {paper_key} --profile {profile}` (finished sweeps are reused)")
+    failed = [s for o in outcomes for s in o.failed]
+    if failed:
+        print("failed: " + ", ".join(
+            f"{s.spec} (exit status {s.exit_status}"
+            + (f"; `ortho sweep resume {s.sweep_id}` retries it)" if s.sweep_id else ")")
+            for s in failed), file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,247 @@
+"""Configurations finished per hour, packed against one configuration per trial, through the
+real sweep path (issue 13: the figure the project optimises).
+
+Run from the repository root, with the datasets where ``$ORTHO_DATA_DIR`` points:
+
+    python benchmarks/sweep_throughput.py            # the cpu profiles' subsets, ~30-40 min
+    python benchmarks/sweep_throughput.py --quick    # the same sweeps, seconds of training each
+    python benchmarks/sweep_throughput.py --gpu 0.25 --packs 0 --pack-size 28    # on a GPU
+
+Three sweeps, each run twice in this process: **packed** (the profile's own ``pack_size``,
+or ``--pack-size``) and **one configuration per trial** (``pack_size: 1``), both by
+:func:`sweeps.runner.run_sweep` into a fresh temporary home (real Ray, MLflow's SQLite store,
+the Optuna storage beside it). A sweep's time is ``run_sweep``'s, from its call to its return
+(store, parent run, Tune, every trial's tracking, the end of the sweep); configurations per
+hour = configurations finished / that time. Ray is started once for all six runs (about 4 s
+a sweep would add to both of its runs alike), and an untimed sweep of three short
+configurations first starts its workers, which the first timed run would otherwise pay for.
+
+- ``ff-mnist``, profile ``cpu``: packs 0 and 1 of the profile's plan, FF at α ∈ {10⁻¹, 10⁻²,
+  10⁻³} and FF+OPEN (λ = 1) at the same α: the cheapest and the dearest kind per iteration
+  (FF+OINIT trains as FF does once pre-trained, FF+OPEN at λ = 0.01 as at λ = 1), 6 of its
+  11 configurations.
+- ``synthetic-max-length``, profile ``cpu``: packs 0 and 2 of its plan: SRNN at the three α,
+  SRNN+OPEN with both penalty forms, SRNN+OINIT at the three α, so every variant and every α
+  (whose configurations climb to different lengths, hence cost very differently), 12 of 18.
+- the Optuna variant: ``ff-mnist``'s FF+OPEN cell (λ = 1) with α searched by Optuna's TPE
+  (log-uniform on [10⁻³, 10⁻¹], 6 trials, seed 0) in batches of the profile's 3. ``ff-mnist``
+  rather than ``synthetic``: its cost does not depend on α, so the different points that
+  the packed study (which knows its pending points) and the one-per-trial study propose do
+  not make one run cheaper than the other.
+
+Why whole packs of the profile's own plan, rather than its first N configurations or a time
+window: the packed run trains exactly the packs the full profile trains (partial packs would
+understate packing), the one-per-trial run the same configurations, and every configuration
+is trained to its end at the profile's settings, so nothing is cut mid-way. Two packs (one per
+core of this 2-core machine) keep both runs using every core; ``synthetic-max-length``'s first
+two packs would leave SRNN+OINIT out, hence its packs 0 and 2. The full profiles take up to
+30 minutes packed, and several times that one per trial.
+
+``--quick`` runs the same six sweeps with the training cut to seconds (one epoch of 2,000
+images; lengths 10 to 20 with 300 iterations and 200 validation sequences): it checks the
+path end to end in under two minutes, and its ratios are dominated by fixed costs.
+
+``--gpu FRACTION`` sets ``device: cuda`` on every configuration and ``resources: {cpu: 1,
+gpu: FRACTION}`` on both runs: fractional-GPU trials of one configuration each against packs
+sharing the GPU the same way (issue 13's GPU target: at least 50x); ``--packs 0`` (every
+configuration of the profile) and ``--pack-size 28`` give it packs of a GPU's size (both
+profiles' configurations in one pack per pack shape), ``--profile`` another profile.
+
+The mean 1-minute load average over each run is printed beside it, and the float32 matmul
+rate at the end, since timings here move with the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from timing import sgemm_rate
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_PROFILE = "cpu"
+"""The profile the written-out subset specs run under (all of theirs are empty)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One sweep of the benchmark: a subset of a shipped spec's profile."""
+
+    label: str
+    """How the table names it."""
+    spec: str
+    """The shipped spec."""
+    packs: tuple[int, ...]
+    """Indices of the profile's plan's packs whose configurations it trains (empty: all)."""
+    quick: dict[str, Any]
+    """Config keys ``--quick`` overrides."""
+    optuna: dict[str, Any] | None = None
+    """For the Optuna variant: its ``space`` (over the first member of ``packs[0]``, the other
+    keys fixed) and ``search``."""
+
+
+FF_QUICK = {"epochs": 1, "train_size": 2000, "test_size": 1000}
+CASES = (
+    Case("ff-mnist", "ff-mnist", (0, 1), FF_QUICK),
+    Case("synthetic-max-length", "synthetic-max-length", (0, 2),
+         {"max_seq_len": 20, "max_iters": 300, "val_size": 200}),
+    Case("ff-mnist FF+OPEN, Optuna", "ff-mnist", (1,), FF_QUICK,
+         optuna={"space": {"lr": {"low": 1e-3, "high": 1e-1, "log": True}},
+                 "search": {"kind": "optuna", "sampler": "tpe", "n_trials": 6, "seed": 0}}),
+)
+
+
+def subset_spec(case: Case, profile: str, overrides: dict[str, Any], pack_size: int | None,
+                gpu: float) -> tuple[dict[str, Any], int]:
+    """The spec of ``case`` at ``profile`` as plain data (its configurations written out as
+    groups, or its Optuna cell, ``overrides`` on every configuration) and the profile's pack
+    size (or ``pack_size``)."""
+    from sweeps.plan import build_plan
+    from sweeps.spec import load_spec, resolve
+
+    spec = resolve(load_spec(case.spec), profile)
+    plan = build_plan(spec)
+    if max(case.packs, default=0) >= len(plan.packs):
+        raise SystemExit(f"{case.spec}/{profile} has {len(plan.packs)} packs")
+    members = [m for i in case.packs or range(len(plan.packs)) for m in plan.packs[i]]
+    seeds = {m.params["seed"] for m in members}
+    assert len(seeds) == 1, seeds  # one repeat: the spec's seed is every member's
+    fixed = [{k: v for k, v in {**m.params, **overrides}.items() if k != "seed"}
+             for m in members]
+    doc: dict[str, Any] = {
+        "name": case.spec, "experiment": spec.experiment, "description": case.label,
+        "metric": {"name": spec.metric, "mode": spec.mode}, "search": {"kind": "grid"},
+        "fixed": {}, "space": {}, "groups": [{"fixed": f} for f in fixed],
+        "repeats": 1, "seed": seeds.pop(), "resources": {"cpu": 1, "gpu": gpu},
+        "max_failures": 0, "profiles": {p: {} for p in ("smoke", "cpu", "paper")},
+    }
+    if case.optuna is not None:
+        searched = case.optuna["space"]
+        doc.update(search=case.optuna["search"], space=searched,
+                   groups=[{"fixed": {k: v for k, v in fixed[0].items() if k not in searched}}])
+    return doc, pack_size or spec.pack_size
+
+
+@dataclass
+class Row:
+    """One run of a sweep."""
+
+    mode: str
+    """Packed (with its K) or one configuration per trial."""
+    configs: int
+    """Configurations finished."""
+    trials: int
+    """Ray Tune trials the plan ran them in."""
+    seconds: float
+    """``run_sweep``'s wall time."""
+    load: float
+    """Mean 1-minute load average over the run, sampled every 5 s."""
+
+    @property
+    def per_hour(self) -> float:
+        """Configurations finished per hour."""
+        return self.configs / self.seconds * 3600
+
+
+def run(doc: dict[str, Any], pack_size: int, tmp: Path, tag: str) -> Row:
+    """``doc`` with ``pack_size`` swept by :func:`sweeps.runner.run_sweep` into a new home
+    under ``tmp``; the row of what it finished."""
+    from sweeps.plan import build_plan
+    from sweeps.runner import run_sweep
+    from sweeps.spec import load_spec, resolve
+
+    folder = tmp / tag
+    folder.mkdir()
+    path = folder / f"{doc['name']}.yaml"
+    path.write_text(yaml.safe_dump({**doc, "pack_size": pack_size}, sort_keys=False))
+    trials = build_plan(resolve(load_spec(str(path)), RUN_PROFILE)).n_tune_trials
+    out = io.StringIO()
+    loads: list[float] = []
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sample_load, args=(loads, stop), daemon=True)
+    sampler.start()
+    start = time.perf_counter()
+    try:
+        final = run_sweep(str(path), RUN_PROFILE, home=folder / "home", stream=out)
+    finally:
+        seconds = time.perf_counter() - start
+        stop.set()
+        sampler.join()
+    assert final.state == "finished" and final.failed == 0, out.getvalue()
+    mode = f"packed K={pack_size}" if pack_size > 1 else "one per trial"
+    return Row(mode, final.done, trials, seconds, sum(loads) / len(loads))
+
+
+def _sample_load(loads: list[float], stop: threading.Event) -> None:
+    """Append the 1-minute load average to ``loads`` now and every 5 s until ``stop``."""
+    loads.append(os.getloadavg()[0])
+    while not stop.wait(5.0):
+        loads.append(os.getloadavg()[0])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true",
+                   help="the same sweeps with seconds of training per configuration")
+    p.add_argument("--gpu", type=float, default=0.0, metavar="FRACTION",
+                   help="train on cuda, each trial holding this fraction of a GPU")
+    p.add_argument("--pack-size", type=int, default=None,
+                   help="K of the packed runs (default: the profile's pack_size)")
+    p.add_argument("--profile", default="cpu", help="the profile the subsets are taken from")
+    p.add_argument("--packs", type=int, default=None,
+                   help="train the plan's first N packs (0: all) instead of the chosen ones "
+                        "(grid sweeps)")
+    p.add_argument("--only", choices=[c.label for c in CASES], default=None,
+                   help="run this sweep alone")
+    args = p.parse_args(argv)
+
+    from ortho_core.devices import resolve_device
+    from sweeps.ray_session import start_embedded_ray
+
+    overrides: dict[str, Any] = {"device": "cuda"} if args.gpu else {}
+    if args.gpu:
+        resolve_device("cuda")  # no GPU: fail here, not in every trial
+    start_embedded_ray()
+    cpus = os.cpu_count()
+    print(f"profile {args.profile}{' (--quick)' if args.quick else ''}, {cpus} CPUs, "
+          f"{'GPU fraction ' + str(args.gpu) if args.gpu else 'CPU only'}")
+    print(f"{'sweep':<28} {'mode':<14} {'configs':>7} {'trials':>6} {'wall s':>8} "
+          f"{'configs/h':>9} {'load':>5}", flush=True)
+    ratios = []
+    with tempfile.TemporaryDirectory(prefix="sweep-throughput-") as tmp:
+        warm, _ = subset_spec(Case("warm-up", "ff-mnist", (0,), {}), "cpu",
+                              {**overrides, **FF_QUICK}, None, args.gpu)
+        run(warm, 1, Path(tmp), "warm-up")  # Ray's workers started and their imports done
+        for n, case in enumerate(CASES):
+            if args.only not in (None, case.label):
+                continue
+            if args.packs is not None and case.optuna is None:
+                case = Case(case.label, case.spec, tuple(range(args.packs)), case.quick)
+            shortened = case.quick if args.quick else {}
+            doc, k = subset_spec(case, args.profile, {**overrides, **shortened},
+                                 args.pack_size, args.gpu)
+            rows = [run(doc, size, Path(tmp), f"{n}-{size}") for size in (k, 1)]
+            for i, row in enumerate(rows):
+                print(f"{case.label if i == 0 else '':<28} {row.mode:<14} {row.configs:>7} "
+                      f"{row.trials:>6} {row.seconds:>8.1f} {row.per_hour:>9.0f} "
+                      f"{row.load:>5.1f}", flush=True)
+            ratios.append((case.label, rows[0].per_hour / rows[1].per_hour))
+    for label, ratio in ratios:
+        print(f"{label}: packed / one per trial = {ratio:.2f}x configurations per hour")
+    rate = sgemm_rate(3, time.perf_counter)
+    print(f"sgemm {rate / 1e9:.0f} GFLOP/s (2048², float32) at the end", flush=True)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()

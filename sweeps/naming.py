@@ -1,0 +1,142 @@
+"""Run names a person reads (issue 15): a configuration's run is named by the values of the
+config keys that vary within its sweep, in the papers' symbols (DESIGN.md "Names"), e.g.
+``OPEN α=0.01 λ=1 Temporal Order``; the trial key stays a tag (``ortho.trial_key``).
+
+- A key varies when the cells that set it give it two or more values, or when Optuna chooses
+  it in some cell (:func:`varying_keys`). A key that only some groups set (``penalty`` of
+  OPEN) is named where it is set and nowhere else.
+- Words come first (the variant, the descent direction), then the symbols in the order of
+  :data:`sweeps.contract.SYMBOLS`, then other keys as ``key=value``, then the task and
+  dataset, then ``seed``/``data_seed``: repeats that differ only by seed read ``seed=N``.
+- Names are unique within a sweep: grid configurations whose names would be alike (cells
+  that differ only in a key some groups leave unset) are named by that key as well, and any
+  still alike get their trial key's first characters (``[3fa2c1]``), as every Optuna member
+  does (its values are shown to four digits, and it is named when its point is asked, before
+  the other points are known).
+
+The driver names the grid when it plans (:func:`sweeps.plan.build_plan`, from every cell of
+the spec, finished ones included, so a resume gives the same names) and the Optuna members
+when it asks their points (:mod:`sweeps.searcher`); a trial hands the name to the claim as
+:data:`sweeps.contract.RUN_NAME`. A parent run is named ``spec · profile · <id>``
+(:func:`sweep_name`), with :func:`sweep_note` as its description.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sweeps import contract
+
+WORDS: dict[str, Mapping[str, str]] = {"variant": contract.VARIANT_NAMES,
+                                       "direction": contract.DIRECTION_NAMES}
+"""Keys named by their value alone, first (the papers' names where they have one)."""
+TRAILING: dict[str, Mapping[str, str]] = {"task": contract.TASK_NAMES, "dataset": {}}
+"""Keys named by their value alone, after the numbers."""
+SEEDS = ("seed", "data_seed")
+"""Keys named last."""
+KEY_CHARS = 6
+"""Characters of the trial key that tell apart configurations whose names are alike."""
+
+
+def format_value(value: Any) -> str:
+    """``value`` as a name shows it: numbers in at most four significant digits with short
+    exponents (``0.01``, ``1``, ``1e-5``), sequences joined by commas."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m[1].replace("+", "") + m[2],
+                      f"{value:.4g}")
+    if isinstance(value, (list, tuple)):
+        return ",".join(format_value(v) for v in value)
+    return str(value)
+
+
+def varying_keys(cells: Iterable[Any]) -> tuple[str, ...]:
+    """The config keys that vary within a sweep of ``cells`` (``sweeps.spec.Cell``, with
+    ``params`` and ``optuna_space``), in the order they first appear."""
+    values: dict[str, set[str]] = {}
+    searched: set[str] = set()
+    for cell in cells:
+        for key, value in cell.params.items():
+            values.setdefault(key, set()).add(repr(value))
+        searched.update(cell.optuna_space)
+        for key in cell.optuna_space:
+            values.setdefault(key, set())
+    return tuple(k for k, seen in values.items() if len(seen) > 1 or k in searched)
+
+
+def _order(key: str) -> tuple[int, int]:
+    if key in WORDS:
+        return 0, list(WORDS).index(key)
+    if key in contract.SYMBOLS:
+        return 1, list(contract.SYMBOLS).index(key)
+    if key in TRAILING:
+        return 3, list(TRAILING).index(key)
+    if key in SEEDS:
+        return 4, SEEDS.index(key)
+    return 2, 0
+
+
+def run_name(params: Mapping[str, Any], keys: Iterable[str]) -> str:
+    """The name of the configuration ``params`` from its values of ``keys`` (those it sets),
+    as the module docstring orders them; ``configuration`` when it sets none of them."""
+    parts = []
+    for key in sorted((k for k in dict.fromkeys(keys) if k in params), key=_order):
+        value = params[key]
+        labels = WORDS.get(key) or TRAILING.get(key)
+        if labels is not None:
+            parts.append(labels.get(value, format_value(value)) if isinstance(value, str)
+                         else format_value(value))
+        else:
+            parts.append(f"{contract.SYMBOLS.get(key, key)}={format_value(value)}")
+    return " ".join(parts) or "configuration"
+
+
+def _telling(group: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The keys some of ``group`` set differently from the others (or leave unset)."""
+    keys = dict.fromkeys(k for params in group for k in params)
+    _unset = object()
+    return [k for k in keys if len({repr(p.get(k, _unset)) for p in group}) > 1]
+
+
+def unique_names(named: Sequence[tuple[str, Mapping[str, Any]]],
+                 keys: Iterable[str]) -> dict[str, str]:
+    """Trial key -> name of each ``(trial key, params)``, every name distinct. Configurations
+    whose names from ``keys`` are alike are named by the keys that tell them apart as well
+    (a key only some of them set: ``penalty_form=unsquared``); any still alike get their
+    first :data:`KEY_CHARS` trial key characters."""
+    keys = tuple(keys)
+    params = dict(named)
+    names = {key: run_name(p, keys) for key, p in named}
+    groups: dict[str, list[str]] = {}
+    for key, name in names.items():
+        groups.setdefault(name, []).append(key)
+    for members in groups.values():
+        if len(members) > 1:
+            more = keys + tuple(_telling([params[k] for k in members]))
+            names.update((k, run_name(params[k], more)) for k in members)
+    counts = Counter(names.values())
+    return {key: name if counts[name] == 1 else f"{name} [{key[:KEY_CHARS]}]"
+            for key, name in names.items()}
+
+
+def optuna_name(params: Mapping[str, Any], keys: Iterable[str], key: str) -> str:
+    """The name of an Optuna member: its values of ``keys`` (Optuna's to four digits) and the
+    first :data:`KEY_CHARS` characters of its trial ``key``, which tell apart points that
+    round alike and stay with the point when a resume trains it again."""
+    return f"{run_name(params, keys)} [{key[:KEY_CHARS]}]"
+
+
+def sweep_name(spec: str, profile: str, sweep_id: str) -> str:
+    """A parent run's name: ``spec · profile · <last part of the sweep id>``."""
+    return f"{spec} · {profile} · {sweep_id.rsplit('-', 1)[-1]}"
+
+
+def sweep_note(description: str, profile: str, sweep_id: str) -> str:
+    """A parent run's description (MLflow's ``mlflow.note.content``, shown as Markdown): the
+    spec's description line, the profile and the sweep id."""
+    first = description.strip().splitlines()[0] if description.strip() else ""
+    return "\n\n".join(p for p in (first, f"profile `{profile}`, sweep `{sweep_id}`") if p)

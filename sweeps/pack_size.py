@@ -1,0 +1,250 @@
+"""``pack_size: auto``: the pack size K measured on the device a trial gets, once per sweep.
+
+A pack of K configurations trains in about the time of one as long as the device has work
+to spare (DESIGN.md "Packs"); past that, a larger K only makes each trial longer and the
+sweep coarser. So, before it plans, a sweep whose spec says ``pack_size: auto`` measures a
+short throughput curve and packs with its knee:
+
+1. **Where.** One Ray task with a trial's resources (``resources.cpu`` and ``.gpu``, threads
+   sized as a trial's, ``device: auto`` resolved as a trial's: :mod:`sweeps.trial`), so it
+   lands where trials land.
+2. **What.** For K in 1, 2, 4, ... up to the cap (the largest pack the plan could form:
+   a group of grid configurations that share the trainer's ``PACK_FIELDS``, or an Optuna
+   cell's ``n_trials``; at most :data:`MAX_PACK`, the cap itself last), the trainer trains K
+   members of the sweep's own first configurations (those of its largest pack, repeated as
+   needed) cut to a few dozen iterations by the experiment's ``probe_config`` hook
+   (:mod:`ortho_core.experiments`); the reporter's clock gives configs·iterations per second
+   between each member's first and last report, so data loading, initialisation and
+   pre-training are not timed.
+3. **Bounds.** The ladder stops before a point that would end past :data:`PROBE_SECONDS`
+   (each point costs about twice the last), and on a GPU before one whose memory, extrapolated
+   from the peak of the last point, exceeds :data:`MEMORY_SHARE` of the free memory
+   (``torch.cuda.mem_get_info``) times the trial's GPU share, or after it ran out of memory.
+4. **Choice.** The smallest K whose throughput is within :data:`TOLERANCE` of the best
+   (:func:`knee`): packs stay small where packing stops paying.
+
+The parent run records K (:data:`sweeps.contract.PACK_SIZE`) and the curve
+(:data:`sweeps.contract.PACK_SIZE_CURVE`), and a resume packs with the recorded K
+(:func:`recorded`) and never probes again, so trial keys and packs stay those of the first
+run. Without a probe: packs of one under an early-stopping scheduler (it judges one
+configuration per trial), and :data:`DEFAULT_PACK_SIZE` (at most the cap) for an experiment
+without ``probe_config`` or when the probe fails (its error is printed). Cost: the points
+measured plus each point's set-up (data, initialisation); on this 2-core CPU about 2 to 6 s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from ortho_core import experiments
+from ortho_core.config import from_dict
+from ortho_core.errors import ConfigError
+from ortho_core.reporting import Report
+from sweeps import contract
+from sweeps.plan import build_plan
+from sweeps.spec import ResolvedSpec
+
+AUTO = "auto"
+"""The ``pack_size`` value that asks for a measured K."""
+MAX_PACK = 256
+"""Largest K the probe tries."""
+TOLERANCE = 0.10
+"""K is the smallest pack size within this fraction of the best throughput."""
+PROBE_SECONDS = 5.0
+"""The ladder stops before a point that would end after this many seconds."""
+MEMORY_SHARE = 0.8
+"""Fraction of a trial's share of free GPU memory a probed pack may fill."""
+DEFAULT_PACK_SIZE = 8
+"""K (at most the cap) where nothing is measured: an experiment without ``probe_config``, or
+a probe that failed."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The pack size of a ``pack_size: auto`` sweep and how it was reached."""
+
+    k: int
+    """The pack size the sweep plans with."""
+    curve: dict[int, float]
+    """Configs·iterations per second by pack size (empty when nothing was measured)."""
+    why: str
+    """How K was chosen, for the sweep's first lines."""
+
+    def tags(self) -> dict[str, str]:
+        """The parent run's tags (:data:`sweeps.contract.PACK_SIZE` and
+        :data:`~sweeps.contract.PACK_SIZE_CURVE`)."""
+        return {contract.PACK_SIZE: str(self.k),
+                contract.PACK_SIZE_CURVE: json.dumps({str(k): round(v, 3)
+                                                      for k, v in self.curve.items()})}
+
+
+def ladder(cap: int) -> list[int]:
+    """1, 2, 4, ... below ``cap`` (at most :data:`MAX_PACK`), then the cap itself."""
+    cap = max(1, min(cap, MAX_PACK))
+    sizes = [2 ** i for i in range(cap.bit_length()) if 2 ** i < cap]
+    return [*sizes, cap]
+
+
+def knee(curve: Mapping[int, float], tolerance: float = TOLERANCE) -> int:
+    """The smallest pack size whose throughput is at least (1 − ``tolerance``) of the best."""
+    best = max(curve.values())
+    return min(k for k, rate in curve.items() if rate >= (1 - tolerance) * best)
+
+
+class Clock:
+    """A trainer's reporter that notes when each member reported which step."""
+
+    def __init__(self) -> None:
+        self.first: dict[int, tuple[float, int]] = {}
+        self.last: dict[int, tuple[float, int]] = {}
+
+    def __call__(self, report: Report) -> None:
+        now = time.perf_counter()
+        self.first.setdefault(report.member, (now, report.step))
+        self.last[report.member] = (now, report.step)
+
+    def rate(self) -> float | None:
+        """Configs·iterations per second from the first report to the last (None when no
+        member trained between two reports)."""
+        if not self.first:
+            return None
+        start = min(t for t, _ in self.first.values())
+        end = max(t for t, _ in self.last.values())
+        iterations = sum(self.last[m][1] - self.first[m][1] for m in self.first)
+        return iterations / (end - start) if iterations > 0 and end > start else None
+
+
+def measure(module: Any, configs: Sequence[Any]) -> float | None:
+    """Configs·iterations per second of ``module.train`` on the pack ``configs`` (already
+    probe configurations), by its reports' clock."""
+    clock = Clock()
+    module.train(list(configs), clock)
+    return clock.rate()
+
+
+def _memory_budget(device: str, gpu: float) -> float | None:
+    """Bytes a probed pack may fill on ``device`` (None on a CPU)."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    return MEMORY_SHARE * free * min(1.0, gpu or 1.0)
+
+
+def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: float,
+                gpu: float, seconds: float = PROBE_SECONDS) -> dict[int, float]:
+    """The throughput curve of the reference configurations ``params`` (the Ray task of
+    step 2 of the module docstring; ``len(params)`` is the cap)."""
+    import torch
+
+    from sweeps.trial import limit_threads, resolve_device
+
+    limit_threads(cpus)
+    module = importlib.import_module(module_path)
+    base = [module.probe_config(from_dict(module.Config, resolve_device(p))) for p in params]
+    device = str(getattr(base[0], "device", "cpu"))
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    budget = _memory_budget(device, gpu)
+    curve: dict[int, float] = {}
+    started = time.monotonic()
+    for k in ladder(len(base)):
+        if budget is not None:
+            torch.cuda.reset_peak_memory_stats(device)
+        point = time.monotonic()
+        try:
+            rate = measure(module, [base[i % len(base)] for i in range(k)])
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            break
+        if rate is not None:
+            curve[k] = rate
+        now = time.monotonic()
+        if now + 2 * (now - point) > started + seconds:
+            break
+        if budget is not None:
+            per_member = torch.cuda.max_memory_allocated(device) / k
+            if 2 * k * per_member > budget:
+                break
+    return curve
+
+
+def references(spec: ResolvedSpec) -> list[dict[str, Any]]:
+    """The configurations the probe trains: those of the largest pack the plan could form
+    (the first such), or an Optuna cell's point at the low end of each dimension repeated
+    ``n_trials`` times; their number (at most :data:`MAX_PACK`) is the cap."""
+    wide = build_plan(dataclasses.replace(spec, pack_size=MAX_PACK))
+    candidates = [[m.params for m in p] for p in wide.packs]
+    for index, cell in wide.optuna_cells.items():
+        if wide.optuna_pack[index] > 1:
+            low = {key: dim.edges()[0] for key, dim in cell.optuna_space.items()}
+            candidates.append([{**cell.params, **low}] * min(wide.n_trials, MAX_PACK))
+    return max(candidates, key=len, default=[])
+
+
+def choose(spec: ResolvedSpec) -> Choice:
+    """Measure and choose K for ``spec`` (``pack_size: auto``) in the Ray this process is
+    connected to (see the module docstring)."""
+    if spec.scheduler is not None:
+        return Choice(1, {}, "1 (an early-stopping scheduler judges one configuration per "
+                      "trial)")
+    params = references(spec)
+    if len(params) <= 1:
+        return Choice(1, {}, "1 (no two configurations can share a pack)")
+    default = min(DEFAULT_PACK_SIZE, len(params))
+    module_path = experiments.EXPERIMENTS[spec.experiment]
+    if not hasattr(experiments.get(spec.experiment), "probe_config"):
+        return Choice(default, {}, f"{default}, the default ({spec.experiment} has no "
+                      "probe_config to measure with)")
+    import ray
+
+    task = ray.remote(probe_curve).options(num_cpus=spec.resources.cpu,
+                                           num_gpus=spec.resources.gpu, max_retries=0)
+    started = time.monotonic()
+    try:
+        curve = ray.get(task.remote(module_path, params, spec.resources.cpu,
+                                    spec.resources.gpu, PROBE_SECONDS))
+    except Exception as err:  # the trials will meet the same error and track it
+        first = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        return Choice(default, {}, f"{default}, the default (the probe failed: {first})")
+    seconds = time.monotonic() - started
+    if not curve:
+        return Choice(default, {}, f"{default}, the default (the probe measured nothing)")
+    k = knee(curve)
+    points = ", ".join(f"{n}: {rate:.0f}" for n, rate in curve.items())
+    return Choice(k, curve, f"{k} (configs·iterations/s by pack size {points}; "
+                  f"probe {seconds:.1f} s)")
+
+
+def settle(spec: ResolvedSpec, stream: TextIO | None = None) -> tuple[ResolvedSpec,
+                                                                      dict[str, str]]:
+    """``spec`` with a numeric ``pack_size`` and the parent run's tags that record it: for
+    ``auto`` the measured choice (printed to ``stream``), else ``spec`` as it is and no tags.
+    Runs in the sweep's Ray session, before planning."""
+    if spec.pack_size != AUTO:
+        return spec, {}
+    choice = choose(spec)
+    if stream is not None:
+        print(f"pack_size auto: {choice.why}", file=stream, flush=True)
+    return dataclasses.replace(spec, pack_size=choice.k), choice.tags()
+
+
+def recorded(spec: ResolvedSpec, tags: Mapping[str, str]) -> ResolvedSpec:
+    """``spec`` with the pack size its sweep's parent run recorded (``tags``), for a resume;
+    unchanged unless ``pack_size`` is ``auto``. ``ConfigError`` (field ``pack_size``) when
+    the tag is missing or not a positive integer."""
+    if spec.pack_size != AUTO:
+        return spec
+    value = tags.get(contract.PACK_SIZE, "")
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError("pack_size", f"a sweep whose parent run records the {AUTO} pack size "
+                          f"(tag {contract.PACK_SIZE}); start a new sweep", value or None)
+    return dataclasses.replace(spec, pack_size=int(value))
+

@@ -1,0 +1,217 @@
+"""The HTML report (``ortho report SPEC --format html``) and the claims' verdicts: one
+self-contained page holding every table and published value, one embedded PNG per figure, a
+verdict line per claim, the provenance and run links, and nothing fetched from the network;
+verdicts computed from the runs, so that they flip when the runs say the opposite."""
+
+from __future__ import annotations
+
+import base64
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import claims as cl
+from analysis.html import DEFAULT_UI, render_page, render_section, run_url
+from analysis.published.manchev import TABLE_I, TABLE_II
+from analysis.report import build_report
+from analysis.reports import max_length, pixel_mnist
+from sweeps.cli import main
+from tests.analysis.conftest import SPEC, Store, copy_store, frame_runs
+
+
+class Page(HTMLParser):
+    """The parts of a page the tests look at: table rows, images, verdict items, links and
+    every attribute that names an address."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.images: list[str] = []
+        self.verdicts: list[tuple[str, str]] = []
+        self.links: list[str] = []
+        self.sources: list[tuple[str, str, str]] = []
+        self._cell: list[str] | None = None
+        self._row: list[str] | None = None
+        self._verdict: tuple[str, list[str]] | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        self.sources += [(tag, k, v) for k, v in a.items() if k in ("href", "src")]
+        if tag == "tr":
+            self._row = []
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "img":
+            self.images.append(a["src"])
+        elif tag == "a":
+            self.links.append(a["href"])
+        elif tag == "li" and a.get("class") in ("holds", "fails", "not-measured"):
+            self._verdict = (a["class"], [])
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None and self._row is not None:
+            self._row.append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self.rows.append(self._row)
+            self._row = None
+        elif tag == "li" and self._verdict is not None:
+            self.verdicts.append((self._verdict[0], "".join(self._verdict[1])))
+            self._verdict = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._verdict is not None:
+            self._verdict[1].append(data)
+
+
+@pytest.fixture(scope="module")
+def html_report(store: Store, tmp_path_factory: pytest.TempPathFactory):
+    """``ortho report synthetic-max-length --format html`` on a copy of the built store: the
+    page, the printed text and the report it was built from."""
+    tmp = tmp_path_factory.mktemp("html")
+    uri = copy_store(store, tmp / "store")
+    assert main(["report", SPEC, "--tracking-uri", uri, "--format", "html",
+                 "--out", str(tmp / "out")]) == 0
+    page = (tmp / "out" / f"{SPEC}.html").read_text(encoding="utf-8")
+    return page, build_report(SPEC, tracking_uri=uri, figures=True, use_cache=False)
+
+
+def test_page_holds_every_table_and_every_published_value(html_report) -> None:
+    page, report = html_report
+    parsed = Page(page)
+    for table in report.tables:
+        assert table.title in page
+        assert list(table.columns) in parsed.rows
+        for row in table.rows:
+            assert [c.marked() for c in row] in parsed.rows
+    published = {(r[0], r[1]): r[3] for r in parsed.rows if len(r) == 9 and r[3].isdigit()}
+    for (task, variant), pub in TABLE_I.items():  # the whole of Table I, in or out of profile
+        assert published[max_length.PROBLEMS[task], max_length.MODELS[variant]] == \
+            str(pub.max_len)
+    assert ["Random Permutation", "SRNN+OINIT", "not in profile", "240", "not in profile",
+            "0.1", "–", "–", "not in profile"] in parsed.rows
+
+
+def test_page_embeds_one_png_per_figure_and_fetches_nothing(html_report) -> None:
+    page, report = html_report
+    parsed = Page(page)
+    assert len(report.figures) == 2 and len(parsed.images) == 2
+    for src in parsed.images:
+        prefix = "data:image/png;base64,"
+        assert src.startswith(prefix)
+        assert base64.b64decode(src[len(prefix):])[:8] == b"\x89PNG\r\n\x1a\n"
+    # every address is a link to a run in `ortho ui`; nothing is loaded from anywhere
+    assert all((tag == "a" and key == "href") or value.startswith("data:image/png;base64,")
+               for tag, key, value in parsed.sources)
+    addresses = re.findall(r"https?://[^\s\"'<>)]+", page)
+    assert addresses and len(addresses) == len(parsed.links)
+    run_page = re.compile(re.escape(DEFAULT_UI) + r"/#/experiments/\d+/runs/[0-9a-f]{32}")
+    assert all(run_page.fullmatch(a) for a in addresses)
+    assert "<script" not in page and "@import" not in page and "url(" not in page
+
+
+def test_page_has_the_verdicts_and_the_provenance(html_report, store: Store) -> None:
+    page, report = html_report
+    parsed = Page(page)
+    by_text = {text: status for status, text in parsed.verdicts}
+    assert len(parsed.verdicts) == len(report.claims) == 5  # 4 problems of Table I, Fig. 2
+    order = next(t for t in by_text if "M-T1 · holds" in t and t.count("Temporal Order:"))
+    assert "SRNN 30, SRNN+OPEN 60, SRNN+OINIT 70" in order and by_text[order] == "holds"
+    adding = next(t for t in by_text if "Adding:" in t)
+    assert by_text[adding] == "not-measured" and "SRNN+OINIT not measured" in adding
+    assert [s for t, s in by_text.items() if "Random Permutation" in t] == ["not-measured"]
+    fig2 = next(t for t in by_text if t.startswith("M-F2"))
+    assert by_text[fig2] == "fails"  # the built runs' ρ stay below 1
+    sweep = report.runs.sweep
+    for text in ("sw-1", "cpu", "0" * 40, sweep.spec_sha256, "16 MLflow runs → 14 "
+                 "configurations"):
+        assert text in page
+    for _trial, run_id in store.runs["sw-1"]:
+        assert run_url(DEFAULT_UI, sweep.experiment_id, run_id) in parsed.links or \
+            run_id not in set(report.runs.runs["run_id"])  # a superseded repeat
+    assert run_url(DEFAULT_UI, sweep.experiment_id, sweep.parent_run_id) in parsed.links
+
+
+def test_markdown_prints_the_verdicts_after_the_tables(store: Store, tmp_path: Path,
+                                                       capsys) -> None:
+    uri = copy_store(store, tmp_path / "store")
+    assert main(["report", SPEC, "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    tables, _, verdicts = out.partition("### Verdicts\n")
+    assert "### M Table I" in tables and "### M Table I" not in verdicts
+    assert "- M-T1 · holds — Temporal Order: maximal T of SRNN ≤ SRNN+OPEN ≤ SRNN+OINIT " \
+           "(paper 50 / 80 / 120): SRNN 30, SRNN+OPEN 60, SRNN+OINIT 70" in verdicts
+
+
+def _max_length_runs(lengths: dict[str, int]) -> pd.DataFrame:
+    variants = list(lengths)
+    return pd.DataFrame({
+        "run_id": [f"r{i}" for i in range(len(variants))], "status": "FINISHED",
+        "outcome": "solved", "params.task": "temporal_order", "params.variant": variants,
+        "params.lr": 0.1, "params.penalty": 0.1,
+        f"metrics.{max_length.MAX_LEN}": [float(lengths[v]) for v in variants],
+        f"metrics.{max_length.ITERS}": 100.0})
+
+
+@pytest.mark.parametrize(("lengths", "status"), [
+    ({"plain": 20, "open": 40, "oinit": 60}, cl.HOLDS),
+    ({"plain": 60, "open": 40, "oinit": 20}, cl.FAILS),  # SRNN outlasts both
+    ({"plain": 20, "open": 60, "oinit": 40}, cl.FAILS)])  # OPEN above OINIT
+def test_table_i_verdict_follows_the_runs(lengths: dict[str, int], status: str) -> None:
+    runs = frame_runs(_max_length_runs(lengths), SPEC, None)
+    claims = max_length.table_i_claims(runs, max_length.max_length_cells(runs))
+    order = claims[0]
+    assert order.source == "M-T1" and order.text.startswith("Temporal Order")
+    assert order.status == status
+    assert order.evidence == (f"SRNN {lengths['plain']}, SRNN+OPEN {lengths['open']}, "
+                              f"SRNN+OINIT {lengths['oinit']}")
+    assert [c.status for c in claims[1:]] == [cl.NOT_MEASURED] * 3
+
+
+def test_pixel_verdict_flips_when_srnn_beats_oinit() -> None:
+    def runs(acc: dict[str, float]):
+        frame = pd.DataFrame({"run_id": list(acc), "status": "FINISHED", "outcome": "solved",
+                              "params.variant": list(acc), "params.lr": 1e-4,
+                              "metrics.best_test_accuracy": list(acc.values())})
+        return frame_runs(frame, "pixel-mnist", None)
+
+    good = pixel_mnist.pixel_claims(runs({"plain": 0.11, "oinit": 0.8, "open": 0.9}))
+    bad = pixel_mnist.pixel_claims(runs({"plain": 0.85, "oinit": 0.8, "open": 0.9}))
+    assert [c.status for c in good] == [cl.HOLDS, cl.HOLDS]
+    assert [c.status for c in bad] == [cl.FAILS, cl.HOLDS]
+    assert bad[0].evidence == "SRNN+OINIT 80.00 %, SRNN+OPEN 90.00 %, SRNN 85.00 %"
+    assert f"paper {TABLE_II['oinit'].accuracy}" in bad[0].text
+
+
+def test_claim_helpers_judge_orders_and_missing_values() -> None:
+    values = {"a": 1.0, "b": 2.0, "c": None}
+    assert cl.beats("X", "b beats a", values, ["b"], ["a"]).status == cl.HOLDS
+    assert cl.beats("X", "a beats b", values, ["a"], ["b"]).status == cl.FAILS
+    assert cl.beats("X", "a below b", values, ["a"], ["b"], higher=False).status == cl.HOLDS
+    assert cl.beats("X", "b beats c", values, ["b"], ["c"]).status == cl.NOT_MEASURED
+    assert cl.ordered("X", "a ≤ b", values, ["a", "b"]).status == cl.HOLDS
+    assert cl.ordered("X", "b ≤ a", values, ["b", "a"]).status == cl.FAILS
+    claim = cl.from_verdict("N-F4", "claim", "Verdict: differs from N — ReLU 3.0 %.")
+    assert (claim.status, claim.evidence) == (cl.FAILS, "ReLU 3.0 %")
+    assert cl.from_verdict("N-F4", "c", "Verdict: none — no run.").status == cl.NOT_MEASURED
+    with pytest.raises(ValueError):
+        cl.from_verdict("N-F4", "c", "no verdict here")
+    partial = cl.judge("X", "t", True, "1", partial=True)
+    assert partial.line() == "X · holds (partial sweep) — t: 1"
+
+
+def test_a_page_gathers_several_sections(html_report) -> None:
+    _page, report = html_report
+    section = render_section(report)
+    assert section.startswith(f'<section id="{SPEC}">') and section.endswith("</section>")
+    page = render_page("Manchev & Spratling", [section, section.replace(SPEC, "other")],
+                       {"paper": "M", "profile": "cpu"})
+    assert page.startswith("<!DOCTYPE html>") and page.count("<section ") == 2
+    assert "<dt>paper</dt><dd>M</dd>" in page
+    assert f"spec {SPEC} · profile cpu · sweep sw-1" in page

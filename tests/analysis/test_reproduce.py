@@ -1,0 +1,137 @@
+"""``ortho reproduce PAPER``: bad input and missing data stop before any work; a smoke
+reproduction of K (one spec, ``lcw-deep-mlp``) writes one page holding the spec, every
+published statement and one embedded image per figure; a second reproduction starts no child
+and trains nothing, and rebuilds the page."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from analysis import reproduce
+from analysis.papers import PAPERS, PROFILES
+from analysis.published import kutsuna
+from sweeps.cli import main
+from sweeps.spec import available_specs
+from sweeps.spec.schema import PROFILES as SPEC_PROFILES
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = "lcw-deep-mlp"
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The children's environment: the shipped data, no tracking URI from outside, quiet."""
+    import os
+
+    monkeypatch.setenv("ORTHO_DATA_DIR",
+                       os.environ.get("ORTHO_DATA_DIR", str(ROOT.parent / "shared/data")))
+    monkeypatch.delenv("ORTHO_TRACKING_URI", raising=False)
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+def test_every_spec_belongs_to_one_paper() -> None:
+    specs = [s for p in PAPERS.values() for s in p.specs]
+    assert sorted(specs) == sorted(available_specs())
+    assert len(set(specs)) == len(specs)
+    assert set(PROFILES) == set(SPEC_PROFILES)
+    for paper in PAPERS.values():
+        for spec in paper.specs:  # each spec's header names its paper's author
+            header = (ROOT / "sweeps/specs" / f"{spec}.yaml").read_text()[:300]
+            assert paper.key.capitalize() in header
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["reproduce", "lamport"], "argument paper"),
+    (["reproduce", "galvan", "--profile", "laptop"], "argument --profile"),
+])
+def test_bad_input_exits_2_at_once(argv: list[str], named: str, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    start = time.monotonic()
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--home", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert named in capsys.readouterr().err
+    assert time.monotonic() - start < 5
+    assert not list(tmp_path.iterdir())
+
+
+def test_missing_data_stops_before_any_work(env: None, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "data"
+    empty.mkdir()
+    monkeypatch.setenv("ORTHO_DATA_DIR", str(empty))
+    home, out = tmp_path / "home", tmp_path / "out"
+    base = ["reproduce", "kutsuna", "--profile", "smoke", "--home", str(home), "--out", str(out)]
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert f"{SPEC} needs mnist" in err
+    assert "train-images-idx3-ubyte.gz" in err and "`ortho data download mnist`" in err
+    assert not home.exists() and not out.exists()
+
+    assert main([*base, "--skip-missing-data"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1].startswith(f"left out for missing data: {SPEC} (mnist); add them with "
+                                  "`ortho data download mnist`")
+    page = (out / "kutsuna.html").read_text()
+    assert "not run here: needs mnist" in page and "<img" not in page
+    assert not home.exists()
+
+
+def _runs(home: Path) -> int:
+    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+    return len(client.search_runs([e.experiment_id for e in client.search_experiments()]))
+
+
+@pytest.mark.slow
+def test_smoke_reproduction_then_reuse(env: None, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch,
+                                       capfd: pytest.CaptureFixture[str]) -> None:
+    home, out = tmp_path / "home", tmp_path / "out"
+    argv = ["reproduce", "kutsuna", "--profile", "smoke", "--home", str(home), "--out",
+            str(out)]
+    assert main(argv) == 0
+    first = capfd.readouterr().out
+    sweep_id, = re.findall(rf"sweep (\S+): {SPEC}/smoke, \d+ configurations", first)  # child
+    page = out / "kutsuna.html"
+    assert first.splitlines()[-1] == f"kutsuna: 0 hold, 0 do not, 15 not measured; wrote {page}"
+    runs = _runs(home)
+
+    def no_child(*args: object) -> int:
+        raise AssertionError(f"a child was started: {args}")
+
+    built = []
+
+    def spy(*args: object) -> list:
+        built.extend(reports(*args))
+        return built
+
+    reports = reproduce.reports
+    monkeypatch.setattr(reproduce, "run_child", no_child)
+    monkeypatch.setattr(reproduce, "reports", spy)
+    page.unlink()
+    assert main(argv) == 0
+    assert f"[1/1] {SPEC}: already finished: sweep {sweep_id}" in capfd.readouterr().out
+    assert _runs(home) == runs
+
+    text = page.read_text()
+    (step, report), = built
+    assert step.sweep_id == sweep_id and report.runs.sweep.sweep_id == sweep_id
+    assert f'<section id="{SPEC}">' in text and f"sweep {sweep_id} (reuse)" in text
+    for statement in kutsuna.PUBLISHED.values():
+        assert html.escape(statement) in text
+    statuses = [c.status for c in report.claims]
+    assert statuses.count("not measured") == 15 == len(statuses)
+    figures = dict(re.findall(r'<figure id="figure-([^"]+)"><img [^>]*src="data:image/png;'
+                              r'base64,([^"]+)"', text))
+    assert sorted(figures) == sorted(f.name for f in report.figures)
+    assert text.count("<img") == len(report.figures) > 0
+    assert all(base64.b64decode(png)[:8] == b"\x89PNG\r\n\x1a\n" for png in figures.values())

@@ -1,0 +1,160 @@
+"""``pack_size: auto`` (:mod:`sweeps.pack_size`): the ladder and its knee, the reporters'
+clock, a bad value refused before any work, and a sweep that measures its K on the trial's
+device (the probe really run, on the CPU), records it on the parent run and keeps it on
+resume."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ortho_core import experiments
+from ortho_core.config import from_dict
+from ortho_core.errors import ConfigError
+from sweeps import contract, pack_size
+from sweeps.cli import main
+from sweeps.plan import build_plan
+from sweeps.runner import resume_sweep, run_sweep
+from sweeps.spec import load_spec, resolve
+from tests.sweeps import toy_experiment
+from tests.sweeps.helpers import (
+    DATA_DIR,
+    TOY_MODULE,
+    child_runs,
+    new_home,
+    store,
+    toy_ray,
+    write_spec,
+)
+
+LRS = [0.1, 0.05, 0.02, 0.01]
+"""The tiny synthetic sweep's configurations: the cap of its probe is 4."""
+
+
+def test_ladder_doubles_up_to_the_cap():
+    assert pack_size.ladder(1) == [1]
+    assert pack_size.ladder(4) == [1, 2, 4]
+    assert pack_size.ladder(6) == [1, 2, 4, 6]
+    assert pack_size.ladder(10_000) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+
+
+def test_knee_is_the_smallest_pack_within_tolerance_of_the_best():
+    # not monotone: 16 is slower than 8; 4 is the first within 10 % of 205 (>= 184.5)
+    assert pack_size.knee({1: 100, 2: 150, 4: 190, 8: 205, 16: 120}) == 4
+    assert pack_size.knee({1: 100, 2: 150, 4: 190, 8: 205}, tolerance=0.0) == 8
+    assert pack_size.knee({1: 100, 2: 95}) == 1
+
+
+def test_clock_measures_configs_iterations_per_second():
+    """The toy trainer sleeps 0.02 s after each of its steps 0..4: two members train 4
+    iterations each in at least 4 sleeps, so at most 2 / 0.02 = 100 per second."""
+    configs = [toy_experiment.Config(x=x, steps=5, sleep=0.02) for x in (0.1, 0.2)]
+    rate = pack_size.measure(toy_experiment, configs)
+    assert rate is not None and 50 < rate <= 100
+
+
+@pytest.mark.parametrize("name", ["ff-mnist", "pixel-mnist"])  # synthetic: below
+def test_each_hook_gives_a_probe_the_clock_can_time(name):
+    """The probe configuration keeps the cost-setting fields and reports with iterations in
+    between (else the ladder would measure nothing)."""
+    module = experiments.get(name)
+    full = from_dict(module.Config, {"data_dir": DATA_DIR})
+    probe = module.probe_config(full)
+    for key in ("hidden", "batch_size", "device"):
+        assert getattr(probe, key) == getattr(full, key)
+    rate = pack_size.measure(module, [probe])
+    assert rate is not None and rate > 0
+
+
+@pytest.mark.parametrize("value", ["big", 0, -2])
+def test_bad_pack_size_exits_2_naming_the_field(tmp_path, capsys, monkeypatch, value):
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
+    path = write_spec(tmp_path, pack_size=value)
+    assert main(["sweep", "run", str(path), "--home", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(rf"toy\.yaml:\d+: pack_size: expected an integer > 0 or auto "
+                     rf"\(got {re.escape(repr(value))}\)", err), err
+    assert not (tmp_path / "runs").exists()
+
+
+def _synthetic_spec(directory: Path) -> Path:
+    """Four tiny synthetic configurations (one pack shape), ``pack_size: auto``."""
+    doc = {"name": "tiny", "experiment": "synthetic", "description": "auto packs",
+           "metric": {"name": "max_seq_len_solved", "mode": "max"},
+           "fixed": {"task": "adding", "protocol": "fixed", "seq_len": 10, "hidden": 10,
+                     "batch_size": 10, "max_iters": 20, "eval_every": 10, "val_size": 40},
+           "space": {"lr": LRS}, "pack_size": "auto",
+           "profiles": {"smoke": {}, "cpu": {}, "paper": {}}}
+    path = directory / "tiny.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_recorded_k_replaces_auto_and_a_sweep_without_it_is_refused(tmp_path):
+    spec = resolve(load_spec(str(_synthetic_spec(tmp_path))), "smoke")
+    assert spec.pack_size == "auto"
+    assert [p["lr"] for p in pack_size.references(spec)] == LRS  # the cap: all four
+    with pytest.raises(ValueError, match="settle it before planning"):
+        build_plan(spec)
+    sized = pack_size.recorded(spec, {contract.PACK_SIZE: "3"})
+    assert sized.pack_size == 3 and sized.sha256 == spec.sha256  # the resume's check holds
+    assert [len(p) for p in build_plan(sized).packs] == [2, 2]
+    for tags in ({}, {contract.PACK_SIZE: "0"}, {contract.PACK_SIZE: "many"}):
+        with pytest.raises(ConfigError) as err:
+            pack_size.recorded(spec, tags)
+        assert err.value.field == "pack_size"
+
+
+def test_auto_under_a_scheduler_is_one_without_probing(tmp_path):
+    path = _synthetic_spec(tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    doc["scheduler"] = {"kind": "asha", "metric_step": "val_error", "mode": "min"}
+    path.write_text(yaml.safe_dump(doc))
+    sized, tags = pack_size.settle(resolve(load_spec(str(path)), "smoke"))
+    assert sized.pack_size == 1  # no Ray here: a probe would have failed
+    assert tags == {contract.PACK_SIZE: "1", contract.PACK_SIZE_CURVE: "{}"}
+
+
+@pytest.mark.usefixtures(toy_ray.__name__)
+def test_auto_measures_records_and_keeps_k_on_resume(tmp_path, monkeypatch):
+    monkeypatch.setattr(pack_size, "PROBE_SECONDS", 1.0)
+    home = new_home(tmp_path)
+    out = io.StringIO()
+    final = run_sweep(str(_synthetic_spec(tmp_path)), "smoke", home=home, stream=out)
+    assert final.state == "finished" and final.done == len(LRS) and final.failed == 0
+
+    t = store(home)
+    record = t.find_sweep(final.sweep_id)
+    tags = t.client.get_run(record.ref.parent_run_id).data.tags
+    k = int(tags[contract.PACK_SIZE])
+    curve = {int(n): rate for n, rate in json.loads(tags[contract.PACK_SIZE_CURVE]).items()}
+    assert 1 <= k <= len(LRS)
+    assert curve and set(curve) <= {1, 2, 4} and 1 in curve
+    assert all(rate > 0 for rate in curve.values())
+    assert k == pack_size.knee(curve)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith(f"pack_size auto: {k} (configs·iterations/s by pack size 1: ")
+    assert f"{len(LRS)} configurations in {math.ceil(len(LRS) / k)} trials" in lines[1]
+    keys = {r.data.tags[contract.TRIAL_KEY] for r in child_runs(home, final.sweep_id)}
+    assert len(keys) == len(LRS)
+
+    # Interrupted after the fact: every run KILLED, so the resume trains all four again,
+    # packed by the recorded K; a second probe would fail the test.
+    for run in child_runs(home, final.sweep_id):
+        t.client.set_terminated(run.info.run_id, "KILLED")
+    t.client.set_terminated(record.ref.parent_run_id, "KILLED")
+    monkeypatch.setattr(pack_size, "choose", lambda spec: pytest.fail("probed again"))
+    out = io.StringIO()
+    resumed = resume_sweep(final.sweep_id, home=home, stream=out, force=True)
+    assert resumed.state == "finished" and resumed.done == len(LRS)
+    assert f"{len(LRS)} to run in {math.ceil(len(LRS) / k)} trials" in out.getvalue()
+    assert "pack_size auto" not in out.getvalue()
+    assert {r.data.tags[contract.TRIAL_KEY] for r in child_runs(home, final.sweep_id)} == keys
+    tags = t.client.get_run(record.ref.parent_run_id).data.tags
+    assert tags[contract.PACK_SIZE] == str(k)

@@ -1,0 +1,75 @@
+"""A sweep whose dataset is missing or corrupt stops before Ray starts, with exit status 2
+naming the file (:mod:`sweeps.preflight`); a sweep on a cluster leaves the check to its
+nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ortho_core.data.checksums import MNIST
+from sweeps import preflight, runner
+from sweeps.cli import main
+from sweeps.spec import load_spec, resolve
+from tests.sweeps.helpers import DATA_DIR
+
+
+@pytest.fixture
+def no_ray(monkeypatch):
+    """Fail the test if the sweep gets as far as starting Ray."""
+    def ray_session(address):
+        pytest.fail("Ray was started")
+
+    monkeypatch.setattr(runner, "ray_session", ray_session)
+
+
+def _mnist_copy(root: Path, truncate: str | None = None) -> Path:
+    """MNIST's four files under ``root/mnist`` (links to the real ones), ``truncate`` a
+    truncated copy instead."""
+    folder = root / "mnist"
+    folder.mkdir(parents=True)
+    for published in MNIST.values():
+        source = Path(DATA_DIR) / published.relpath
+        target = root / published.relpath
+        if target.name == truncate:
+            target.write_bytes(source.read_bytes()[:1000])
+        else:
+            target.symlink_to(source)
+    return folder
+
+
+@pytest.mark.usefixtures("no_ray")
+@pytest.mark.parametrize(("layout", "named", "got"), [
+    ("no mnist folder", "data/mnist/train-images-idx3-ubyte.gz", "no such file"),
+    ("truncated file", "data/mnist/t10k-labels-idx1-ubyte.gz", "1,000 bytes"),
+    ("no data folder", "nowhere", "an existing directory holding the datasets"),
+])
+def test_a_missing_or_corrupt_dataset_exits_2_naming_the_file_before_ray(
+        layout, named, got, tmp_path, monkeypatch, capsys):
+    data = tmp_path / "data"
+    if layout == "no data folder":
+        data = tmp_path / "nowhere"
+    elif layout == "no mnist folder":
+        data.mkdir()
+    else:
+        _mnist_copy(data, truncate="t10k-labels-idx1-ubyte.gz")
+    monkeypatch.setenv("ORTHO_DATA_DIR", str(data))
+    home = tmp_path / "home"
+    assert main(["sweep", "run", "ff-mnist", "--profile", "smoke", "--home", str(home)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ortho sweep: invalid {tmp_path / named}")
+    assert got in err and len(err.strip().splitlines()) == 1
+    assert not home.exists()  # nothing tracked
+
+
+def test_intact_data_is_checked_once_per_file_and_a_cluster_is_left_to_its_nodes(
+        tmp_path, monkeypatch):
+    spec = resolve(load_spec("ff-mnist"), "smoke")
+    monkeypatch.setenv("ORTHO_DATA_DIR", DATA_DIR)
+    assert preflight.check_data(spec, None) == len(MNIST)
+    assert len(spec.cells()) > 1  # many configurations, one check of each file
+    monkeypatch.setenv("ORTHO_DATA_DIR", str(tmp_path / "nowhere"))
+    assert preflight.check_data(spec, "auto") == 0  # the nodes' files, not this machine's
+    synthetic = resolve(load_spec("synthetic-max-length"), "smoke")
+    assert preflight.check_data(synthetic, None) == 0  # reads no file

@@ -1,0 +1,87 @@
+"""A tracking server that cannot be reached, or answers only errors, stops ``ortho sweep run``,
+``resume`` and ``status`` within seconds with one line naming ``tracking_uri`` and exit status
+2 (issue 14, item 5), not with a traceback after MLflow's minutes of retries; no Ray is
+started for it. Run in this process (``sweeps.cli.main``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from ortho_core import experiments
+from sweeps.cli import main
+from tests.servers import free_port
+from tests.sweeps.helpers import TOY_MODULE, write_spec
+
+MARGIN_S = 30.0
+"""What the command may take at most (it should take a few seconds)."""
+
+
+class _Failing(BaseHTTPRequestHandler):
+    """A server that answers every request with 503."""
+
+    def do_GET(self) -> None:
+        self.send_response(503)
+        self.end_headers()
+        self.wfile.write(b"down for maintenance")
+
+    do_POST = do_GET
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def failing_server() -> Iterator[str]:
+    """The URI (with a password, which must not be printed) of a server answering 503."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://user:hunter2@127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def toy_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A valid toy spec (so that only the server can be at fault)."""
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
+    return write_spec(tmp_path)
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], float]:
+    start = time.monotonic()
+    status = main(argv)
+    elapsed = time.monotonic() - start
+    return status, capsys.readouterr().err.splitlines(), elapsed
+
+
+@pytest.mark.parametrize("command", ["run", "resume", "status"])
+def test_a_closed_port_is_one_line_and_exit_2_within_seconds(
+        command: str, toy_spec: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    uri = f"http://127.0.0.1:{free_port()}"
+    argv = {"run": ["sweep", "run", str(toy_spec), "--profile", "smoke"],
+            "resume": ["sweep", "resume"], "status": ["sweep", "status"]}[command]
+    status, err, elapsed = _run([*argv, "--tracking-uri", uri, "--home", str(tmp_path)], capsys)
+    assert status == 2 and elapsed < MARGIN_S
+    assert len(err) == 1, err
+    assert err[0].startswith("ortho sweep: invalid tracking_uri:")
+    assert "connection refused" in err[0] and uri in err[0]
+    assert not (tmp_path / "ray").exists()
+
+
+def test_a_server_answering_errors_is_one_line_without_its_password(
+        toy_spec: Path, tmp_path: Path, failing_server: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    status, err, elapsed = _run(["sweep", "run", str(toy_spec), "--profile", "smoke",
+                                 "--tracking-uri", failing_server, "--home", str(tmp_path)],
+                                capsys)
+    assert status == 2 and elapsed < MARGIN_S
+    assert len(err) == 1, err
+    assert "invalid tracking_uri" in err[0] and "server errors" in err[0]
+    assert "hunter2" not in err[0] and "user:***@127.0.0.1" in err[0]
