@@ -23,18 +23,20 @@ A sweep id that does not exist is bad input (exit 2; the message lists the lates
 ``submit`` runs the same ``run`` as a Ray job on a cluster, shipping this checkout as the
 job's working directory, and exits with the job's status; it authenticates as Ray's job CLI
 does (``RAY_AUTH_MODE=token`` with ``RAY_AUTH_TOKEN`` or ``~/.ray/auth_token`` for a cluster
-with token authentication). Paths it passes on are the cluster's, never this machine's: the
-job runs ``PYTHON -m sweeps.cli`` with ``--python`` (default ``python``, the first on the
-job's PATH on the head; in the cluster image that is ``/home/ray/anaconda3/bin/python``,
-where this package is installed), and the datasets are read from the nodes' own
-``$ORTHO_DATA_DIR`` (the image sets ``/home/ray/data``) unless ``--data-dir`` names a folder
-on the nodes; this machine's ``$ORTHO_DATA_DIR`` is not passed on. The tracking URI reaches
-the job in its environment (``ORTHO_TRACKING_URI``), not on its command line, which Ray shows
-in its job list; what is printed has its credentials masked. So do this checkout's commit
+with token authentication). Paths it passes on are the cluster's, never this machine's: the job
+runs ``PYTHON -m sweeps.cli`` with ``--python`` (default ``python``, the first on the job's
+PATH on the head; in the cluster image that is ``/home/ray/anaconda3/bin/python``, where this
+package is installed), and the datasets are read from the nodes' own ``$ORTHO_DATA_DIR`` (the
+image sets ``/home/ray/data``) unless ``--data-dir`` names a folder on the nodes; this
+machine's ``$ORTHO_DATA_DIR`` is not passed on. The tracking URI reaches the job in its
+environment (``ORTHO_TRACKING_URI``), not on its command line, which Ray shows in its job list;
+one with a password or token is refused, since Ray's runtime-env agent writes a job's
+environment into the cluster's logs (the head gets its credentials from the cluster's secrets,
+cluster/README.md); what is printed has its credentials masked. So do this checkout's commit
 and whether it has uncommitted or untracked files (``ORTHO_GIT_SHA``, ``ORTHO_GIT_DIRTY``),
-which every run of the sweep records. With no tracking URI the sweep tracks into SQLite
-under ``--home`` on the head, written there only (trials on other nodes track through the
-driver's node), which ``ortho sweep status --home`` on the head shows.
+which every run of the sweep records. With no tracking URI the sweep tracks into SQLite under
+``--home`` on the head, written there only (trials on other nodes track through the driver's
+node), which ``ortho sweep status --home`` on the head shows.
 """
 
 from __future__ import annotations
@@ -288,12 +290,13 @@ def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     env = {**QUIET_ENV, **provenance.current(root).env()}
     uri = args.tracking_uri or os.environ.get("ORTHO_TRACKING_URI")
     if uri:
-        env["ORTHO_TRACKING_URI"] = tracking.tracking_uri(uri, Path.cwd())
+        env["ORTHO_TRACKING_URI"] = _without_credentials("tracking_uri",
+                                                         tracking.tracking_uri(uri, Path.cwd()))
     if args.storage:
         command += ["--storage", args.storage]
     studies = args.optuna_storage or os.environ.get("ORTHO_OPTUNA_STORAGE")
     if studies:
-        env["ORTHO_OPTUNA_STORAGE"] = studies  # like the tracking URI: may hold a password
+        env["ORTHO_OPTUNA_STORAGE"] = _without_credentials("optuna_storage", studies)
     if args.data_dir:
         if not args.data_dir.startswith(("/", "~")):
             raise ConfigError("data_dir", "an absolute path on the cluster's nodes (or one "
@@ -302,6 +305,22 @@ def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return {"entrypoint": shlex.join(command),
             "runtime_env": {"working_dir": str(root), "excludes": SUBMIT_EXCLUDES,
                             "env_vars": env}}
+
+
+def _without_credentials(field: str, uri: str) -> str:
+    """``uri``, for a job's environment, unless it holds a password or token: Ray's
+    runtime-env agent writes a job's environment into the cluster's logs, so a secret must
+    reach the head from the cluster's own secrets (cluster/README.md: the ``ortho-tracking``
+    ConfigMap and the database Secret), not from the submitting machine (``ConfigError``
+    naming ``field``, the URI masked)."""
+    from sweeps.contract import redact
+
+    if redact(uri) != uri:
+        raise ConfigError(field, "a URI without a password or token (a job's environment is "
+                          "written to the cluster's logs): give the head its credentials from "
+                          "the cluster's secrets (cluster/README.md) and submit without it",
+                          redact(uri))
+    return uri
 
 
 async def _follow(client: Any, job_id: str) -> None:

@@ -197,16 +197,35 @@ def test_submit_prints_no_credentials(monkeypatch, capsys):
     from ray import job_submission
 
     monkeypatch.setattr(job_submission, "JobSubmissionClient", _FakeJobClient)
-    uri = "postgresql://ortho:hunter2@db.example:5432/mlflow"
+    monkeypatch.delenv("ORTHO_OPTUNA_STORAGE", raising=False)
+    uri = "http://mlflow.ortho.svc:5000"
     assert main(["sweep", "submit", "synthetic-max-length", "--profile", "smoke",
                  "--address", "http://admin:s3cret@head:8265", "--tracking-uri", uri,
                  "--no-wait"]) == 0
     out = capsys.readouterr().out
     assert "submitted job raysubmit_1 to http://admin:***@head:8265: python -m sweeps.cli" in out
-    assert "hunter2" not in out and "s3cret" not in out
+    assert "s3cret" not in out
     request = _FakeJobClient.submitted
-    assert "hunter2" not in request["entrypoint"]  # Ray lists entrypoints with the jobs
+    assert uri not in request["entrypoint"]  # Ray lists entrypoints with the jobs
     assert request["runtime_env"]["env_vars"]["ORTHO_TRACKING_URI"] == uri  # the job needs it
+
+
+@pytest.mark.parametrize(("option", "field"), [("--tracking-uri", "tracking_uri"),
+                                               ("--optuna-storage", "optuna_storage")])
+def test_submit_refuses_a_password_for_the_jobs_environment(monkeypatch, capsys, option,
+                                                            field):
+    """Ray's runtime-env agent logs a job's environment on the cluster: a URI with a password
+    is refused (exit 2, the field named, the password never printed), nothing submitted."""
+    from ray import job_submission
+
+    monkeypatch.setattr(job_submission, "JobSubmissionClient", _FakeJobClient)
+    _FakeJobClient.submitted = {}
+    uri = "postgresql://ortho:hunter2@db.example:5432/mlflow"
+    assert main(["sweep", "submit", "synthetic-max-length", "--profile", "smoke",
+                 "--address", "http://127.0.0.1:8265", option, uri, "--no-wait"]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "ortho:***@db.example" in err and "hunter2" not in err
+    assert _FakeJobClient.submitted == {}
 
 
 def test_submit_passes_on_the_clusters_interpreter_and_data_dir():
