@@ -1,6 +1,6 @@
-"""Report of ``deep-orthogonal``: the smoke profile end to end (``ortho sweep run`` into a
-fresh embedded home, then ``ortho report``), its tables checked against the runs MLflow holds,
-and the verdict rules on hand-made cells."""
+"""Report of ``deep-orthogonal``: the smoke profile end to end (``ortho sweep run`` into the
+session's embedded home, ``smoke_home``, then ``ortho report``), its tables checked against
+the runs MLflow holds, and the verdict rules on hand-made cells."""
 
 from __future__ import annotations
 
@@ -13,14 +13,12 @@ from mlflow.tracking import MlflowClient
 from analysis.load import load_sweep
 from analysis.reports import deep_orthogonal_tables as report
 from sweeps.cli import main
-from tests.analysis.conftest import run_smoke_sweep
 
 
 @pytest.mark.slow
-def test_smoke_profile_end_to_end(tmp_path: Path, capsys) -> None:
-    home = tmp_path / "home"
-    run_smoke_sweep("deep-orthogonal", home)
-    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+@pytest.mark.smoke_sweep("deep-orthogonal")
+def test_smoke_profile_end_to_end(smoke_home: Path, tmp_path: Path, capsys) -> None:
+    client = MlflowClient(tracking_uri=f"sqlite:///{smoke_home / 'mlflow.db'}")
     runs = load_sweep(client, "deep-orthogonal")
     assert len(runs.runs) == 14 and set(runs.runs["outcome"]) <= {"solved", "unsolved"}
     cells = report.f1_cells(runs).set_index(["variant", "layers"])
@@ -32,7 +30,7 @@ def test_smoke_profile_end_to_end(tmp_path: Path, capsys) -> None:
         assert row["best"] == pytest.approx(100 * mine["metrics.best_train_error"].min())
     orth = frame[(frame["params.variant"] == "orth") & (frame["params.dataset"] == "two_class")]
     assert (orth["metrics.act_grad_spread_init"] < 1e-4).all()
-    assert main(["report", "deep-orthogonal", "--home", str(home), "--out",
+    assert main(["report", "deep-orthogonal", "--home", str(smoke_home), "--out",
                  str(tmp_path / "out")]) == 0
     text = capsys.readouterr().out
     assert "profile smoke" in text and text.count("Verdict:") == 3

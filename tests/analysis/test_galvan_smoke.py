@@ -1,6 +1,7 @@
 """The smoke profiles of G's synthetic specs end to end: ``ortho sweep run SPEC --profile
-smoke`` into a fresh embedded home (Ray, SQLite MLflow), then ``ortho report SPEC``, whose
-tables are checked against the runs MLflow holds."""
+smoke`` into the session's embedded home (Ray, SQLite MLflow; ``smoke_home``, each spec its
+own experiment), then ``ortho report SPEC``, whose tables are checked against the runs MLflow
+holds."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from mlflow.tracking import MlflowClient
 from analysis.load import load_sweep
 from analysis.reports import simplex_direction, spectral_init, temporal_gradients
 from sweeps.cli import main
-from tests.analysis.conftest import run_smoke_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,9 +22,7 @@ pytestmark = pytest.mark.slow
 
 
 def smoke_sweep(spec: str, home: Path) -> list:
-    """Run ``spec``'s smoke profile into ``home`` (a subprocess, so that its Ray stops with
-    it); the configuration runs MLflow holds."""
-    run_smoke_sweep(spec, home)
+    """The configuration runs MLflow holds of ``spec``'s smoke sweep in ``home``."""
     client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
     exp = client.get_experiment_by_name(spec).experiment_id
     parent, = client.search_runs([exp], "tags.`ortho.role` = 'sweep'")
@@ -40,10 +38,10 @@ def report_files(spec: str, home: Path, out: Path, capsys) -> str:
     return text
 
 
-def test_spectral_temporal_gradients_smoke(tmp_path: Path, capsys) -> None:
-    home = tmp_path / "home"
-    children = smoke_sweep("spectral-temporal-gradients", home)
-    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+@pytest.mark.smoke_sweep("spectral-temporal-gradients")
+def test_spectral_temporal_gradients_smoke(smoke_home: Path, tmp_path: Path, capsys) -> None:
+    children = smoke_sweep("spectral-temporal-gradients", smoke_home)
+    client = MlflowClient(tracking_uri=f"sqlite:///{smoke_home / 'mlflow.db'}")
     by_rho: dict[float, list[float]] = {}
     for run in children:
         by_rho.setdefault(float(run.data.params["spectral_radius"]), []).append(
@@ -55,16 +53,16 @@ def test_spectral_temporal_gradients_smoke(tmp_path: Path, capsys) -> None:
     cells = temporal_gradients.ratio_cells(runs).set_index("rho")
     for rho, values in by_rho.items():
         assert cells.loc[rho, "median"] == pytest.approx(statistics.median(values))
-    text = report_files("spectral-temporal-gradients", home, tmp_path / "out", capsys)
+    text = report_files("spectral-temporal-gradients", smoke_home, tmp_path / "out", capsys)
     assert "profile smoke" in text and "Verdict:" in text
     assert {p.name for p in (tmp_path / "out").iterdir()} == {"temporal-gradients.md",
                                                               "temporal-gradients.png"}
 
 
-def test_spectral_init_success_smoke(tmp_path: Path, capsys) -> None:
-    home = tmp_path / "home"
-    children = smoke_sweep("spectral-init-success", home)
-    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+@pytest.mark.smoke_sweep("spectral-init-success")
+def test_spectral_init_success_smoke(smoke_home: Path, tmp_path: Path, capsys) -> None:
+    children = smoke_sweep("spectral-init-success", smoke_home)
+    client = MlflowClient(tracking_uri=f"sqlite:///{smoke_home / 'mlflow.db'}")
     cells = spectral_init.success_cells(load_sweep(client, "spectral-init-success"))
     for run in children:
         rho = run.data.params["spectral_radius"]
@@ -75,14 +73,14 @@ def test_spectral_init_success_smoke(tmp_path: Path, capsys) -> None:
                 and c.data.params["spectral_radius"] == rho]
         solved = sum(c.data.tags["ortho.outcome"] == "solved" for c in mine)
         assert (row["solved"], row["n_done"]) == (solved, len(mine))
-    text = report_files("spectral-init-success", home, tmp_path / "out", capsys)
+    text = report_files("spectral-init-success", smoke_home, tmp_path / "out", capsys)
     assert "G Fig. 4.1" in text and "profile smoke" in text
 
 
-def test_simplex_direction_smoke(tmp_path: Path, capsys) -> None:
-    home = tmp_path / "home"
-    children = smoke_sweep("simplex-direction", home)
-    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+@pytest.mark.smoke_sweep("simplex-direction")
+def test_simplex_direction_smoke(smoke_home: Path, tmp_path: Path, capsys) -> None:
+    children = smoke_sweep("simplex-direction", smoke_home)
+    client = MlflowClient(tracking_uri=f"sqlite:///{smoke_home / 'mlflow.db'}")
     cells = simplex_direction.direction_cells(
         load_sweep(client, "simplex-direction")).set_index("direction")
     for direction in simplex_direction.DIRECTIONS:
@@ -94,7 +92,7 @@ def test_simplex_direction_smoke(tmp_path: Path, capsys) -> None:
         mean = cells.loc[direction, "mean"]
         assert (mean is None or math.isnan(mean)) if not ok else mean == pytest.approx(
             sum(ok) / len(ok))
-    text = report_files("simplex-direction", home, tmp_path / "out", capsys)
+    text = report_files("simplex-direction", smoke_home, tmp_path / "out", capsys)
     assert "G Table 4.1" in text and "1,807,466" in text
     assert {p.name for p in (tmp_path / "out").iterdir()} == {"simplex-direction.md",
                                                               "simplex-loss.png"}

@@ -13,7 +13,7 @@ from analysis.published.manchev import FIG3B_SAMPLES, TABLE_II
 from analysis.report import REPORTS, build_report, builder
 from analysis.reports import pixel_mnist
 from analysis.tables import as_cell
-from tests.analysis.conftest import frame_runs, run_smoke_sweep
+from tests.analysis.conftest import frame_runs
 
 SPEC_TEXT = """\
 name: pixel-mnist
@@ -96,9 +96,9 @@ def test_fig_3b_shows_the_chosen_oinit_and_open_runs_up_to_150000_samples(tmp_pa
 
 
 @pytest.mark.slow
-def test_smoke_profile_end_to_end(tmp_path: Path) -> None:
-    run_smoke_sweep("pixel-mnist", tmp_path)
-    report = build_report("pixel-mnist", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+@pytest.mark.smoke_sweep("pixel-mnist")
+def test_smoke_profile_end_to_end(smoke_home: Path) -> None:
+    report = build_report("pixel-mnist", tracking_uri=f"sqlite:///{smoke_home / 'mlflow.db'}",
                           figures=True, use_cache=False)
     [table] = report.tables
     assert [row[0].text() for row in table.rows] == ["SRNN", "SRNN+OINIT", "SRNN+OPEN"]

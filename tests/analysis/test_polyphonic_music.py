@@ -15,7 +15,7 @@ from analysis.published import galvan
 from analysis.report import REPORTS, builder
 from analysis.reports import polyphonic_music as pm
 from sweeps.cli import main
-from tests.analysis.conftest import frame_runs, run_smoke_sweep
+from tests.analysis.conftest import frame_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = "polyphonic-music"
@@ -106,16 +106,8 @@ def test_published_music_values_are_g_tables_4_2_and_4_3():
             galvan.FIG_4_1["spectral"].max_solved_len) == (20, 150)
 
 
-@pytest.fixture(scope="module")
-def smoke_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``ortho sweep run polyphonic-music --profile smoke`` into a fresh home, in a
-    subprocess so that its Ray stops with it."""
-    home = tmp_path_factory.mktemp("music-sweep")
-    run_smoke_sweep(SPEC, home)
-    return home
-
-
 @pytest.mark.slow
+@pytest.mark.smoke_sweep(SPEC)
 def test_report_of_a_real_smoke_sweep_matches_its_run(smoke_home: Path, tmp_path: Path,
                                                       capsys) -> None:
     client = MlflowClient(tracking_uri=f"sqlite:///{smoke_home / 'mlflow.db'}")

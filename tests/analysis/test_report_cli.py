@@ -18,7 +18,7 @@ from analysis.report import build_report
 from analysis.reports import max_length
 from analysis.tables import SUFFIX
 from sweeps.cli import main
-from tests.analysis.conftest import PRETRAIN_SPEC, SPEC, Store, copy_store, run_smoke_sweep
+from tests.analysis.conftest import PRETRAIN_SPEC, SPEC, Store, copy_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,17 +144,7 @@ def test_the_cli_module_loads_no_heavy_library_before_a_command_runs() -> None:
     assert out.strip() == "[]"
 
 
-# --- a real store: the smoke sweep of synthetic-max-length, run once per session ---------
-
-@pytest.fixture(scope="session")
-def real_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``ortho sweep run synthetic-max-length --profile smoke`` into a fresh home (the
-    embedded default: Ray on 127.0.0.1, SQLite store), in a subprocess so that its Ray
-    stops with it."""
-    home = tmp_path_factory.mktemp("real-sweep")
-    run_smoke_sweep(SPEC, home)
-    return home
-
+# --- a real store: the smoke sweep of synthetic-max-length (``smoke_home``) --------------
 
 def rule_key(run) -> tuple:
     """M Table I's choice rule, restated on raw MLflow runs."""
@@ -164,9 +154,10 @@ def rule_key(run) -> tuple:
 
 
 @pytest.mark.slow
-def test_report_of_a_real_smoke_sweep_matches_its_runs(real_home: Path, tmp_path: Path,
+@pytest.mark.smoke_sweep(SPEC)
+def test_report_of_a_real_smoke_sweep_matches_its_runs(smoke_home: Path, tmp_path: Path,
                                                        capsys) -> None:
-    uri = f"sqlite:///{real_home / 'mlflow.db'}"
+    uri = f"sqlite:///{smoke_home / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(SPEC).experiment_id
     parent, = client.search_runs([exp], "tags.`ortho.role` = 'sweep'")
@@ -211,6 +202,6 @@ def test_report_of_a_real_smoke_sweep_matches_its_runs(real_home: Path, tmp_path
             assert list(zip(series["step"], series["value"], strict=True)) == want
 
     out_dir = tmp_path / "report"
-    assert main(["report", SPEC, "--home", str(real_home), "--out", str(out_dir)]) == 0
+    assert main(["report", SPEC, "--home", str(smoke_home), "--out", str(out_dir)]) == 0
     assert f"wrote 3 files under {out_dir}" in capsys.readouterr().out
     assert (out_dir / "max-length.md").read_text(encoding="utf-8") == table.to_markdown()
