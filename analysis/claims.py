@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Literal
 
@@ -38,12 +38,16 @@ class Claim:
     partial: bool = False
     """The numbers rest on an incomplete set of configurations (the status may change as
     the sweep completes)."""
+    caveat: str = ""
+    """Why a claim that does not hold fails under this sweep's profile rather than in the
+    paper's setting (:mod:`analysis.caveats`); empty unless the status is ``does not hold``."""
 
     def line(self) -> str:
         """``M-T2 · holds — claim: evidence`` (``(partial sweep)`` after a status that rests
-        on incomplete cells)."""
+        on incomplete cells; ``Why: caveat`` after a failure the profile explains)."""
         partial = " (partial sweep)" if self.partial and self.status != NOT_MEASURED else ""
-        return f"{self.source} · {self.status}{partial} — {self.text}: {self.evidence}"
+        why = f". Why: {self.caveat}" if self.caveat else ""
+        return f"{self.source} · {self.status}{partial} — {self.text}: {self.evidence}{why}"
 
 
 def judge(source: str, text: str, ok: bool | None, evidence: str,
@@ -102,6 +106,19 @@ def from_verdict(source: str, text: str, verdict: str) -> Claim:
     if ok is None and not head.startswith("none"):
         raise ValueError(f"not a verdict line: {verdict!r}")
     return judge(source, text, ok, said.rstrip(".") or head)
+
+
+def explain(claims: Sequence[Claim], caveats: Mapping[tuple[str, str], str]) -> list[Claim]:
+    """``claims`` with the caveat of each failing one whose (source, start of its text) is a
+    key of ``caveats``; claims that hold or are not measured are returned unchanged, so a
+    caveat never hides a result: it is shown only beside the failure it explains."""
+    def caveat(claim: Claim) -> str:
+        if claim.status != FAILS:
+            return ""
+        return next((why for (source, text), why in caveats.items()
+                     if claim.source == source and claim.text.startswith(text)), "")
+
+    return [replace(c, caveat=caveat(c)) for c in claims]
 
 
 def claims_markdown(claims: Sequence[Claim]) -> str:

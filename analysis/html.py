@@ -54,6 +54,7 @@ ul.verdicts{list-style:none;padding-left:0}ul.verdicts li{margin:.3em 0;padding:
 li.holds{border-color:#2a8a3e!important;background:#eef8f0}
 li.fails{border-color:#b3261e!important;background:#fcefee}
 li.not-measured{border-color:#999!important;background:#f4f4f4}
+.caveat{font-size:.9em;color:#444;margin-top:.2em}
 .status{font-weight:600}.prov{font-size:.9em;color:#444}.notes{font-size:.85em;color:#444}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #ddd}
 figcaption{font-size:.85em;color:#444}dl.prov{display:grid;grid-template-columns:max-content auto;
@@ -127,9 +128,10 @@ def claims_html(claims: Sequence[Claim]) -> str:
     items = []
     for c in claims:
         partial = " (partial sweep)" if c.partial and c.status != "not measured" else ""
+        why = f'<div class="caveat">Why: {escape(c.caveat)}</div>' if c.caveat else ""
         items.append(f'<li class="{_STATUS_CLASS[c.status]}">'
                      f'<span class="status">{escape(c.source)} · {escape(c.status)}'
-                     f"{partial}</span> — {escape(c.text)}: {escape(c.evidence)}</li>")
+                     f"{partial}</span> — {escape(c.text)}: {escape(c.evidence)}{why}</li>")
     return '<h3>Verdicts</h3><ul class="verdicts">' + "".join(items) + "</ul>"
 
 

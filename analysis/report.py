@@ -20,7 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.cache import RunCache
-from analysis.claims import Claim, claims_markdown
+from analysis.caveats import caveats
+from analysis.claims import Claim, claims_markdown, explain
 from analysis.expected import expected_configurations
 from analysis.figures import Figure
 from analysis.load import Histories, SweepRuns, load_sweep
@@ -112,4 +113,6 @@ def build_report(spec: str, sweep_id: str | None = None, tracking_uri: str | Non
     client = open_store(uri)
     cache = RunCache(cache_dir(uri, home)) if use_cache else None
     runs = load_sweep(client, spec, sweep_id, cache=cache, tracking_uri=uri)
-    return build(runs, Histories(client, runs, cache) if figures else None)
+    report = build(runs, Histories(client, runs, cache) if figures else None)
+    report.claims = explain(report.claims, caveats(runs.sweep.spec, runs.sweep.profile))
+    return report

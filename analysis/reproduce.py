@@ -6,17 +6,20 @@ For each spec of the paper (:mod:`analysis.papers`) in the paper's order, with t
   configuration: reused, nothing started (``already finished: sweep ID``);
 - the latest one interrupted (its parent run RUNNING or KILLED) or finished with failed
   configurations: ``ortho sweep resume ID`` (which refuses a sweep whose driver still runs);
-- none: ``ortho sweep run SPEC --profile P``.
+- none, or the latest one ran a different spec (its ``ortho.spec_sha256`` is not the hash of
+  the spec as the code resolves it now: the profile was resized, a default changed):
+  ``ortho sweep run SPEC --profile P``, a new sweep (the old one stays in the store).
 
 Sweeps run as child processes (``python -m sweeps.cli``), since ``analysis`` does not import
 ``sweeps``: their output goes straight to this terminal (the live progress), and Ctrl-C is
 passed to the running child, whose sweep then stops resumable; the same command resumes it.
-Before any child starts, one child (:mod:`sweeps.ready`) checks the specs left to run: a
-missing dataset stops everything with exit status 2, naming each spec, the dataset, the file
-and the command that fetches it, unless ``--skip-missing-data`` leaves those specs out (the
-page and the last line say which, and how to add them). A tracking URI reaches the children
-in their environment (``ORTHO_TRACKING_URI``), never their command lines, which every user
-of the machine can read.
+Before any child starts, one child (:mod:`sweeps.ready`) resolves every spec (its hash
+decides whether a sweep in the store is still the spec's) and checks the data of the specs
+left to run: a missing dataset stops everything with exit status 2, naming each spec, the
+dataset, the file and the command that fetches it, unless ``--skip-missing-data`` leaves
+those specs out (the page and the last line say which, and how to add them). A tracking URI
+reaches the children in their environment (``ORTHO_TRACKING_URI``), never their command
+lines, which every user of the machine can read.
 
 Then every spec's :class:`~analysis.report.Report` is built and the page written to
 ``<out>/<paper>.html`` (:mod:`analysis.html`): the paper's title, the count of verdicts that
@@ -96,6 +99,8 @@ class Step:
     """The child's exit status (0 when reused)."""
     missing: str | None = None
     """Why the spec was left out: its missing dataset (``--skip-missing-data``)."""
+    outdated: str | None = None
+    """For a run: the latest sweep of the spec and profile, which ran a different spec."""
 
 
 @dataclass
@@ -105,6 +110,8 @@ class Outcome:
     paper: Paper
     steps: list[Step]
     verdicts: Counter[str] = field(default_factory=Counter)
+    """Claims per status (``holds``, ``does not hold``, ``not measured``) and the failures a
+    profile explains (``explained``)."""
     page: Path | None = None
 
     @property
@@ -132,9 +139,9 @@ def has_failures(client: MlflowClient, sweep: Sweep) -> bool:
     return bool(client.search_runs([sweep.experiment_id], query, max_results=1))
 
 
-def plan(paper: Paper, profile: str, where: Where) -> list[Step]:
+def plan(paper: Paper, profile: str, where: Where, hashes: dict[str, str]) -> list[Step]:
     """Each spec's step, from what the store holds (an embedded store not created yet holds
-    nothing)."""
+    nothing) and ``hashes``, spec -> SHA-256 of the spec as resolved now."""
     uri = where.uri()
     path = contract.sqlite_path(uri)
     if path is not None and not path.is_file():
@@ -145,6 +152,8 @@ def plan(paper: Paper, profile: str, where: Where) -> list[Step]:
         sweep = latest_sweep(client, spec, profile)
         if sweep is None:
             steps.append(Step(spec, "run"))
+        elif sweep.spec_sha256 != hashes[spec]:
+            steps.append(Step(spec, "run", outdated=sweep.sweep_id))
         elif sweep.status == "FINISHED" and not has_failures(client, sweep):
             steps.append(Step(spec, "reuse", sweep.sweep_id))
         else:
@@ -152,12 +161,9 @@ def plan(paper: Paper, profile: str, where: Where) -> list[Step]:
     return steps
 
 
-def check_data(steps: Sequence[Step], profile: str, where: Where) -> dict[str, dict]:
-    """Spec -> its readiness (:mod:`sweeps.ready`) for every step that trains; ``ConfigError``
-    with the child's message when it refuses the specs or the profile."""
-    specs = [s.spec for s in steps if s.action != "reuse"]
-    if not specs:
-        return {}
+def readiness(specs: Sequence[str], profile: str, where: Where) -> dict[str, dict]:
+    """Spec -> its readiness (:mod:`sweeps.ready`: its hash, datasets, missing files);
+    ``ConfigError`` with the child's message when it refuses the specs or the profile."""
     argv = where.child_argv("sweeps.ready", "--profile", profile, *specs)
     done = subprocess.run(argv, env=where.child_env(), capture_output=True, text=True)
     if done.returncode != 0:
@@ -210,7 +216,9 @@ def execute(step: Step, profile: str, where: Where, number: str) -> None:
         print(f"{number} {step.spec}: resuming sweep {step.sweep_id}", flush=True)
     else:
         args = ["sweeps.cli", "sweep", "run", step.spec, "--profile", profile]
-        print(f"{number} {step.spec}: running its {profile} profile", flush=True)
+        anew = (f" anew: the spec changed since sweep {step.outdated}" if step.outdated
+                else "")
+        print(f"{number} {step.spec}: running its {profile} profile{anew}", flush=True)
     step.exit_status = run_child(where.child_argv(*args), where.child_env())
     if step.action == "run" and step.exit_status != 2:
         sweep = latest_sweep(open_store(where.uri()), step.spec, profile)
@@ -239,8 +247,10 @@ def reports(steps: Sequence[Step], where: Where) -> list[tuple[Step, Report | st
 
 
 def summary(counts: Counter[str]) -> str:
-    """``3 hold, 1 does not, 2 not measured``."""
-    return (f"{counts['holds']} hold, {counts['does not hold']} do not, "
+    """``3 hold, 1 do not (1 explained by the profile), 2 not measured``."""
+    explained = (f" ({counts['explained']} explained by the profile)"
+                 if counts["explained"] else "")
+    return (f"{counts['holds']} hold, {counts['does not hold']} do not{explained}, "
             f"{counts['not measured']} not measured")
 
 
@@ -256,6 +266,7 @@ def write_page(outcome: Outcome, profile: str, where: Where, out: Path,
                             f'<p class="notes">{escape(report)}</p></section>')
             continue
         outcome.verdicts.update(c.status for c in report.claims)
+        outcome.verdicts.update("explained" for c in report.claims if c.caveat)
         sections.append(render_section(report))
     sweeps = "; ".join(f"{s.spec}: " + (f"sweep {s.sweep_id} ({s.action})" if s.sweep_id
                                         else "not run") for s in outcome.steps)
@@ -290,17 +301,19 @@ def reproduce(paper_key: str, profile: str, where: Where, out: Path,
     """``ortho reproduce``: see the module docstring; the exit status."""
     papers = list(PAPERS.values()) if paper_key == ALL else [PAPERS[paper_key]]
     start = time.monotonic()
-    plans = {p.key: plan(p, profile, where) for p in papers}
-    ready = check_data([s for steps in plans.values() for s in steps], profile, where)
-    lacking = [e for e in ready.values() if e["missing"]]
+    ready = readiness([spec for p in papers for spec in p.specs], profile, where)
+    hashes = {spec: entry["sha256"] for spec, entry in ready.items()}
+    plans = {p.key: plan(p, profile, where, hashes) for p in papers}
+    lacking = [ready[s.spec] for steps in plans.values() for s in steps
+               if s.action != "reuse" and ready[s.spec]["missing"]]
     if lacking and not skip_missing_data:
         raise missing_data_error(paper_key, profile, lacking)
     outcomes = []
     for paper in papers:
         steps = plans[paper.key]
         for i, step in enumerate(steps, 1):
-            entry = ready.get(step.spec)
-            if entry and entry["missing"]:
+            entry = ready[step.spec]
+            if step.action != "reuse" and entry["missing"]:
                 step.missing = f"needs {_datasets(entry)} ({entry['missing']})"
                 print(f"[{i}/{len(steps)}] {step.spec}: left out, needs {_datasets(entry)}",
                       flush=True)

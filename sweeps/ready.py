@@ -6,13 +6,13 @@ contract) asks this module, as a child process, before it starts any sweep::
 
     python -m sweeps.ready --profile P [--address A] SPEC [SPEC ...]
 
-It prints one JSON object per spec on stdout: ``spec``; ``datasets``, each dataset the
-spec's configurations read mapped to the command that fetches it (``ortho data download
-NAME``) or None where none does (G's music files come with the repository's data folder);
-``missing``, None or the check's message naming the first missing or corrupt file and how to
-get it; ``file``, that file. A spec or profile that does not resolve is bad input: its
-message on stderr and exit status 2, nothing on stdout.
-"""
+It prints one JSON object per spec on stdout: ``spec``; ``sha256``, the hash of the spec as
+resolved with the profile (tag ``ortho.spec_sha256`` of a sweep of it); ``datasets``, each
+dataset the spec's configurations read mapped to the command that fetches it (``ortho data
+download NAME``) or None where none does (G's music files come with the repository's data
+folder); ``missing``, None or the check's message naming the first missing or corrupt file
+and how to get it; ``file``, that file. A spec or profile that does not resolve is bad
+input: its message on stderr and exit status 2, nothing on stdout. """
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ def readiness(spec_ref: str, profile: str, address: str | None = None) -> dict[s
     """The JSON object this module prints for ``spec_ref`` (see the module docstring);
     ``ConfigError`` when the spec or profile does not resolve."""
     spec = resolve(load_spec(spec_ref), profile)
-    entry: dict[str, Any] = {"spec": spec.name, "datasets": datasets(spec), "missing": None,
-                             "file": None}
+    entry: dict[str, Any] = {"spec": spec.name, "sha256": spec.sha256,
+                             "datasets": datasets(spec), "missing": None, "file": None}
     try:
         preflight.check_data(spec, address)
     except DataError as err:

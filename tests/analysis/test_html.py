@@ -215,3 +215,20 @@ def test_a_page_gathers_several_sections(html_report) -> None:
     assert page.startswith("<!DOCTYPE html>") and page.count("<section ") == 2
     assert "<dt>paper</dt><dd>M</dd>" in page
     assert f"spec {SPEC} · profile cpu · sweep sw-1" in page
+
+
+def test_a_caveat_shows_under_its_failure_and_is_counted() -> None:
+    from collections import Counter
+    from dataclasses import replace
+
+    from analysis.html import claims_html
+    from analysis.reproduce import summary
+
+    failing = replace(cl.judge("K-F12", "LCW beats BN", False, "LCW 92 %, BN 95 %"),
+                      caveat="another dataset")
+    text = claims_html([failing, cl.judge("K-F12", "BN trains", True, "BN 95 %")])
+    assert ('<li class="fails"><span class="status">K-F12 · does not hold</span> — LCW beats '
+            'BN: LCW 92 %, BN 95 %<div class="caveat">Why: another dataset</div></li>') in text
+    assert text.count("caveat") == 1
+    counts = Counter({"holds": 1, "does not hold": 1, "explained": 1})
+    assert summary(counts) == "1 hold, 1 do not (1 explained by the profile), 0 not measured"

@@ -10,6 +10,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from analysis.caveats import caveats
+from analysis.claims import FAILS, HOLDS, Claim, explain
 from analysis.load import Histories, Sweep, SweepRuns
 from analysis.published.kutsuna import PUBLISHED
 from analysis.report import REPORTS, builder
@@ -173,3 +175,28 @@ def test_figures_read_histories_and_artifacts(histories, tmp_path):
         assert figure.save(tmp_path / "png").read_bytes().startswith(b"\x89PNG")
     final = lcw_figures.angle_figure(runs, histories, "final")
     assert final.data.empty and final.notes
+
+
+def test_a_failure_the_cpu_profile_explains_carries_its_caveat_and_no_other_does():
+    """K-F12's ordering at MLP(5, 512) is judged as computed; where it fails under the
+    ``cpu`` profile, the caveat of :mod:`analysis.caveats` is attached, and only there."""
+    def claim(lcw: float, bn: float, profile: str) -> Claim:
+        runs = sweep_runs()
+        extra = runs.runs.iloc[[1, 2]].copy()
+        extra["run_id"] = extra["trial_key"] = ["h", "i"]
+        extra["params.layers"], extra["params.hidden"] = 5, 512
+        extra["metrics.best_train_accuracy"] = [lcw, bn]
+        runs.runs = pd.concat([runs.runs, extra], ignore_index=True)
+        claims = explain(lcw_deep_mlp.lcw_claims(runs), caveats("lcw-deep-mlp", profile))
+        return next(c for c in claims
+                    if c.text.startswith("sigmoid MLP_LCW(5, 512) trains faster than MLP_BN"))
+
+    failing = claim(0.92, 0.95, "cpu")
+    assert failing.status == FAILS and "CIFAR-10" in failing.caveat
+    assert failing.line().endswith(f"Why: {failing.caveat}")
+    held = claim(0.95, 0.92, "cpu")
+    assert held.status == HOLDS and held.caveat == ""
+    assert claim(0.92, 0.95, "paper").caveat == ""
+    every = {(c.source, c.text) for c in lcw_deep_mlp.lcw_claims(sweep_runs())}
+    for source, start in caveats("lcw-deep-mlp", "cpu"):
+        assert any(s == source and text.startswith(start) for s, text in every)

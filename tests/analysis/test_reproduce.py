@@ -1,7 +1,7 @@
 """``ortho reproduce PAPER``: bad input and missing data stop before any work; a smoke
 reproduction of K (one spec, ``lcw-deep-mlp``) writes one page holding the spec, every
 published statement and one embedded image per figure; a second reproduction starts no child
-and trains nothing, and rebuilds the page."""
+and trains nothing, and rebuilds the page; a sweep of a spec that changed since is run anew."""
 
 from __future__ import annotations
 
@@ -135,3 +135,20 @@ def test_smoke_reproduction_then_reuse(env: None, tmp_path: Path,
     assert sorted(figures) == sorted(f.name for f in report.figures)
     assert text.count("<img") == len(report.figures) > 0
     assert all(base64.b64decode(png)[:8] == b"\x89PNG\r\n\x1a\n" for png in figures.values())
+
+    # A sweep of a spec that has changed since (its hash is not the spec's now) is not
+    # reused: a new sweep runs.
+    started: list[list[str]] = []
+
+    def record(argv: list[str], env: dict[str, str]) -> int:
+        started.append(argv)
+        return 0
+
+    MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}").set_tag(
+        report.runs.sweep.parent_run_id, "ortho.spec_sha256", "0" * 64)
+    monkeypatch.setattr(reproduce, "run_child", record)
+    assert main(argv) == 0
+    assert (f"[1/1] {SPEC}: running its smoke profile anew: the spec changed since sweep "
+            f"{sweep_id}") in capfd.readouterr().out
+    (child,) = started
+    assert f"sweeps.cli sweep run {SPEC} --profile smoke" in " ".join(child)
