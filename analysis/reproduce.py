@@ -143,8 +143,7 @@ def plan(paper: Paper, profile: str, where: Where, hashes: dict[str, str]) -> li
     """Each spec's step, from what the store holds (an embedded store not created yet holds
     nothing) and ``hashes``, spec -> SHA-256 of the spec as resolved now."""
     uri = where.uri()
-    path = contract.sqlite_path(uri)
-    if path is not None and not path.is_file():
+    if not _store_exists(uri):
         return [Step(spec, "run") for spec in paper.specs]
     client = open_store(uri)
     steps = []
@@ -220,9 +219,16 @@ def execute(step: Step, profile: str, where: Where, number: str) -> None:
                 else "")
         print(f"{number} {step.spec}: running its {profile} profile{anew}", flush=True)
     step.exit_status = run_child(where.child_argv(*args), where.child_env())
-    if step.action == "run" and step.exit_status != 2:
+    if step.action == "run" and step.exit_status != 2 and _store_exists(where.uri()):
         sweep = latest_sweep(open_store(where.uri()), step.spec, profile)
         step.sweep_id = None if sweep is None else sweep.sweep_id
+
+
+def _store_exists(uri: str) -> bool:
+    """False for an embedded store not created yet (a sweep interrupted before it made its
+    store); any other store is opened, and its errors raised, by the caller."""
+    path = contract.sqlite_path(uri)
+    return path is None or path.is_file()
 
 
 def reports(steps: Sequence[Step], where: Where) -> list[tuple[Step, Report | str]]:

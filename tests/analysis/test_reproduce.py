@@ -86,6 +86,21 @@ def test_missing_data_stops_before_any_work(env: None, tmp_path: Path,
     assert not home.exists()
 
 
+def test_an_interrupt_before_the_first_sweep_made_its_store_exits_130(
+        env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C while the first sweep starts (its child ends 130 before creating the store):
+    the reproduction stops resumable, not with an error about the missing store."""
+    home, out = tmp_path / "home", tmp_path / "out"
+    monkeypatch.setattr(reproduce, "run_child", lambda argv, env: 130)
+    argv = ["reproduce", "kutsuna", "--profile", "smoke", "--home", str(home), "--out",
+            str(out)]
+    assert main(argv) == 130
+    assert ("interrupted: `ortho reproduce kutsuna --profile smoke` resumes it"
+            in capsys.readouterr().err)
+    assert not home.exists() and not out.exists()
+
+
 def _runs(home: Path) -> int:
     client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
     return len(client.search_runs([e.experiment_id for e in client.search_experiments()]))

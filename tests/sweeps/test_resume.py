@@ -121,7 +121,13 @@ def drivers() -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
+    """(The embedded store only: the killed driver's test below leaves and resumes a sweep in
+    each kind of store, with runs left RUNNING, which is harder than the KILLED runs a
+    Ctrl-C leaves.) Ctrl-C after 2 configurations ended: the sweep and its runs in flight end
+    KILLED, exit status 130; a resume trains what did not finish, and retries the failed
+    configuration, once each, keeping what finished."""
     counters = tmp_path / "counters"
     counters.mkdir()
     spec = write_spec(tmp_path, fixed={"steps": 3, "sleep": 0.3, "counter_dir": str(counters)},
@@ -297,12 +303,13 @@ def test_resume_without_an_unfinished_sweep_says_so(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_a_killed_driver_of_an_optuna_sweep_in_packs_resumes_its_study(tmp_path, drivers):
-    """(The embedded store only: what a SIGKILL leaves in each kind of store is the test
-    above's.) SIGKILL of the driver of an Optuna sweep in packs of 2 (one pack at a time) once the
-    first pack has finished and the second is training: a resume continues the same study
-    (its finished trials kept as they were, those in flight failed), asks the points in
-    flight again and trains them once more, does not train the finished ones again, and ends
-    with one FINISHED run per configuration, each a COMPLETE trial of the study."""
+    """(The embedded store only: what a SIGKILL leaves in each kind of store is
+    :func:`test_a_killed_driver_leaves_a_sweep_that_resumes`'s.) SIGKILL of the driver of an
+    Optuna sweep in packs of 2 (one pack at a time) once the first pack has finished and the
+    second is training: a resume continues the same study (its finished trials kept as they
+    were, those in flight failed), asks the points in flight again and trains them once
+    more, does not train the finished ones again, and ends with one FINISHED run per
+    configuration, each a COMPLETE trial of the study."""
     import optuna
 
     from sweeps.studies import KEY_ATTR, storage_url
