@@ -215,6 +215,28 @@ def test_mean_iterations_per_direction_beside_table_4_1():
     assert "T = 10; ψ = 5 (G's code: 5; the thesis gives none)." in table.notes
 
 
+@pytest.mark.parametrize(("unconverged", "status", "said"), [
+    ("simplex", "holds", "simplex with switching 2,500, anti-gradient 4,000, "
+                         "simplex none converged"),
+    ("simplex_switch", "does not hold", "simplex with switching none converged, "
+                                        "anti-gradient 4,000, simplex 6,000"),
+])
+def test_a_direction_none_of_whose_runs_converged_ranks_last(unconverged, status, said):
+    """Runs that ran out of their budget are slower than any that converged within it: the
+    verdict is decided, not left unmeasured, when every run of a direction is unsolved."""
+    runs = sd_runs()
+    mine = runs.runs["params.direction"] == unconverged
+    runs.runs.loc[mine, "outcome"] = "unsolved"
+    runs.runs.loc[mine, "metrics.iters_to_solve"] = None
+    cells = simplex_direction.direction_cells(runs)
+    claim = simplex_direction.simplex_claim(cells)
+    assert (claim.status, claim.evidence) == (status, said)
+    first = "as G" if status == "holds" else "differs from G"
+    assert simplex_direction.verdict(cells)[0].startswith(f"Verdict: {first}")
+    order = simplex_direction.verdict(cells)[1].split(";")[0]
+    assert order.endswith(f"{simplex_direction.DIRECTIONS[unconverged]} (none converged)")
+
+
 class SDHistories:
     """``val_loss`` halves every 500 iterations from the run's index."""
 
