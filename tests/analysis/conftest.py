@@ -43,7 +43,7 @@ from ortho_core.reporting import Outcome, Result
 from sweeps import tracking
 from sweeps.testing import raced_claims, sqlite_store, start_sweep, track
 from sweeps.tracking.cells import expected_cells
-from tests.analysis.smoke import SmokeSweeps
+from tests.analysis.smoke import SmokeSweeps, shared_root
 from tests.conftest import STORE_PARAMS, new_store
 
 SPEC = "synthetic-max-length"
@@ -148,9 +148,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.fixture(scope="session")
 def smoke_sweeps(request: pytest.FixtureRequest,
                  tmp_path_factory: pytest.TempPathFactory) -> SmokeSweeps:
-    """The session's smoke sweeps, all in one home, run on first use."""
-    return SmokeSweeps(tmp_path_factory.mktemp("smoke-sweeps"),
-                       request.config.stash.get(_SMOKE_SPECS, []))
+    """The session's smoke sweeps, all in one home, run on first use (by one worker for all
+    under pytest-xdist)."""
+    return SmokeSweeps(shared_root(tmp_path_factory), request.config.stash.get(_SMOKE_SPECS, []))
 
 
 @pytest.fixture

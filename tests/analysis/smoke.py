@@ -11,6 +11,10 @@ embedded Ray stops with it, so that no test process is left holding one.
 A sweep that fails fails the tests of its spec only (each spec's exit status and output are
 kept apart); a subprocess that dies or runs past its time fails those whose sweeps had not
 finished.
+
+Under pytest-xdist the workers of a session share one root (:func:`shared_root`): the first
+worker that needs a smoke sweep runs every wanted one, holding a file lock, and the others
+wait for it and read its results (``results.json``) instead of training the same sweeps again.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,6 +60,16 @@ reuses a running Ray and leaves it running) for each spec, its exit status and o
 to the JSON file ``out`` after each one."""
 
 
+def shared_root(factory: pytest.TempPathFactory) -> Path:
+    """The folder of the session's smoke sweeps: one for all pytest-xdist workers of the
+    session (beside their own temporary folders), else a fresh one."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return factory.mktemp("smoke-sweeps")
+    root = factory.getbasetemp().parent / "smoke-sweeps"
+    root.mkdir(exist_ok=True)
+    return root
+
+
 class SmokeSweeps:
     """The smoke sweeps of a session in one shared home under ``root``: on the first request
     for a spec, every wanted spec not yet run is run (one subprocess for all of them)."""
@@ -63,12 +80,20 @@ class SmokeSweeps:
         self.wanted = wanted
         """The specs the session's selected tests need (``smoke_sweep`` marks), in order."""
         self._results: dict[str, dict] = {}
+        self._shared = root / "results.json"
+        """Every result so far, for the other processes sharing ``root``."""
 
     def home_of(self, spec: str) -> Path:
         """The shared home, holding a finished smoke sweep of ``spec`` (which must have
         exited with status 0, as ``ortho sweep run`` does when every configuration ended)."""
         if spec not in self._results:
-            self._run([s for s in dict.fromkeys([*self.wanted, spec]) if s not in self._results])
+            with FileLock(self.root / "results.lock"):
+                if self._shared.is_file():
+                    self._results = json.loads(self._shared.read_text(encoding="utf-8"))
+                left = [s for s in dict.fromkeys([*self.wanted, spec]) if s not in self._results]
+                if left:
+                    self._run(left)
+                    self._shared.write_text(json.dumps(self._results), encoding="utf-8")
         result = self._results[spec]
         message = f"smoke sweep of {spec}: exit status {result['status']}\n{result['output']}"
         assert result["status"] == 0, message
