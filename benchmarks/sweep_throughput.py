@@ -49,6 +49,11 @@ profiles' configurations in one pack per pack shape), ``--profile`` another prof
 
 The mean 1-minute load average over each run is printed beside it, and the float32 matmul
 rate at the end, since timings here move with the machine's load.
+
+What bounds the ratio: a trial of one configuration runs the same trainer with a pack of one,
+and both runs pay the same fixed costs, so packed / one per trial cannot exceed what one
+iteration of a pack of K saves over K iterations of a pack of one on the trial's one thread.
+``benchmarks/pack_ceiling.py`` measures that ceiling for these sweeps' shapes.
 """
 
 from __future__ import annotations
