@@ -39,12 +39,13 @@ class Claim:
     """The numbers rest on an incomplete set of configurations (the status may change as
     the sweep completes)."""
     caveat: str = ""
-    """Why a claim that does not hold fails under this sweep's profile rather than in the
-    paper's setting (:mod:`analysis.caveats`); empty unless the status is ``does not hold``."""
+    """Why a claim that does not hold fails under this sweep's profile (its reduction, or the
+    reading of the paper the verdict rests on: :mod:`analysis.caveats`); empty unless the
+    status is ``does not hold``."""
 
     def line(self) -> str:
         """``M-T2 · holds — claim: evidence`` (``(partial sweep)`` after a status that rests
-        on incomplete cells; ``Why: caveat`` after a failure the profile explains)."""
+        on incomplete cells; ``Why: caveat`` after a failure a caveat explains)."""
         partial = " (partial sweep)" if self.partial and self.status != NOT_MEASURED else ""
         why = f". Why: {self.caveat}" if self.caveat else ""
         return f"{self.source} · {self.status}{partial} — {self.text}: {self.evidence}{why}"

@@ -110,8 +110,8 @@ class Outcome:
     paper: Paper
     steps: list[Step]
     verdicts: Counter[str] = field(default_factory=Counter)
-    """Claims per status (``holds``, ``does not hold``, ``not measured``) and the failures a
-    profile explains (``explained``)."""
+    """Claims per status (``holds``, ``does not hold``, ``not measured``) and the failures the
+    report explains (``explained``: a caveat gives the reason)."""
     page: Path | None = None
 
     @property
@@ -253,8 +253,8 @@ def reports(steps: Sequence[Step], where: Where) -> list[tuple[Step, Report | st
 
 
 def summary(counts: Counter[str]) -> str:
-    """``3 hold, 1 do not (1 explained by the profile), 2 not measured``."""
-    explained = (f" ({counts['explained']} explained by the profile)"
+    """``3 hold, 1 do not (1 explained), 2 not measured``."""
+    explained = (f" ({counts['explained']} explained)"
                  if counts["explained"] else "")
     return (f"{counts['holds']} hold, {counts['does not hold']} do not{explained}, "
             f"{counts['not measured']} not measured")

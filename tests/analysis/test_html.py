@@ -231,4 +231,4 @@ def test_a_caveat_shows_under_its_failure_and_is_counted() -> None:
             'BN: LCW 92 %, BN 95 %<div class="caveat">Why: another dataset</div></li>') in text
     assert text.count("caveat") == 1
     counts = Counter({"holds": 1, "does not hold": 1, "explained": 1})
-    assert summary(counts) == "1 hold, 1 do not (1 explained by the profile), 0 not measured"
+    assert summary(counts) == "1 hold, 1 do not (1 explained), 0 not measured"
