@@ -16,13 +16,12 @@ hour = configurations finished / that time. Ray is started once for all six runs
 a sweep would add to both of its runs alike), and an untimed sweep of three short
 configurations first starts its workers, which the first timed run would otherwise pay for.
 
-- ``ff-mnist``, profile ``cpu``: packs 0 and 1 of the profile's plan, FF at α ∈ {10⁻¹, 10⁻²,
-  10⁻³} and FF+OPEN (λ = 1) at the same α: the cheapest and the dearest kind per iteration
-  (FF+OINIT trains as FF does once pre-trained, FF+OPEN at λ = 0.01 as at λ = 1), 6 of its
-  11 configurations.
-- ``synthetic-max-length``, profile ``cpu``: packs 0 and 2 of its plan: SRNN at the three α,
-  SRNN+OPEN with both penalty forms, SRNN+OINIT at the three α, so every variant and every α
-  (whose configurations climb to different lengths, hence cost very differently), 12 of 18.
+- ``ff-mnist``, profile ``cpu``: packs 0 and 1 of the profile's plan, into which the plan
+  deals its configurations in turn: FF, FF+OPEN and FF+OINIT, two of each (FF+OPEN costs
+  about four times FF per iteration), 6 of its 11 configurations.
+- ``synthetic-max-length``, profile ``cpu``: packs 0 and 1 of its plan, each dealt every
+  variant (SRNN, SRNN+OPEN with both penalty forms, SRNN+OINIT, whose configurations climb
+  to different lengths, hence cost very differently), 12 of 18.
 - the Optuna variant: ``ff-mnist``'s FF+OPEN cell (λ = 1) with α searched by Optuna's TPE
   (log-uniform on [10⁻³, 10⁻¹], 6 trials, seed 0) in batches of the profile's 3. ``ff-mnist``
   rather than ``synthetic``: its cost does not depend on α, so the different points that
@@ -33,9 +32,8 @@ Why whole packs of the profile's own plan, rather than its first N configuration
 window: the packed run trains exactly the packs the full profile trains (partial packs would
 understate packing), the one-per-trial run the same configurations, and every configuration
 is trained to its end at the profile's settings, so nothing is cut mid-way. Two packs (one per
-core of this 2-core machine) keep both runs using every core; ``synthetic-max-length``'s first
-two packs would leave SRNN+OINIT out, hence its packs 0 and 2. The full profiles take up to
-30 minutes packed, and several times that one per trial.
+core of this 2-core machine) keep both runs using every core. The full profiles take up to 30
+minutes packed, and several times that one per trial.
 
 ``--quick`` runs the same six sweeps with the training cut to seconds (one epoch of 2,000
 images; lengths 10 to 20 with 300 iterations and 200 validation sequences): it checks the
@@ -91,17 +89,18 @@ class Case:
     quick: dict[str, Any]
     """Config keys ``--quick`` overrides."""
     optuna: dict[str, Any] | None = None
-    """For the Optuna variant: its ``space`` (over the first member of ``packs[0]``, the other
-    keys fixed) and ``search``."""
+    """For the Optuna variant: its ``space`` (over the first member of ``packs`` whose params
+    hold ``base``, the other keys fixed), ``search`` and ``base``."""
 
 
 FF_QUICK = {"epochs": 1, "train_size": 2000, "test_size": 1000}
 CASES = (
     Case("ff-mnist", "ff-mnist", (0, 1), FF_QUICK),
-    Case("synthetic-max-length", "synthetic-max-length", (0, 2),
+    Case("synthetic-max-length", "synthetic-max-length", (0, 1),
          {"max_seq_len": 20, "max_iters": 300, "val_size": 200}),
-    Case("ff-mnist FF+OPEN, Optuna", "ff-mnist", (1,), FF_QUICK,
-         optuna={"space": {"lr": {"low": 1e-3, "high": 1e-1, "log": True}},
+    Case("ff-mnist FF+OPEN, Optuna", "ff-mnist", (), FF_QUICK,
+         optuna={"base": {"variant": "open", "penalty": 1.0},
+                 "space": {"lr": {"low": 1e-3, "high": 1e-1, "log": True}},
                  "search": {"kind": "optuna", "sampler": "tpe", "n_trials": 6, "seed": 0}}),
 )
 
@@ -131,9 +130,10 @@ def subset_spec(case: Case, profile: str, overrides: dict[str, Any], pack_size: 
         "max_failures": 0, "profiles": {p: {} for p in ("smoke", "cpu", "paper")},
     }
     if case.optuna is not None:
-        searched = case.optuna["space"]
+        searched, base = case.optuna["space"], case.optuna["base"]
+        first = next(f for f in fixed if all(f.get(k) == v for k, v in base.items()))
         doc.update(search=case.optuna["search"], space=searched,
-                   groups=[{"fixed": {k: v for k, v in fixed[0].items() if k not in searched}}])
+                   groups=[{"fixed": {k: v for k, v in first.items() if k not in searched}}])
     return doc, pack_size or spec.pack_size
 
 

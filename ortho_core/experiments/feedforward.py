@@ -56,26 +56,37 @@ def load_splits(dataset: str, data_dir: str | Path | None, train_size: int | Non
     return Splits(x_train.to(device), y_train.to(device), x_test.to(device), y_test.to(device))
 
 
-def open_gradients(model: PackedMLP, loss_grads: Sequence[Tensor],
-                   penalty: Tensor) -> list[Tensor]:
+def open_gradients(model: PackedMLP, loss_grads: Sequence[Tensor], penalty: Tensor,
+                   members: Tensor | None = None) -> list[Tensor]:
     """The gradients of CE + Σ_l λ‖W_l W_lᵀ − I‖²_F (M eq. 30) from those of CE alone.
 
     ``loss_grads`` match ``model.parameters()``; each weight matrix's gets 4λ(WWᵀ − I)W, or
     4λW(WᵀW − I) for a tall matrix (:mod:`ortho_core.penalty`), so non-square matrices are
-    pushed to semi-orthogonality; ``penalty`` is λ per member (K,).
+    pushed to semi-orthogonality; ``penalty`` is λ per member (K,). ``members`` (indices into
+    the pack) limits the term to those members, the OPEN ones of a pack that mixes variants:
+    the others' gradients are CE's alone and cost no penalty product.
     """
     weights = {id(w) for w in model.weight_params()}
-    return [g + ortho_penalty_grad(p.detach(), penalty) if id(p) in weights else g
-            for p, g in zip(model.parameters(), loss_grads, strict=True)]
+    grads = []
+    for p, g in zip(model.parameters(), loss_grads, strict=True):
+        if id(p) not in weights:
+            grads.append(g)
+        elif members is None:
+            grads.append(g + ortho_penalty_grad(p.detach(), penalty))
+        else:
+            term = ortho_penalty_grad(p.detach()[members], penalty[members])
+            grads.append(g.index_add(0, members, term))
+    return grads
 
 
 def train_step(model: PackedMLP, params: Sequence[Tensor], x: Tensor, y: Tensor, lr: Tensor,
-               active: Tensor, penalty: Tensor | None = None
+               active: Tensor, penalty: Tensor | None = None, penalised: Tensor | None = None
                ) -> tuple[Tensor, list[Tensor], Tensor]:
     """One SGD iteration of the pack on the minibatch (x, y).
 
     ``params`` is ``list(model.parameters())``; ``lr`` is α per member (K,); with ``penalty``
-    (λ per member) the step follows CE + λΣ‖WWᵀ − I‖²_F (OPEN). A member whose loss is not
+    (λ per member) the step follows CE + λΣ‖WWᵀ − I‖²_F (OPEN), for the members ``penalised``
+    (indices; default every member: :func:`open_gradients`). A member whose loss is not
     finite is cleared from ``active`` (in place) before the step and not updated. Returns the
     losses (K,), the gradients of the cross-entropy alone, and the logits (K, B, C), detached.
     """
@@ -83,7 +94,8 @@ def train_step(model: PackedMLP, params: Sequence[Tensor], x: Tensor, y: Tensor,
     loss = member_cross_entropy(logits, y)
     # The gradient of Σ_k loss_k, seeded with ones (no separate sum in the graph).
     loss_grads = list(torch.autograd.grad(loss, params, torch.ones_like(loss)))
-    grads = loss_grads if penalty is None else open_gradients(model, loss_grads, penalty)
+    grads = loss_grads if penalty is None else open_gradients(model, loss_grads, penalty,
+                                                              penalised)
     loss = loss.detach()
     active &= torch.isfinite(loss)
     sgd_step(params, grads, lr, active)

@@ -18,9 +18,13 @@ Variants (M Table III):
   hidden layer", and the two non-square matrices are treated like the square ones here, as
   OPEN treats them.
 
-Packs: configurations that differ only in α (``lr``), λ (``penalty``), αₚ (``pretrain_lr``),
-σ (``init_std``), ``seed`` or ``solved_accuracy`` train together; each member gives the numbers
-it would give alone (up to float rounding of batched matrix products).
+Packs: configurations that differ only in the variant, α (``lr``), λ (``penalty``), αₚ
+(``pretrain_lr``), σ (``init_std``), ``seed`` or ``solved_accuracy`` train together; each
+member gives the numbers it would give alone (up to float rounding of batched matrix
+products). In a pack that mixes variants, only the OPEN members compute the penalty's products
+and only the OINIT members are pre-trained, so a pack costs the sum of its members: mixing
+FF (cheap) with FF+OPEN (about four times FF per iteration) is what lets packs of equal cost
+share a machine's cores.
 """
 
 from __future__ import annotations
@@ -132,10 +136,11 @@ class Config:
 
 
 PACK_FIELDS: tuple[str, ...] = (
-    "variant", "layers", "hidden", "pretrain_tol", "pretrain_max_steps", "batch_size",
-    "epochs", "train_size", "test_size", "preprocessing", "data_dir", "data_seed", "device",
+    "layers", "hidden", "pretrain_tol", "pretrain_max_steps", "batch_size", "epochs",
+    "train_size", "test_size", "preprocessing", "data_dir", "data_seed", "device",
 )
-"""Fields equal across a pack; α, λ, αₚ, σ, seed and solved_accuracy may differ per member."""
+"""Fields equal across a pack; the variant, α, λ, αₚ, σ, seed and solved_accuracy may differ
+per member."""
 
 ADDED_FIELDS: tuple[str, ...] = ("preprocessing",)
 """Fields added after sweeps of this experiment were first tracked (issue 12): a trial key
@@ -176,21 +181,28 @@ def build_model(configs: Sequence[Config], device: torch.device) -> PackedMLP:
 
 
 def pretrain(model: PackedMLP, configs: Sequence[Config]) -> Tensor:
-    """OINIT (M eqs. 16-17) on every weight matrix; returns each member's total steps (K,).
+    """OINIT (M eqs. 16-17) on every weight matrix of the ``oinit`` members; returns each
+    member's total steps (K,; 0 for the others).
 
-    Raises :class:`~ortho_core.errors.PretrainError` if a matrix does not converge.
+    Raises :class:`~ortho_core.errors.PretrainError` naming the members whose matrix does not
+    converge.
     """
     cfg = configs[0]
     device = model.layers[0].weight.device
-    rates = torch.tensor([c.pretrain_lr for c in configs], dtype=torch.float64, device=device)
+    members = [i for i, c in enumerate(configs) if c.variant == "oinit"]
+    index = torch.tensor(members, dtype=torch.long, device=device)
+    rates = torch.tensor([configs[i].pretrain_lr for i in members], dtype=torch.float64,
+                         device=device)
     steps = torch.zeros(len(configs), dtype=torch.long, device=device)
+    if not members:
+        return steps
     with torch.no_grad():
         for layer in model.layers:
-            result = orthogonal_pretrain(layer.weight, rates, cfg.pretrain_tol,
+            result = orthogonal_pretrain(layer.weight[index], rates, cfg.pretrain_tol,
                                          cfg.pretrain_max_steps)
-            require_converged(result)
-            layer.weight.copy_(result.weights)
-            steps += result.steps
+            require_converged(result, members=members)
+            layer.weight[index] = result.weights
+            steps[index] += result.steps
     return steps
 
 
@@ -225,12 +237,15 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     data = load_splits("mnist", cfg.data_dir, cfg.train_size, cfg.test_size, data_gen, device,
                        cfg.preprocessing)
     model = build_model(configs, device)
-    pretrain_steps = pretrain(model, configs) if cfg.variant == "oinit" else None
+    pretrain_steps = pretrain(model, configs)
+    penalised = torch.tensor([i for i, c in enumerate(configs) if c.variant == "open"],
+                             dtype=torch.long, device=device)
     params = list(model.parameters())
     weights = model.weight_params()
     weight_index = [next(i for i, p in enumerate(params) if p is w) for w in weights]
     lr = torch.tensor([c.lr for c in configs], device=device)
     penalty = torch.tensor([c.penalty for c in configs], device=device)
+    open_penalty = penalty if len(penalised) else None
     active = torch.ones(k, dtype=torch.bool, device=device)
     best = torch.zeros(k, dtype=torch.float64, device=device)
     best_epoch = torch.zeros(k, dtype=torch.long, device=device)
@@ -245,7 +260,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
             idx = order[start:start + cfg.batch_size]
             loss, loss_grads, _ = train_step(model, params, data.x_train[idx],
                                              data.y_train[idx], lr, active,
-                                             penalty if cfg.variant == "open" else None)
+                                             open_penalty, penalised)
             loss_sum += torch.where(active, loss, 0.0)
             batches += 1
             step += 1
@@ -280,7 +295,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
                    "epochs": float(epochs_run[member]),
                    "baseline_accuracy": baseline,
                    "wall_time": wall}
-        if pretrain_steps is not None:
+        if c.variant == "oinit":
             summary["pretrain_steps"] = float(pretrain_steps[member])
         if not bool(active[member]):
             outcome = Outcome.DIVERGED

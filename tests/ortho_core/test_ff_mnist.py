@@ -68,11 +68,16 @@ def collect(configs):
     return reports, results
 
 
-@pytest.mark.parametrize("variant", ["open", "oinit"])
-def test_pack_members_equal_training_alone(variant):
-    configs = [small(variant=variant, lr=0.1, penalty=0.5, init_std=0.05, seed=1),
-               small(variant=variant, lr=0.05, penalty=0.1, init_std=0.01, seed=2,
-                     pretrain_lr=0.05)]
+@pytest.mark.parametrize("variants", [("open", "open"), ("oinit", "oinit"),
+                                      ("plain", "open", "oinit")])
+def test_pack_members_equal_training_alone(variants):
+    """Each member of a pack, of one variant or mixed (FF, FF+OPEN and FF+OINIT together),
+    gives what it gives alone: the penalty reaches the OPEN members only, pre-training the
+    OINIT ones only."""
+    settings = [dict(lr=0.1, penalty=0.5, init_std=0.05, seed=1),
+                dict(lr=0.05, penalty=0.1, init_std=0.01, seed=2, pretrain_lr=0.05),
+                dict(lr=0.1, penalty=0.1, init_std=0.05, seed=3)]
+    configs = [small(variant=v, **kw) for v, kw in zip(variants, settings, strict=False)]
     pack_reports, pack_results = collect(configs)
     assert all(r.outcome is not Outcome.DIVERGED for r in pack_results)
     for member, cfg in enumerate(configs):
@@ -83,9 +88,11 @@ def test_pack_members_equal_training_alone(variant):
             assert a.metrics.keys() == b.metrics.keys()
             for key in a.metrics:
                 assert a.metrics[key] == pytest.approx(b.metrics[key], rel=1e-4, abs=1e-6), key
-        for key in ("test_accuracy", "best_test_accuracy", "train_loss"):
-            assert pack_results[member].summary[key] == pytest.approx(alone.summary[key],
-                                                                      rel=1e-4)
+        assert pack_results[member].summary.keys() == alone.summary.keys()
+        for key in ("test_accuracy", "best_test_accuracy", "train_loss", "pretrain_steps"):
+            if key in alone.summary:
+                assert pack_results[member].summary[key] == pytest.approx(alone.summary[key],
+                                                                          rel=1e-4)
 
 
 def test_a_diverging_member_stops_and_leaves_the_others_alone():

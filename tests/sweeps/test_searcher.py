@@ -100,7 +100,7 @@ def test_grid_packs_come_first(tmp_path):
     searcher = SweepSearcher(build_plan(spec), "score", "max", None)  # no Optuna cells
     configs = [searcher.suggest(str(i)) for i in range(3)]
     assert [[m["params"]["x"] for m in c["members"]] for c in configs[:2]] == [
-        [0.1, 0.4], [0.7, 0.9]]
+        [0.1, 0.7], [0.4, 0.9]]
     assert configs[2] == Searcher.FINISHED
 
 
