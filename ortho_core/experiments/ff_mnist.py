@@ -246,6 +246,8 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     lr = torch.tensor([c.lr for c in configs], device=device)
     penalty = torch.tensor([c.penalty for c in configs], device=device)
     open_penalty = penalty if len(penalised) else None
+    if len(penalised) == k:
+        penalised = None  # every member: no gather
     active = torch.ones(k, dtype=torch.bool, device=device)
     best = torch.zeros(k, dtype=torch.float64, device=device)
     best_epoch = torch.zeros(k, dtype=torch.long, device=device)
