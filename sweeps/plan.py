@@ -1,14 +1,15 @@
 """What a sweep trains: the grid's configurations gathered into packs, and the Optuna cells.
 
 A Ray Tune trial trains one pack (DESIGN.md "Packs"). Grid configurations (cells without
-Optuna dimensions) that agree on the trainer's ``PACK_FIELDS`` are split into packs of at
+Optuna dimensions) that agree on the trainer's ``PACK_FIELDS`` are dealt into packs of at
 most ``pack_size``, as evenly as possible (17 configurations with ``pack_size: 16`` make
-packs of 9 and 8, so two trials can run at once). Cells with Optuna dimensions are searched
-in packs too: a trial of such a cell trains a batch of points its study proposes together
-(:mod:`sweeps.searcher`), at most ``pack_size`` and split as evenly (17 trials with
-``pack_size: 16`` are batches of 9 and 8); a cell whose Optuna dimensions include one of the
-trainer's ``PACK_FIELDS`` is searched one point per trial, since its points could not share a
-pack.
+packs of 9 and 8, so two trials can run at once), neighbours to different packs so that
+groups of different cost share themselves out (:func:`split_evenly`). Cells with Optuna
+dimensions are searched in packs too: a trial of such a cell trains a batch of points its
+study proposes together (:mod:`sweeps.searcher`), at most ``pack_size`` and split as evenly
+(17 trials with ``pack_size: 16`` are batches of 9 and 8); a cell whose Optuna dimensions
+include one of the trainer's ``PACK_FIELDS`` is searched one point per trial, since its
+points could not share a pack.
 
 ``pack_size: auto`` is a number by the time a plan is built: the knee of a throughput curve
 measured on a trial's device when the sweep starts, the recorded one on resume
