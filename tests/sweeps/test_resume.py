@@ -175,7 +175,19 @@ def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
 
 SLOW = [0.3, 0.4]
 """Configurations still training when the driver is killed (a pack of 3 steps of 1 s, which
-runs once the pack of 0.1 and 0.2 has ended)."""
+runs once the pack of 0.1 and 0.2, of 2 steps, has ended: ``steps`` is one of the toy's
+``PACK_FIELDS``, so the two groups never share a pack)."""
+
+
+def _training_began(home: Path, counters: Path) -> bool:
+    """Whether every configuration whose run is RUNNING with its params has started its
+    trainer (its attempt counted): a run is claimed, params and all, a moment before."""
+    record = tracker_of(home).find_sweep()
+    running = [float(r.data.params["x"]) for r in child_runs(home, record.ref.sweep_id)
+               if r.info.status == "RUNNING" and "x" in r.data.params]
+    return bool(running) and all(
+        toy_experiment.attempts(toy_experiment.Config(x=x, counter_dir=str(counters))) >= 1
+        for x in running)
 
 
 @pytest.mark.slow
@@ -185,13 +197,15 @@ def test_a_killed_driver_leaves_a_sweep_that_resumes(tmp_path, drivers):
     interrupted, and a resume trains what did not finish, once, keeping what did."""
     counters = tmp_path / "counters"
     counters.mkdir()
-    spec = write_spec(tmp_path, fixed={"steps": 3, "counter_dir": str(counters)}, space={},
-                      groups=[{"space": {"x": [0.1, 0.2]}},
-                              {"fixed": {"sleep": 1.0}, "space": {"x": SLOW}}], pack_size=2)
+    spec = write_spec(tmp_path, fixed={"counter_dir": str(counters)}, space={},
+                      groups=[{"fixed": {"steps": 2}, "space": {"x": [0.1, 0.2]}},
+                              {"fixed": {"steps": 3, "sleep": 1.0}, "space": {"x": SLOW}}],
+                      pack_size=2)
     home = new_home(tmp_path)
     proc, log = _one_trial_at_a_time(spec, home, drivers)
     deadline = time.monotonic() + 240
-    while (statuses := _statuses(home)).count("FINISHED") < 2 or "RUNNING" not in statuses:
+    while (_statuses(home).count("FINISHED") < 2
+           or not _training_began(home, counters)):
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGKILL)
