@@ -5,10 +5,11 @@ Run from the repository root, with the package installed (``pip install -e .``):
     python benchmarks/eval_share.py                 # K = 16, 300 iterations, about a minute
     python benchmarks/eval_share.py --quick         # 100 iterations, K = 4
     python benchmarks/eval_share.py --threads 1 --cpu-time   # on a busy shared machine
+    python benchmarks/eval_share.py --length 300 --pack 28   # a longer T, the paper's pack
 
 One pack at the ``paper`` settings of ``sweeps/specs/synthetic-max-length.yaml`` (M Table I):
-temporal order at T = 100, 100 tanh units, SGD on batches of 20, validation every 100
-iterations on 10,000 sequences. The pack's K members are the paper grid's own kinds: SRNN,
+temporal order at T = 100 (or ``--length``), 100 tanh units, SGD on batches of 20, validation
+every 100 iterations on 10,000 sequences. The pack's K members are the paper grid's own kinds: SRNN,
 SRNN+OPEN (unsquared term, λ ∈ {1, 0.1}) and SRNN+OINIT at α ∈ {10⁻¹…10⁻⁴} (K = 16).
 
 The trainer's stage (:class:`~ortho_core.experiments.synthetic_stage.Stage`) runs the same
@@ -40,14 +41,15 @@ PAPER = {"task": "temporal_order", "seq_len": 100, "hidden": 100, "batch_size": 
 RATES = (1e-1, 1e-2, 1e-3, 1e-4)
 
 
-def pack(size: int, screen_size: int | None, device: str) -> list[Config]:
+def pack(size: int, length: int, screen_size: int | None, device: str) -> list[Config]:
     """``size`` members of the paper grid (cycling SRNN, OPEN λ = 1, OPEN λ = 0.1, OINIT over
     the four rates)."""
     kinds = [{"variant": "plain"},
              {"variant": "open", "penalty": 1.0, "penalty_form": "unsquared"},
              {"variant": "open", "penalty": 0.1, "penalty_form": "unsquared"},
              {"variant": "oinit", "pretrain_lr": 0.1, "pretrain_tol": 1e-6}]
-    return [Config(**PAPER, **kinds[i // len(RATES) % len(kinds)], lr=RATES[i % len(RATES)],
+    fixed = {**PAPER, "seq_len": length}
+    return [Config(**fixed, **kinds[i // len(RATES) % len(kinds)], lr=RATES[i % len(RATES)],
                    seed=i, screen_size=screen_size, device=device) for i in range(size)]
 
 
@@ -89,6 +91,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--pack", type=int, default=16, help="K, members in the pack")
     p.add_argument("--iters", type=int, default=300, help="iterations per run")
+    p.add_argument("--length", type=int, default=100, help="T, the sequence length")
     p.add_argument("--screen", type=int, default=1000, help="screen_size of the screened run")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     p.add_argument("--quick", action="store_true", help="K = 4 and 100 iterations")
@@ -101,9 +104,9 @@ def main() -> None:
     clock = clock_of(args)
     rows = {}
     for name, screen in (("full", None), ("screened", args.screen)):
-        rows[name] = measure(pack(args.pack, screen, args.device), args.iters, clock)
-    print(f"K = {args.pack}, T = 100, H = 100, batch 20, val_size 10,000, eval_every 100, "
-          f"{args.iters} iterations, device {resolve_device(args.device)}, "
+        rows[name] = measure(pack(args.pack, args.length, screen, args.device), args.iters, clock)
+    print(f"K = {args.pack}, T = {args.length}, H = 100, batch 20, val_size 10,000, "
+          f"eval_every 100, {args.iters} iterations, device {resolve_device(args.device)}, "
           f"{torch.get_num_threads()} threads")
     print(f"{'protocol':<10} {'train s':>9} {'eval s':>9} {'eval share':>11}")
     for name, (training, validating, _) in rows.items():
