@@ -30,8 +30,10 @@ from ortho_core.optim import clip_factors, sgd_step
 from ortho_core.penalty import ortho_error, ortho_penalty_grad
 
 EVAL_ELEMENTS = 1 << 24
-"""Bound on K·b·T·H (hidden states held per validation chunk of b sequences); it sets the
-chunk size (memory only, not results)."""
+"""Bound on the numbers a validation chunk of b sequences holds: the pack's current states
+K·b·H (validation keeps no earlier ones) and the encoded inputs b·T·I. It sets the chunk
+size, which moves memory and speed (each step's products grow with b), not results beyond
+float rounding."""
 
 TRAIN_STREAM, VAL_STREAM, DIRECTION_STREAM = 0, 1, 2
 """The random streams of a length: training batches, the validation set and the simplex
@@ -290,12 +292,13 @@ class Stage:
     def _validate(self, model: PackedSRNN,
                   groups: list[tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
         """Summed validation loss (float64) and wrong samples of every member of ``model``
-        on ``groups``, in chunks of at most :data:`EVAL_ELEMENTS` hidden states."""
+        on ``groups``, in chunks of at most :data:`EVAL_ELEMENTS` numbers."""
         task, cfg, k = self.task, self.configs[0], model.n_members
         loss_sum = torch.zeros(k, dtype=torch.float64, device=self.device)
         wrong = torch.zeros(k, dtype=torch.long, device=self.device)
         for val_raw, val_y in groups:
-            chunk = max(1, min(len(val_y), EVAL_ELEMENTS // (k * val_raw.shape[1] * cfg.hidden)))
+            per_sequence = max(k * cfg.hidden, val_raw.shape[1] * task.n_in)
+            chunk = max(1, min(len(val_y), EVAL_ELEMENTS // per_sequence))
             for start in range(0, len(val_y), chunk):
                 y = val_y[start:start + chunk]
                 out = model(task.encode(val_raw[start:start + chunk], self.dtype))

@@ -312,6 +312,38 @@ def test_every_task_reports_the_losses_and_errors_of_a_plain_recomputation(task)
     assert result.outcome is Outcome.UNSOLVED
 
 
+def test_validation_in_chunks_of_the_states_bound_gives_the_one_chunk_numbers(monkeypatch):
+    """The validation chunk holds b sequences with K·b·H states (no earlier states are kept
+    without gradients), so where those outnumber the inputs' T·I numbers per sequence,
+    EVAL_ELEMENTS = 7·K·H gives chunks of 7 whatever T, and the chunked numbers are those of
+    one chunk: wrong counts exactly, losses to rounding."""
+    from ortho_core.data.synthetic import get_task
+    from ortho_core.experiments import synthetic_stage
+    from ortho_core.experiments.synthetic import initial_weights
+    task = get_task("temporal_order")
+    configs = [make(seq_len=40, hidden=100, val_size=300, dtype="float64", seed=s)
+               for s in range(3)]
+    assert 40 * task.n_in < len(configs) * 100
+    weights, _ = initial_weights(configs, task, torch.float64, torch.device("cpu"))
+
+    def evaluate() -> tuple[torch.Tensor, int]:
+        stage = Stage(configs, task, 40, weights, torch.float64, torch.device("cpu"))
+        calls = []
+        forward = stage.model.forward
+        monkeypatch.setattr(stage.model, "forward", lambda x: calls.append(len(x)) or forward(x))
+        return stage.evaluate(), calls
+
+    whole, whole_calls = evaluate()
+    monkeypatch.setattr(synthetic_stage, "EVAL_ELEMENTS", 7 * len(configs) * configs[0].hidden)
+    chunked, chunk_calls = evaluate()
+    assert whole_calls == [300]
+    assert chunk_calls == [7] * 42 + [6]
+    wrong = len(synthetic_stage.EVAL_KEYS) + 1
+    assert chunked[:, wrong].tolist() == whole[:, wrong].tolist()
+    assert 0 < whole[0, wrong] < 300
+    torch.testing.assert_close(chunked, whole, rtol=1e-12, atol=0)
+
+
 def test_stream_seeds_differ_by_stream_length_and_data_seed():
     seeds = {stream_seed(d, t, s) for d in (0, 1) for t in (10, 20) for s in (0, 1)}
     assert len(seeds) == 8
