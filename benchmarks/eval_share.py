@@ -6,6 +6,7 @@ Run from the repository root, with the package installed (``pip install -e .``):
     python benchmarks/eval_share.py --quick         # 100 iterations, K = 4
     python benchmarks/eval_share.py --threads 1 --cpu-time   # on a busy shared machine
     python benchmarks/eval_share.py --length 300 --pack 28   # a longer T, the paper's pack
+    python benchmarks/eval_share.py --elements 524288        # smaller validation chunks
 
 One pack at the ``paper`` settings of ``sweeps/specs/synthetic-max-length.yaml`` (M Table I):
 temporal order at T = 100 (or ``--length``), 100 tanh units, SGD on batches of 20, validation
@@ -32,6 +33,7 @@ from timing import clock_of
 
 from ortho_core.data.synthetic import get_task
 from ortho_core.devices import DTYPES, resolve_device
+from ortho_core.experiments import synthetic_stage
 from ortho_core.experiments.synthetic import Config, initial_weights
 from ortho_core.experiments.synthetic_stage import EVAL_KEYS, Stage
 
@@ -92,6 +94,8 @@ def main() -> None:
     p.add_argument("--pack", type=int, default=16, help="K, members in the pack")
     p.add_argument("--iters", type=int, default=300, help="iterations per run")
     p.add_argument("--length", type=int, default=100, help="T, the sequence length")
+    p.add_argument("--elements", type=int, default=None,
+                   help="synthetic_stage.EVAL_ELEMENTS, the numbers a validation chunk holds")
     p.add_argument("--screen", type=int, default=1000, help="screen_size of the screened run")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     p.add_argument("--quick", action="store_true", help="K = 4 and 100 iterations")
@@ -102,11 +106,14 @@ def main() -> None:
     if args.quick:
         args.pack, args.iters = 4, 100
     clock = clock_of(args)
+    if args.elements:
+        synthetic_stage.EVAL_ELEMENTS = args.elements
     rows = {}
     for name, screen in (("full", None), ("screened", args.screen)):
         rows[name] = measure(pack(args.pack, args.length, screen, args.device), args.iters, clock)
     print(f"K = {args.pack}, T = {args.length}, H = 100, batch 20, val_size 10,000, "
-          f"eval_every 100, {args.iters} iterations, device {resolve_device(args.device)}, "
+          f"eval_every 100, chunks of {synthetic_stage.EVAL_ELEMENTS:,} numbers, "
+          f"{args.iters} iterations, device {resolve_device(args.device)}, "
           f"{torch.get_num_threads()} threads")
     print(f"{'protocol':<10} {'train s':>9} {'eval s':>9} {'eval share':>11}")
     for name, (training, validating, _) in rows.items():

@@ -29,11 +29,12 @@ from ortho_core.models.srnn import PackedSRNN
 from ortho_core.optim import clip_factors, sgd_step
 from ortho_core.penalty import ortho_error, ortho_penalty_grad
 
-EVAL_ELEMENTS = 1 << 24
+EVAL_ELEMENTS = 1 << 21
 """Bound on the numbers a validation chunk of b sequences holds: the pack's current states
-K·b·H (validation keeps no earlier ones) and the encoded inputs b·T·I. It sets the chunk
-size, which moves memory and speed (each step's products grow with b), not results beyond
-float rounding."""
+K·b·H (validation keeps no earlier ones) or, where more, the encoded inputs b·T·I. It sets
+the chunk size, which moves speed, not results beyond float rounding: each step's products
+grow with b until the states leave the CPU's caches; ``benchmarks/eval_share.py --elements``
+measures the choice."""
 
 TRAIN_STREAM, VAL_STREAM, DIRECTION_STREAM = 0, 1, 2
 """The random streams of a length: training batches, the validation set and the simplex
