@@ -42,8 +42,10 @@ path end to end in under two minutes, and its ratios are dominated by fixed cost
 ``--gpu FRACTION`` sets ``device: cuda`` on every configuration and ``resources: {cpu: 1,
 gpu: FRACTION}`` on both runs: fractional-GPU trials of one configuration each against packs
 sharing the GPU the same way (issue 13's GPU target: at least 50x); ``--packs 0`` (every
-configuration of the profile) and ``--pack-size 28`` give it packs of a GPU's size (both
-profiles' configurations in one pack per pack shape), ``--profile`` another profile.
+configuration of the profile) and ``--pack-size 28`` give it packs of up to a GPU's size
+(the plan deals each pack shape's configurations into as many packs as the GPU's
+1 / FRACTION trials at once, :func:`sweeps.plan.pack_counts`), ``--profile`` another
+profile.
 
 The mean 1-minute load average over each run is printed beside it, and the float32 matmul
 rate at the end, since timings here move with the machine's load.
@@ -59,6 +61,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -158,31 +161,38 @@ class Row:
         return self.configs / self.seconds * 3600
 
 
-def run(doc: dict[str, Any], pack_size: int, tmp: Path, tag: str) -> Row:
-    """``doc`` with ``pack_size`` swept by :func:`sweeps.runner.run_sweep` into a new home
-    under ``tmp``; the row of what it finished."""
-    from sweeps.plan import build_plan
+def run(doc: dict[str, Any], pack_size: int, tmp: Path, tag: str, profile: str = RUN_PROFILE,
+        fill: bool = True) -> Row:
+    """``doc`` with ``pack_size`` swept at ``profile`` by :func:`sweeps.runner.run_sweep` into
+    a new home under ``tmp``; the row of what it finished. ``fill``: the plan's packs fill
+    the trials that run at once (:func:`sweeps.plan.pack_counts`); else they are cut at
+    ``pack_size`` alone, as before packs filled them."""
+    from unittest import mock
+
+    from sweeps import runner
+    from sweeps.ray_session import trial_slots
     from sweeps.runner import run_sweep
-    from sweeps.spec import load_spec, resolve
 
     folder = tmp / tag
     folder.mkdir()
     path = folder / f"{doc['name']}.yaml"
     path.write_text(yaml.safe_dump({**doc, "pack_size": pack_size}, sort_keys=False))
-    trials = build_plan(resolve(load_spec(str(path)), RUN_PROFILE)).n_tune_trials
     out = io.StringIO()
     loads: list[float] = []
     stop = threading.Event()
     sampler = threading.Thread(target=_sample_load, args=(loads, stop), daemon=True)
     sampler.start()
     start = time.perf_counter()
+    slots = trial_slots if fill else (lambda *_: 1)
     try:
-        final = run_sweep(str(path), RUN_PROFILE, home=folder / "home", stream=out)
+        with mock.patch.object(runner, "trial_slots", slots):
+            final = run_sweep(str(path), profile, home=folder / "home", stream=out)
     finally:
         seconds = time.perf_counter() - start
         stop.set()
         sampler.join()
     assert final.state == "finished" and final.failed == 0, out.getvalue()
+    trials = int(re.search(r"configurations in (\d+) trials", out.getvalue()).group(1))
     mode = f"packed K={pack_size}" if pack_size > 1 else "one per trial"
     return Row(mode, final.done, trials, seconds, sum(loads) / len(loads))
 

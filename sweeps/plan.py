@@ -3,13 +3,17 @@
 A Ray Tune trial trains one pack (DESIGN.md "Packs"). Grid configurations (cells without
 Optuna dimensions) that agree on the trainer's ``PACK_FIELDS`` are dealt into packs of at
 most ``pack_size``, as evenly as possible (17 configurations with ``pack_size: 16`` make
-packs of 9 and 8, so two trials can run at once), neighbours to different packs so that
-groups of different cost share themselves out (:func:`split_evenly`). Cells with Optuna
-dimensions are searched in packs too: a trial of such a cell trains a batch of points its
-study proposes together (:mod:`sweeps.searcher`), at most ``pack_size`` and split as evenly
-(17 trials with ``pack_size: 16`` are batches of 9 and 8); a cell whose Optuna dimensions
-include one of the trainer's ``PACK_FIELDS`` is searched one point per trial, since its
-points could not share a pack.
+packs of 9 and 8), neighbours to different packs so that groups of different cost share
+themselves out (:func:`deal`), and into as many more packs as make their number a multiple
+of the trials the cluster runs at once (:func:`pack_counts`: 18 configurations with
+``pack_size: 6`` on 2 cores make four packs, not three of which the last would run alone).
+
+Cells with Optuna dimensions are searched in packs too: a trial of such a cell trains a batch
+of points its study proposes together (:mod:`sweeps.searcher`), at most ``pack_size`` and
+split as evenly (17 trials with ``pack_size: 16`` are batches of 9 and 8), but not split
+further to fill the cluster: every batch asked beside others is proposed knowing less of the
+study's results. A cell whose Optuna dimensions include one of the trainer's ``PACK_FIELDS``
+is searched one point per trial, since its points could not share a pack.
 
 ``pack_size: auto`` is a number by the time a plan is built: the knee of a throughput curve
 measured on a trial's device when the sweep starts, the recorded one on resume
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
@@ -104,8 +108,8 @@ class Plan:
         return sum(map(len, self.packs)) + sum(self.remaining(c) for c in self.optuna_cells)
 
 
-def split_evenly(items: Sequence[Any], size: int) -> list[list[Any]]:
-    """``items`` dealt into ceil(n/size) chunks, item i to chunk i mod n_chunks: the lengths
+def deal(items: Sequence[Any], n_chunks: int) -> list[list[Any]]:
+    """``items`` dealt into ``n_chunks`` chunks, item i to chunk i mod n_chunks: the lengths
     differ by at most one, and neighbours in ``items`` go to different chunks.
 
     Dealing rather than cutting consecutive runs balances the chunks' cost: a plan lists a
@@ -113,27 +117,60 @@ def split_evenly(items: Sequence[Any], size: int) -> list[list[Any]]:
     (ff-mnist's FF+OPEN costs about four times FF), so consecutive runs would give one pack
     the cheap group and another the dear one, and the core of the cheap pack would idle.
     """
-    n_chunks = math.ceil(len(items) / size)
     return [list(items[i::n_chunks]) for i in range(n_chunks)]
 
 
-def pack(members: Sequence[Member], module: ModuleType, pack_size: int) -> list[list[Member]]:
+def pack_counts(sizes: Sequence[int], pack_size: int, slots: int = 1) -> list[int]:
+    """How many packs each group of ``sizes`` configurations is dealt into: ceil(n /
+    ``pack_size``), then one more pack at a time for the group whose packs are largest until
+    the total is a multiple of ``slots`` (or every pack holds one configuration).
+
+    ``slots`` is how many trials run at once (:func:`sweeps.ray_session.trial_slots`). Trials
+    of equal cost run in rounds of ``slots``; a last round with fewer packs than slots leaves
+    the rest idle for a whole pack's time (18 configurations in packs of 6 on 2 cores: 12
+    configurations' time, against 9 in four packs of 5, 5, 4 and 4). Splitting costs only
+    the smaller packs' efficiency, which on one core is a few tens of percent at most
+    (``benchmarks/pack_ceiling.py``), against half the machine idle.
+    """
+    counts = [math.ceil(n / pack_size) for n in sizes]
+    while sum(counts) % slots:
+        splittable = [i for i, n in enumerate(sizes) if counts[i] < n]
+        if not splittable:
+            break
+        widest = max(splittable, key=lambda i: math.ceil(sizes[i] / counts[i]))
+        counts[widest] += 1
+    return counts
+
+
+def pack(members: Sequence[Member], module: ModuleType, pack_size: int,
+         slots: int = 1) -> list[list[Member]]:
     """Group ``members`` by their Config's ``PACK_FIELDS`` (first appearance first) and deal
-    each group into packs of at most ``pack_size`` (:func:`split_evenly`)."""
+    each group into packs of at most ``pack_size``, as many as fill ``slots``
+    (:func:`pack_counts`, :func:`deal`)."""
     groups: dict[tuple[Any, ...], list[Member]] = {}
     for m in members:
         config = from_dict(module.Config, m.params)
         shape = tuple(repr(getattr(config, f)) for f in module.PACK_FIELDS)
         groups.setdefault(shape, []).append(m)
-    return [p for group in groups.values() for p in split_evenly(group, pack_size)]
+    counts = pack_counts([len(g) for g in groups.values()], pack_size, slots)
+    return [p for group, n in zip(groups.values(), counts, strict=True) for p in deal(group, n)]
+
+
+def fill_slots(plan: Plan, pack_size: int, slots: int) -> Plan:
+    """``plan`` with its grid configurations dealt again into packs that fill ``slots``
+    (:func:`pack`); its Optuna cells are unchanged."""
+    members = [m for p in plan.packs for m in p]
+    return replace(plan, packs=pack(members, experiments.get(plan.experiment), pack_size,
+                                    slots))
 
 
 def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
-               done: Mapping[int, int] | None = None) -> Plan:
+               done: Mapping[int, int] | None = None, slots: int = 1) -> Plan:
     """The plan of ``spec``, leaving out the grid configurations whose keys are in
     ``finished`` and the Optuna trials each cell has ``done`` (a scheduler comes with packs
-    of one: :mod:`sweeps.spec` checks it). ``pack_size: auto`` is settled first
-    (:func:`sweeps.pack_size.settle`, or :func:`~sweeps.pack_size.recorded` on resume)."""
+    of one: :mod:`sweeps.spec` checks it), its grid packs filling ``slots`` trials at once.
+    ``pack_size: auto`` is settled first (:func:`sweeps.pack_size.settle`, or
+    :func:`~sweeps.pack_size.recorded` on resume)."""
     if spec.pack_size == "auto":
         raise ValueError("pack_size auto: settle it before planning (sweeps.pack_size)")
     finished = finished or {}
@@ -153,7 +190,7 @@ def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
     n_grid = len(spec.cells()) - len(optuna_cells)
     pack_fields = set(module.PACK_FIELDS)
     return Plan(experiment=spec.experiment, module=experiments.EXPERIMENTS[spec.experiment],
-                packs=pack(grid, module, spec.pack_size), optuna_cells=optuna_cells,
+                packs=pack(grid, module, spec.pack_size, slots), optuna_cells=optuna_cells,
                 n_trials=n_trials, done=dict(done or {}),
                 n_configs=n_grid + n_trials * len(optuna_cells),
                 optuna_pack={i: 1 if pack_fields & set(c.optuna_space) else spec.pack_size

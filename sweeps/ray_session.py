@@ -10,6 +10,7 @@ Nothing here imports Ray when this module is imported: ``ortho sweep submit`` re
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -224,3 +225,20 @@ def check_resources(cpu: float, gpu: float) -> None:
         if want > have.get(name, 0):
             raise ConfigError(field, f"at most the {have.get(name, 0):g} {name}s of this "
                               "machine's Ray", want)
+
+
+def trial_slots(cpu: float, gpu: float, max_concurrent: int | None = None) -> int:
+    """How many trials asking ``cpu`` CPUs and ``gpu`` GPUs the Ray cluster runs at once now,
+    node by node, at most ``max_concurrent`` (at least 1: an autoscaling cluster may have no
+    worker yet). What :func:`sweeps.plan.pack` fills."""
+    import ray
+
+    slots = 0
+    for node in ray.nodes():
+        if not node["Alive"]:
+            continue
+        have = node["Resources"]
+        fits = [math.floor(have.get(name, 0.0) / want + 1e-9)
+                for name, want in (("CPU", cpu), ("GPU", gpu)) if want > 0]
+        slots += min(fits, default=0)
+    return max(1, min(slots, max_concurrent or slots))

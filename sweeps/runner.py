@@ -47,8 +47,8 @@ from typing import Any, TextIO
 from ortho_core.errors import ConfigError
 from sweeps import contract, naming, pack_size, preflight, provenance, tracking
 from sweeps.lookup import SweepNotFound, find, new_sweep_id, open_store, refuse_alive
-from sweeps.plan import Plan, build_plan
-from sweeps.ray_session import beside_ray_start, check_resources, ray_session
+from sweeps.plan import Plan, build_plan, fill_slots
+from sweeps.ray_session import beside_ray_start, check_resources, ray_session, trial_slots
 from sweeps.spec import ResolvedSpec, load_spec, resolve
 from sweeps.status import Progress, format_line, from_mlflow
 from sweeps.tracking.liveness import check_server
@@ -141,7 +141,8 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)
         spec, sized = pack_size.settle(spec, stream)
-        plan = build_plan(spec)
+        plan = build_plan(spec, slots=trial_slots(spec.resources.cpu, spec.resources.gpu,
+                                                  max_concurrent))
         tracker = opening.result()
         sweep_id = new_sweep_id()
         source = Path(spec.source)
@@ -224,6 +225,8 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)
         tracker.reopen_sweep(record.ref)
+        plan = fill_slots(plan, spec.pack_size, trial_slots(spec.resources.cpu,
+                                                            spec.resources.gpu, max_concurrent))
         print(f"sweep {record.ref.sweep_id}: resuming {spec.name}/{spec.profile}, "
               f"{len(values)} of {plan.n_configs} configurations done, {plan.n_todo} to run "
               f"in {plan.n_tune_trials} trials; tracking {tracking.redact(uri)}",

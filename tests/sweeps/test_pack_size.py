@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import re
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from ortho_core.config import from_dict
 from ortho_core.errors import ConfigError
 from sweeps import contract, pack_size
 from sweeps.cli import main
-from sweeps.plan import build_plan
+from sweeps.plan import build_plan, pack_counts
 from sweeps.runner import resume_sweep, run_sweep
 from sweeps.spec import load_spec, resolve
 from tests.sweeps import toy_experiment
@@ -140,7 +139,8 @@ def test_auto_measures_records_and_keeps_k_on_resume(tmp_path, monkeypatch):
     assert k == pack_size.knee(curve)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith(f"pack_size auto: {k} (configs·iterations/s by pack size 1: ")
-    assert f"{len(LRS)} configurations in {math.ceil(len(LRS) / k)} trials" in lines[1]
+    trials = sum(pack_counts([len(LRS)], k, slots=2))  # the embedded Ray's 2 CPUs
+    assert f"{len(LRS)} configurations in {trials} trials" in lines[1]
     keys = {r.data.tags[contract.TRIAL_KEY] for r in child_runs(home, final.sweep_id)}
     assert len(keys) == len(LRS)
 
@@ -153,7 +153,7 @@ def test_auto_measures_records_and_keeps_k_on_resume(tmp_path, monkeypatch):
     out = io.StringIO()
     resumed = resume_sweep(final.sweep_id, home=home, stream=out, force=True)
     assert resumed.state == "finished" and resumed.done == len(LRS)
-    assert f"{len(LRS)} to run in {math.ceil(len(LRS) / k)} trials" in out.getvalue()
+    assert f"{len(LRS)} to run in {trials} trials" in out.getvalue()
     assert "pack_size auto" not in out.getvalue()
     assert {r.data.tags[contract.TRIAL_KEY] for r in child_runs(home, final.sweep_id)} == keys
     tags = t.client.get_run(record.ref.parent_run_id).data.tags

@@ -1,11 +1,12 @@
-"""Packs: grid configurations grouped by the trainer's PACK_FIELDS and split evenly."""
+"""Packs: grid configurations grouped by the trainer's PACK_FIELDS, dealt evenly, and as many
+as fill the trials that run at once."""
 
 from __future__ import annotations
 
 import pytest
 
 from ortho_core import experiments
-from sweeps.plan import build_plan, split_evenly
+from sweeps.plan import build_plan, deal, fill_slots, pack_counts
 from sweeps.spec import load_spec, resolve, trial_key
 from tests.sweeps.helpers import TOY_MODULE, write_spec
 
@@ -34,10 +35,39 @@ def test_finished_configurations_are_left_out_before_packing(tmp_path):
     assert plan.n_configs == 4
 
 
-def test_split_evenly_deals_neighbours_into_different_chunks():
-    assert [len(c) for c in split_evenly(range(17), 16)] == [9, 8]
-    assert [len(c) for c in split_evenly(range(5), 5)] == [5]
-    assert split_evenly([], 4) == []
+def test_deal_gives_neighbours_to_different_chunks():
+    assert [len(c) for c in deal(range(17), 2)] == [9, 8]
+    assert [len(c) for c in deal(range(5), 1)] == [5]
+    assert deal([], 0) == []
     # a cheap group then a dear one (ff-mnist: FF, then FF+OPEN) shares itself out
-    assert split_evenly(["ff"] * 3 + ["open"] * 3, 3) == [["ff", "ff", "open"],
-                                                          ["ff", "open", "open"]]
+    assert deal(["ff"] * 3 + ["open"] * 3, 2) == [["ff", "ff", "open"], ["ff", "open", "open"]]
+
+
+@pytest.mark.parametrize(("sizes", "pack_size", "slots", "counts"), [
+    ([17], 16, 1, [2]),
+    ([18], 6, 1, [3]),
+    ([18], 6, 2, [4]),             # 5, 5, 4, 4: no last pack alone on one of two cores
+    ([18], 6, 3, [3]),             # already a multiple
+    ([3, 9], 3, 2, [1, 3]),
+    ([3, 9], 3, 4, [1, 3]),
+    ([3, 9], 3, 8, [3, 5]),        # the widest packs split first: none holds more than 2
+    ([1, 1, 1], 3, 2, [1, 1, 1]),  # nothing left to split
+    ([2], 4, 16, [2]),
+])
+def test_pack_counts_fill_the_slots(sizes, pack_size, slots, counts):
+    assert pack_counts(sizes, pack_size, slots) == counts
+
+
+def test_a_plan_fills_the_slots_and_keeps_every_configuration_once(tmp_path):
+    path = write_spec(tmp_path, fixed={}, space={"x": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+                                                  "steps": [2, 3, 4]}, pack_size=6)
+    spec = resolve(load_spec(str(path)), "smoke")
+    one = build_plan(spec)
+    two = build_plan(spec, slots=2)
+    assert [len(p) for p in one.packs] == [6, 6, 6]
+    assert [len(p) for p in two.packs] == [3, 3, 6, 6]
+    assert fill_slots(one, 6, 2).packs == two.packs
+    for plan in (one, two):
+        assert sorted(m.key for p in plan.packs for m in p) == sorted(
+            trial_key("toy", c.params) for c in spec.cells())
+        assert all(len({m.params["steps"] for m in p}) == 1 for p in plan.packs)
