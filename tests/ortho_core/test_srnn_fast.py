@@ -104,28 +104,50 @@ def test_outputs_and_gradients_equal_reference_loop(dtype: torch.dtype, n_in: in
             torch.testing.assert_close(p.grad[k], ref.grad, **TOLERANCE[dtype])
 
 
+def reference_sgd(model: PackedSRNN, lr: list[float], dtype: torch.dtype,
+                  steps: int = 50) -> list[list[torch.Tensor]]:
+    """Each member of ``model`` trained alone by the straightforward loop in ``dtype``, from the
+    pack's initial weights, on the batches of :func:`data` in the pack's dtype."""
+    references = [[w.detach().to(dtype).requires_grad_() for w in member(model, k)]
+                  for k in range(len(lr))]
+    for step in range(steps):
+        x, y = data(12, model.w_hh.dtype, seed=step)
+        for k, weights in enumerate(references):
+            loss = F.cross_entropy(reference_out(weights, x.to(dtype)), y)
+            grads = torch.autograd.grad(loss, weights)
+            with torch.no_grad():
+                for w, g in zip(weights, grads, strict=True):
+                    w -= lr[k] * g
+    return references
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_fifty_sgd_steps_equal_reference_loop(dtype: torch.dtype, threads: int,
                                               loops: str) -> None:
+    """In float64 the pack's trajectory is the loop's to rounding. In float32, fifty steps at
+    α up to 0.2 amplify the rounding of any summation order (the float32 loop itself drifts
+    ~1e-5 from exact arithmetic, by how much depends on the CPU's kernels), so there the pack
+    must stay as close to the float64 loop as the float32 loop does."""
+    lr = [0.05, 0.1, 0.2]
     model = pack(dtype, k=3)
-    lr = torch.tensor([0.05, 0.1, 0.2], dtype=dtype)
-    references = [member(model, k) for k in range(3)]
+    exact = reference_sgd(model, lr, torch.float64)
+    plain = reference_sgd(model, lr, dtype)
     initial = model.w_hh.detach().clone()
     params = list(model.parameters())
     active = torch.ones(3, dtype=torch.bool)
     for step in range(50):
         x, y = data(12, dtype, seed=step)
-        sgd_step(params, torch.autograd.grad(pack_loss(model, x, y), params), lr, active)
-        for k, weights in enumerate(references):
-            loss = F.cross_entropy(reference_out(weights, x), y)
-            grads = torch.autograd.grad(loss, weights)
-            with torch.no_grad():
-                for w, g in zip(weights, grads, strict=True):
-                    w -= lr[k] * g
+        sgd_step(params, torch.autograd.grad(pack_loss(model, x, y), params),
+                 torch.tensor(lr, dtype=dtype), active)
     assert (model.w_hh.detach() - initial).abs().amax(dim=(1, 2)).min() > 1e-3
-    for k, weights in enumerate(references):
-        for p, w in zip(params, weights, strict=True):
-            torch.testing.assert_close(p.detach()[k], w.detach(), **TOLERANCE[dtype])
+    for k in range(3):
+        for p, truth, loop in zip(params, exact[k], plain[k], strict=True):
+            if dtype == torch.float64:
+                torch.testing.assert_close(p.detach()[k], truth.detach(), **TOLERANCE[dtype])
+                continue
+            pack_error = (p.detach()[k].double() - truth.detach()).abs().max().item()
+            loop_error = (loop.detach().double() - truth.detach()).abs().max().item()
+            assert pack_error <= 2 * loop_error + 1e-6, (k, pack_error, loop_error)
 
 
 def test_member_of_pack_equals_alone_at_784_steps(threads: int, loops: str) -> None:
