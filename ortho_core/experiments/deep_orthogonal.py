@@ -59,6 +59,7 @@ from ortho_core.models.mlp import member_correct, member_cross_entropy, packed
 from ortho_core.models.orthogonal_net import OrthogonalNet, layer_plan
 from ortho_core.reporting import Outcome, Report, Reporter, Result
 from ortho_core.riemannian import EuclideanMomentum, GeodesicMomentum, orthogonality_error
+from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals, honours_subnormals
 
 VARIANTS = ("relu", "orth", "orth_relu")
 """N's nets: plain ReLU, purely orthogonal, alternating Orth/ReLU blocks."""
@@ -124,6 +125,10 @@ class Config:
     """Seed of the data (planar points, subsets, minibatch order), shared by a pack."""
     device: str = "cpu"
     """Where to train: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when available)."""
+    subnormals: Subnormals = "flush"
+    """CPU arithmetic on subnormal numbers (below 1.2e-38 in float32): ``flush`` reads and
+    writes them as 0, several times faster where gradients vanish; ``keep`` computes them as
+    IEEE 754 does (:mod:`ortho_core.subnormals`). No effect on a GPU."""
 
     def __post_init__(self) -> None:
         one_of(self.variant, VARIANTS, "variant")
@@ -151,12 +156,13 @@ class Config:
         optional_integer_in(self.train_size, "train_size", 1, info.n_train)
         optional_integer_in(self.test_size, "test_size", 1, info.n_test)
         check_device(self.device)
+        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
 
 
 PACK_FIELDS: tuple[str, ...] = (
     "variant", "dataset", "layers", "hidden", "block", "orth_init", "batch_size", "max_iters",
     "eval_every", "n_points", "noise", "train_size", "test_size", "eval_size",
-    "reproject_every", "dtype", "data_dir", "data_seed", "device",
+    "reproject_every", "dtype", "data_dir", "data_seed", "device", "subnormals",
 )
 """Fields equal across a pack; α, β, λ, seed and solved_error may differ."""
 
@@ -250,6 +256,7 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return image_files("mnist") if config.dataset == "mnist" else ()
 
 
+@honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack of deep-orthogonal configurations; report every ``eval_every`` steps.
 

@@ -64,6 +64,7 @@ from ortho_core.models.lcw import BASES, apply_lcw
 from ortho_core.models.mlp import PackedMLP, member_accuracy, member_correct
 from ortho_core.models.normalization import PackedWeightNorm
 from ortho_core.reporting import Outcome, Report, Reporter, Result
+from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals, honours_subnormals
 
 VARIANTS = ("plain", "lcw", "bn", "wn")
 """K's models: MLP, MLP_LCW, MLP_BN, MLP_WN."""
@@ -126,6 +127,10 @@ class Config:
     shuffle of every epoch), shared by a pack."""
     device: str = "cpu"
     """Where to train: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when available)."""
+    subnormals: Subnormals = "flush"
+    """CPU arithmetic on subnormal numbers (below 1.2e-38 in float32): ``flush`` reads and
+    writes them as 0, several times faster where gradients vanish; ``keep`` computes them as
+    IEEE 754 does (:mod:`ortho_core.subnormals`). No effect on a GPU."""
 
     def __post_init__(self) -> None:
         one_of(self.variant, VARIANTS, "variant")
@@ -146,12 +151,13 @@ class Config:
         optional_integer_in(self.test_size, "test_size", 1, info.n_test)
         fraction(self.solved_accuracy, "solved_accuracy")
         check_device(self.device)
+        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
 
 
 PACK_FIELDS: tuple[str, ...] = (
     "variant", "dataset", "layers", "hidden", "activation", "lr_decay_every", "batch_size",
     "epochs", "lcw_basis", "input_range", "train_size", "test_size", "diagnostics",
-    "diag_samples", "data_dir", "data_seed", "device",
+    "diag_samples", "data_dir", "data_seed", "device", "subnormals",
 )
 """Fields equal across a pack; α, the decay factor, σ_z, seed and solved_accuracy may differ."""
 
@@ -190,6 +196,7 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return image_files(config.dataset)
 
 
+@honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack of lcw-mlp configurations; report after every epoch; one Result each.
 

@@ -53,6 +53,7 @@ from ortho_core.models.srnn import PackedSRNN, SRNNInit, init_srnn
 from ortho_core.optim import rmsprop_step, sgd_step
 from ortho_core.penalty import ortho_error, ortho_penalty_grad
 from ortho_core.reporting import Outcome, Report, Reporter, Result
+from ortho_core.subnormals import honours_subnormals
 
 __all__ = ["PACK_FIELDS", "Config", "data_files", "probe_config", "train"]
 
@@ -173,6 +174,7 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return image_files("mnist")
 
 
+@honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack of pixel-mnist configurations; report at every evaluation; one Result each.
 

@@ -20,6 +20,7 @@ from ortho_core.data.mnist import N_PIXELS, PREPROCESSINGS
 from ortho_core.devices import DTYPES, check_device
 from ortho_core.experiments import PROBE_PRETRAIN_TOL
 from ortho_core.penalty import PENALTY_FORMS
+from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals
 
 VARIANTS = ("plain", "open", "oinit")
 """M Table II's networks: SRNN, SRNN+OPEN, SRNN+OINIT."""
@@ -100,6 +101,10 @@ class Config:
     follow the training set's order, epoch after epoch, as M's code feeds them."""
     device: str = "cpu"
     """``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when available)."""
+    subnormals: Subnormals = "flush"
+    """CPU arithmetic on subnormal numbers (below 1.2e-38 in float32): ``flush`` reads and
+    writes them as 0, several times faster where gradients vanish; ``keep`` computes them as
+    IEEE 754 does (:mod:`ortho_core.subnormals`). No effect on a GPU."""
     dtype: Literal["float32", "float64"] = "float32"
     """Floating-point type of the weights and the computation."""
 
@@ -122,12 +127,13 @@ class Config:
         fraction(self.learned_margin, "learned_margin")
         optional_integer_in(self.test_size, "test_size", 1, DATASETS["mnist"].n_test)
         check_device(self.device)
+        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
 
 
 PACK_FIELDS: tuple[str, ...] = (
     "optimizer", "rmsprop_rho", "rmsprop_eps", "pretrain_max_steps", "hidden", "seq_len",
     "batch_size", "max_iters", "eval_every", "test_size", "preprocessing", "permute",
-    "data_dir", "data_seed", "device", "dtype",
+    "data_dir", "data_seed", "device", "subnormals", "dtype",
 )
 """Fields equal across a pack; the variant, α, λ and its form, σ, αₚ, the tolerance, which
 weights are pre-trained, the margin and the seed may differ per member."""

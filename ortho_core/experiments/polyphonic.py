@@ -53,6 +53,7 @@ from ortho_core.models.note_rnn import init_note_rnn, next_frame_inputs, song_nl
 from ortho_core.models.srnn import SRNNInit
 from ortho_core.optim import clip_factors, sgd_step
 from ortho_core.reporting import Outcome, Report, Reporter, Result
+from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals, honours_subnormals
 
 SPLIT_NAMES = ("train", "valid", "test")
 """The splits evaluated, in the order of the metric names."""
@@ -108,6 +109,10 @@ class Config:
     """Seed of the data stream (the subset and every epoch's shuffle), shared by a pack."""
     device: str = "cpu"
     """Where to train: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when available)."""
+    subnormals: Subnormals = "flush"
+    """CPU arithmetic on subnormal numbers (below 1.2e-38 in float32): ``flush`` reads and
+    writes them as 0, several times faster where gradients vanish; ``keep`` computes them as
+    IEEE 754 does (:mod:`ortho_core.subnormals`). No effect on a GPU."""
     dtype: Literal["float32", "float64"] = "float32"
     """Training precision."""
 
@@ -131,12 +136,13 @@ class Config:
         integer_at_least(self.seed, "seed", 0)
         integer_at_least(self.data_seed, "data_seed", 0)
         check_device(self.device)
+        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
         one_of(self.dtype, tuple(DTYPES), "dtype")
 
 
 PACK_FIELDS: tuple[str, ...] = (
     "dataset", "data_format", "hidden", "batch_size", "epochs", "max_len", "cut", "eval_whole",
-    "eval_every", "train_size", "data_dir", "data_seed", "device", "dtype",
+    "eval_every", "train_size", "data_dir", "data_seed", "device", "subnormals", "dtype",
 )
 """Fields equal across a pack; α, τ, the initialisation (scheme, σ, ρ) and seed may differ."""
 
@@ -182,6 +188,7 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return music_files(config.dataset, config.data_format)
 
 
+@honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack of polyphonic configurations; evaluate every ``eval_every`` epochs.
 

@@ -32,6 +32,7 @@ from ortho_core.config import check_pack, integer_at_least, one_of, positive, re
 from ortho_core.devices import check_device, resolve_device
 from ortho_core.init import orthogonal_pretrain
 from ortho_core.reporting import Outcome, Report, Reporter, Result
+from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals, honours_subnormals
 
 DISTRIBUTIONS = ("normal", "uniform")
 """Where the matrices are drawn from: N(0, σ²) or U(−b, b)."""
@@ -66,6 +67,10 @@ class Config:
     ``seed``); kept for the common Config contract."""
     device: str = "cpu"
     """Where to run: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when available)."""
+    subnormals: Subnormals = "flush"
+    """CPU arithmetic on subnormal numbers (below 1.2e-38 in float32): ``flush`` reads and
+    writes them as 0, several times faster where gradients vanish; ``keep`` computes them as
+    IEEE 754 does (:mod:`ortho_core.subnormals`). No effect on a GPU."""
 
     def __post_init__(self) -> None:
         for name in ("repeats", "batch", "pretrain_max_steps"):
@@ -85,10 +90,12 @@ class Config:
         integer_at_least(self.seed, "seed", 0)
         integer_at_least(self.data_seed, "data_seed", 0)
         check_device(self.device)
+        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
 
 
 PACK_FIELDS: tuple[str, ...] = (
     "repeats", "size", "distributions", "pretrain_max_steps", "batch", "data_seed", "device",
+    "subnormals",
 )
 """Fields equal across a pack; σ, b, αₚ, tol and seed may differ per member."""
 
@@ -137,6 +144,7 @@ def orthogonalise(w: Tensor, lr: Tensor, tol: Tensor,
     return steps.view(shape).cpu(), converged.view(shape).cpu(), finite.view(shape).cpu()
 
 
+@honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Orthogonalise ``repeats`` matrices per distribution for every member of the pack.
 

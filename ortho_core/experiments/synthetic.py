@@ -82,6 +82,7 @@ from ortho_core.experiments.synthetic_stage import EVAL_KEYS, SUCCESS_RATE, Stag
 from ortho_core.init import orthogonal_pretrain, require_converged
 from ortho_core.models.srnn import SRNNInit, init_srnn
 from ortho_core.reporting import Outcome, Report, Reporter, Result
+from ortho_core.subnormals import honours_subnormals
 
 __all__ = ["ADDED_FIELDS", "PACK_FIELDS", "Config", "initial_weights", "probe_config",
            "train"]
@@ -147,6 +148,7 @@ def initial_weights(configs: Sequence[Config], task: Task, dtype: torch.dtype,
     return weights, steps
 
 
+@honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack on one synthetic problem under the configured protocol; one Result each.
 

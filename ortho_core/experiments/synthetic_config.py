@@ -23,6 +23,7 @@ from ortho_core.devices import DTYPES, check_device
 from ortho_core.directions import DIRECTIONS
 from ortho_core.experiments import PROBE_PRETRAIN_TOL
 from ortho_core.penalty import PENALTY_FORMS
+from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals
 
 VARIANTS = ("plain", "open", "oinit")
 """M's recurrent models: SRNN, SRNN+OPEN, SRNN+OINIT."""
@@ -127,6 +128,10 @@ class Config:
     :func:`~ortho_core.experiments.synthetic_stage.stream_seed`)."""
     device: str = "cpu"
     """Where to train: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when available)."""
+    subnormals: Subnormals = "flush"
+    """CPU arithmetic on subnormal numbers (below 1.2e-38 in float32): ``flush`` reads and
+    writes them as 0, several times faster where gradients vanish; ``keep`` computes them as
+    IEEE 754 does (:mod:`ortho_core.subnormals`). No effect on a GPU."""
     dtype: Literal["float32", "float64"] = "float32"
     """Training precision (data and weights)."""
 
@@ -176,13 +181,14 @@ class Config:
         integer_at_least(self.seed, "seed", 0)
         integer_at_least(self.data_seed, "data_seed", 0)
         check_device(self.device)
+        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
         one_of(self.dtype, tuple(DTYPES), "dtype")
 
 
 PACK_FIELDS: tuple[str, ...] = (
     "task", "seq_len", "seq_len_step", "max_seq_len", "protocol", "hidden", "batch_size",
     "max_iters", "eval_every", "val_size", "error_threshold", "data_seed", "device", "dtype",
-    "warm_start", "length_jitter", "screen_size",
+    "warm_start", "length_jitter", "screen_size", "subnormals",
 )
 """Fields equal across a pack; α, λ, its form, variant, pre-training, init, σ, ρ, τ, the
 direction and ψ, the success criterion, the patience and seed may differ."""

@@ -39,6 +39,7 @@ from ortho_core.experiments.synthetic_stage import TRAIN_STREAM, stream_seed
 from ortho_core.metrics import member_norm, spectral_radius
 from ortho_core.models.srnn import SRNNInit, init_srnn
 from ortho_core.reporting import Outcome, Report, Reporter, Result
+from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals, honours_subnormals
 from ortho_core.temporal import PARAMETERS, temporal_sq_norms
 
 STEP_METRICS = ("temporal_grad_norm", "temporal_grad_norm_whh")
@@ -73,6 +74,10 @@ class Config:
     """Seed of the batch the pack shares."""
     device: str = "cpu"
     """Where to compute: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when available)."""
+    subnormals: Subnormals = "keep"
+    """CPU arithmetic on subnormal numbers (below 1.2e-38 in float32): ``keep`` (the default
+    here, where the gradient norms are the result) computes them as IEEE 754 does; ``flush``
+    reads and writes them as 0 (:mod:`ortho_core.subnormals`). No effect on a GPU."""
     dtype: Literal["float32", "float64"] = "float64"
     """Precision (float64: distant steps' norms of ρ < 1 fall below 10⁻¹⁵ at T = 150)."""
 
@@ -87,14 +92,16 @@ class Config:
         integer_at_least(self.seed, "seed", 0)
         integer_at_least(self.data_seed, "data_seed", 0)
         check_device(self.device)
+        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
         one_of(self.dtype, tuple(DTYPES), "dtype")
 
 
 PACK_FIELDS: tuple[str, ...] = ("task", "seq_len", "samples", "hidden", "data_seed", "device",
-                                "dtype")
+                                "dtype", "subnormals")
 """Fields equal across a pack; the initialisation (scheme, σ, ρ) and the seed may differ."""
 
 
+@honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Compute every member's temporal-gradient norms at initialisation.
 

@@ -39,6 +39,7 @@ import torch
 from torch import Tensor
 
 from ortho_core.models import srnn_native
+from ortho_core.subnormals import Subnormals, apply_mode, current_mode
 
 PROJECTION_STEPS = 16
 """Steps whose input projection the forward computes at once, just before stepping through
@@ -65,7 +66,8 @@ def member_blocks(n_members: int, device: torch.device) -> list[slice]:
 
 def in_member_blocks(fn: Callable[[slice], None], n_members: int, device: torch.device) -> None:
     """Call ``fn`` on every block of :func:`member_blocks`, in parallel threads when there are
-    several, each without autograd. On CPU the operations run single-threaded (one member's
+    several, each without autograd and in the calling thread's subnormal mode
+    (:mod:`ortho_core.subnormals`). On CPU the operations run single-threaded (one member's
     16 × 100 operations are too small to gain from more threads): PyTorch's thread count is
     process-wide, so it is set to 1 for the duration and restored afterwards."""
     blocks = member_blocks(n_members, device)
@@ -81,15 +83,18 @@ def in_member_blocks(fn: Callable[[slice], None], n_members: int, device: torch.
         pool = _POOLS.get((os.getpid(), len(blocks)))
         if pool is None:
             pool = _POOLS[(os.getpid(), len(blocks))] = ThreadPoolExecutor(len(blocks))
-        for done in [pool.submit(_without_grad, fn, block) for block in blocks]:
+        mode = current_mode()
+        for done in [pool.submit(_in_block, fn, block, mode) for block in blocks]:
             done.result()
     finally:
         torch.set_num_threads(threads)
 
 
-def _without_grad(fn: Callable[[slice], None], block: slice) -> None:
-    """``fn(block)`` with autograd off (grad mode is per thread; the loops are never
-    differentiated through)."""
+def _in_block(fn: Callable[[slice], None], block: slice, mode: Subnormals) -> None:
+    """``fn(block)`` with autograd off and subnormals in the submitting thread's ``mode`` (both
+    are per thread and the pool's threads outlive a call; the loops are never differentiated
+    through)."""
+    apply_mode(mode)
     with torch.no_grad():
         fn(block)
 

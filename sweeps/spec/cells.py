@@ -29,10 +29,11 @@ from sweeps.spec.schema import Group, NonNegativeInt, PositiveInt
 from sweeps.spec.source import Location, SpecError, SpecSource, format_path, validation_error
 from sweeps.spec.space import Dimension, SpaceEntry, grid_values
 
-KEY_EXCLUDED = ("device",)
-"""Config keys left out of :func:`trial_key`: where a configuration runs does not change
-what it computes (up to floating-point rounding), so moving a sweep from CPU to GPU resumes
-rather than reruns it."""
+KEY_EXCLUDED = ("device", "subnormals")
+"""Config keys left out of :func:`trial_key`: where a configuration runs, and whether the CPU
+flushes subnormal numbers, do not change what it computes (up to floating-point rounding and
+values below the smallest normal number), so moving a sweep from CPU to GPU, or changing its
+``subnormals``, resumes rather than reruns it."""
 
 
 @dataclass(frozen=True)
@@ -154,9 +155,10 @@ def trial_key(experiment: str, params: Mapping[str, Any]) -> str:
 
     Hashes the experiment's name and its full ``Config`` (``params`` converted and completed
     with defaults, as sorted JSON), so ``lr: 1`` and ``lr: 1.0``, or a default written out,
-    give the same key, while any changed value gives another. ``device`` is left out
-    (:data:`KEY_EXCLUDED`), and so is a field of the experiment's ``ADDED_FIELDS`` that holds
-    its default, so that keys stored before the field existed stay valid. MLflow tags each
+    give the same key, while any changed value gives another. ``device`` and ``subnormals``
+    are left out (:data:`KEY_EXCLUDED`), and so is a field of the experiment's
+    ``ADDED_FIELDS`` that holds its default, so that keys stored before the field existed stay
+    valid. MLflow tags each
     child run with it (``ortho.trial_key``) so that a resumed or retried configuration reuses
     its run.
     """
