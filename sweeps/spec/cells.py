@@ -158,9 +158,8 @@ def trial_key(experiment: str, params: Mapping[str, Any]) -> str:
     give the same key, while any changed value gives another. ``device`` and ``subnormals``
     are left out (:data:`KEY_EXCLUDED`), and so is a field of the experiment's
     ``ADDED_FIELDS`` that holds its default, so that keys stored before the field existed stay
-    valid. MLflow tags each
-    child run with it (``ortho.trial_key``) so that a resumed or retried configuration reuses
-    its run.
+    valid. MLflow tags each child run with it (``ortho.trial_key``) so that a resumed or
+    retried configuration reuses its run.
     """
     module = experiments.get(experiment)
     config = from_dict(module.Config, params)

@@ -93,6 +93,7 @@ def test_trial_key_is_stable_and_canonical():
     default_seq_len = experiments.get("synthetic").Config().seq_len
     assert trial_key("synthetic", {**params, "seq_len": default_seq_len}) == key
     assert trial_key("synthetic", {**params, "device": "auto"}) == key
+    assert trial_key("synthetic", {**params, "subnormals": "keep"}) == key
 
 
 def test_fields_added_later_keep_the_keys_already_stored():
