@@ -7,10 +7,10 @@ Run from the repository root:
     python benchmarks/subnormals.py            # ~1 min
     python benchmarks/subnormals.py --quick    # seconds, noisy
 
-A vanishing gradient passes through the subnormal range on its way to zero, and x86 CPUs compute
-on subnormal operands many times slower; which shapes meet them depends on depth, length and
-initialisation. One configuration (a pack of one), one thread, as a sweep's trial of one CPU
-trains it:
+A vanishing gradient passes through the subnormal range on its way to zero, and many x86 CPUs
+(Intel's in particular) compute on subnormal operands many times slower; which shapes meet them
+depends on depth, length and initialisation. The header line names the CPU. One configuration (a
+pack of one), one thread, as a sweep's trial of one CPU trains it:
 
 - ``lcw-mlp``: K's MLP(100, 128), sigmoid, Glorot initialisation, batch 128 (``variant: plain``);
 - ``ff-mnist``: M's 784-100×10-10 tanh net, W ~ N(0, 0.001²), batch 20;
@@ -26,6 +26,7 @@ alternately (best of ``--repeats``). Printed: iterations per second in each mode
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Callable
 
 import torch
@@ -54,6 +55,18 @@ def srnn_step(length: int, init_std: float | None) -> Callable[[], None]:
     return pack_step(x, y, [init], HIDDEN, task.n_out, 0.01)
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux), or the platform's processor string."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def in_mode(mode: Subnormals, step: Callable[[], None]) -> Callable[[], None]:
     """``step`` with this thread in ``mode`` (the only thread: the benchmark runs one)."""
 
@@ -79,7 +92,7 @@ def main() -> None:
     args.threads = 1
     clock = clock_of(args)
     min_time, repeats = (0.1, 1) if args.quick else (1.0, args.repeats)
-    print("iterations per second of one configuration, one thread")
+    print(f"iterations per second of one configuration, one thread; CPU: {cpu_model()}")
     print(f"{'shape':<24}{'keep':>10}{'flush':>10}{'flush/keep':>12}")
     for name, make in SHAPES.items():
         steps = [in_mode("keep", make()), in_mode("flush", make())]

@@ -1,15 +1,16 @@
 """Subnormal floats on the CPU: flushed to zero or kept as IEEE 754 has them, per trainer call.
 
-A vanishing gradient, what these experiments study, passes through the subnormal range
-(|x| below 1.2·10⁻³⁸ in float32, 2.2·10⁻³⁰⁸ in float64) on its way to zero, and x86 CPUs
-compute on subnormal operands through microcode assists, many times slower per operation: a
-deep sigmoid MLP or a plain SRNN over a few hundred steps trains several times slower with them
-kept (``benchmarks/subnormals.py``). Flushing (FTZ: a result that would be subnormal is 0; DAZ:
-a subnormal operand reads as 0) changes no computation whose operands and result are normal
-numbers, and an update w − α·g with |α·g| below 10⁻³⁸ leaves a float32 weight above about
-10⁻³¹ unchanged in either mode, so training follows the same path; what differs is a metric
-that reports such a magnitude itself (a gradient norm deep in the vanishing regime reads 0
-rather than, say, 10⁻⁴⁰). Every trainer's ``Config`` has the field ``subnormals``.
+A vanishing gradient, what these experiments study, passes through the subnormal range (|x| below
+1.2·10⁻³⁸ in float32, 2.2·10⁻³⁰⁸ in float64) on its way to zero, and many x86 CPUs (Intel's in
+particular; AMD's lose less) compute on subnormal operands through microcode assists, tens of times
+slower per operation: on this project's Intel machine a deep sigmoid MLP or a plain SRNN over a few
+hundred steps trains 2 to 7 times slower with them kept (``benchmarks/subnormals.py``, RESULTS.md).
+Flushing (FTZ: a result that would be subnormal is 0; DAZ: a subnormal operand reads as 0) changes
+no computation whose operands and result are normal numbers, and an update w − α·g with |α·g| below
+10⁻³⁸ leaves a float32 weight above about 10⁻³¹ unchanged in either mode, so training follows the
+same path; what differs is a metric that reports such a magnitude itself (a gradient norm deep in
+the vanishing regime reads 0 rather than, say, 10⁻⁴⁰). Every trainer's ``Config`` has the field
+``subnormals``.
 
 The mode belongs to each CPU thread (its MXCSR register on x86), and ``torch.set_flush_denormal``
 sets it for the calling thread only. :func:`subnormal_mode` sets it for the duration of a

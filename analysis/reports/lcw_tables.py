@@ -91,6 +91,20 @@ def _protocol_notes(runs: SweepRuns) -> list[str]:
     return notes
 
 
+def _timing_notes(runs: SweepRuns) -> list[str]:
+    """Why the times of CPU runs that kept subnormal numbers are not comparable to K's."""
+    kept = [(mode, device) for mode, device in zip(param_values(runs.runs, "subnormals"),
+                                                   param_values(runs.runs, "device"), strict=True)
+            if mode != "flush" and not str(device).startswith("cuda")]
+    if not kept:
+        return []
+    return ["Subnormals kept (IEEE 754) on the CPU by some runs (`subnormals: keep`, or tracked "
+            "before the key existed): the gradients of the nets that do not train (plain, WN) "
+            "vanish through subnormal numbers, which many CPUs compute several times slower, "
+            "so their s / epoch read high and the overheads vs plain low; `subnormals: flush` "
+            "(the default) gives the same accuracies without that cost."]
+
+
 def fig12_table(runs: SweepRuns) -> Table:
     """Accuracies, time per epoch and overhead over plain per shape and model; a row of
     K's statements that the profile does not run is marked as such."""
@@ -129,7 +143,7 @@ def fig12_table(runs: SweepRuns) -> Table:
              "vs plain: relative to the plain MLP of the same shape. K §5.1 measured "
              f"+{100 * LCW_OVERHEAD:.0f} % for MLP_LCW(100, 128) on a GPU.",
              "paper: what K §5 states for CIFAR-10 (Fig. 12, §5.2).",
-             *_dataset_notes(runs), *_protocol_notes(runs)]
+             *_dataset_notes(runs), *_protocol_notes(runs), *_timing_notes(runs)]
     return Table(name="k-fig12", title="K Fig. 12 — deep MLPs: accuracy and time per epoch",
                  columns=["network", "f", "model", "train %", "best train %", "test %",
                           "s / epoch", "vs plain", "outcome", "paper", "configurations"],

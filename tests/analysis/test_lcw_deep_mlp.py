@@ -142,6 +142,20 @@ def test_fig12_table_accuracies_times_and_overheads():
     assert any("MNIST" in n and "CIFAR-10" in n for n in table.notes)
 
 
+@pytest.mark.parametrize(("params", "noted"), [
+    ({}, True),  # tracked before `subnormals` existed: they were kept
+    ({"params.subnormals": "keep", "params.device": "cpu"}, True),
+    ({"params.subnormals": "flush", "params.device": "cpu"}, False),
+    ({"params.subnormals": "keep", "params.device": "cuda"}, False),
+])
+def test_times_of_cpu_runs_that_kept_subnormals_carry_a_note(params, noted):
+    runs = sweep_runs()
+    for column, value in params.items():
+        runs.runs[column] = value
+    notes = lcw_tables.fig12_table(runs).notes
+    assert any(n.startswith("Subnormals kept") for n in notes) is noted
+
+
 def test_angle_bias_table_shows_the_initial_diagnostics():
     table = lcw_tables.angle_bias_table(sweep_runs())
     rows = {(r[0].text(), r[2].text()): [c.text() for c in r] for r in table.rows}
