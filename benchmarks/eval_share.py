@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from timing import clock_of
+from timing import add_subnormals, clock_of
 
 from ortho_core.data.synthetic import get_task
 from ortho_core.devices import DTYPES, resolve_device
@@ -102,6 +102,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     p.add_argument("--cpu-time", action="store_true",
                    help="time by this process's CPU time (steadier on a shared machine)")
+    add_subnormals(p)
     args = p.parse_args()
     if args.quick:
         args.pack, args.iters = 4, 100

@@ -88,7 +88,8 @@ SHAPES: dict[str, Callable[[], Callable[[], None]]] = {
 
 
 def main() -> None:
-    args = parser(__doc__ or "", repeats=3, quick="0.1 s per timing, one repeat").parse_args()
+    args = parser(__doc__ or "", repeats=3, quick="0.1 s per timing, one repeat",
+                  subnormals=False).parse_args()
     args.threads = 1
     clock = clock_of(args)
     min_time, repeats = (0.1, 1) if args.quick else (1.0, args.repeats)

@@ -9,9 +9,21 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from ortho_core.subnormals import SUBNORMAL_MODES, apply_mode
 
-def parser(description: str, repeats: int, quick: str) -> argparse.ArgumentParser:
-    """The options every throughput benchmark takes (``--quick`` described by ``quick``)."""
+
+def add_subnormals(p: argparse.ArgumentParser) -> None:
+    """``--subnormals``, applied by :func:`clock_of`: benchmarks that time the trainers' steps
+    (not their ``train``, which applies its config's mode) compute as the trainers do."""
+    p.add_argument("--subnormals", choices=SUBNORMAL_MODES, default="flush",
+                   help="CPU arithmetic on subnormal numbers, as the trainers' `subnormals` "
+                        "key (default flush, theirs; keep: IEEE 754)")
+
+
+def parser(description: str, repeats: int, quick: str,
+           subnormals: bool = True) -> argparse.ArgumentParser:
+    """The options every throughput benchmark takes (``--quick`` described by ``quick``;
+    ``--subnormals`` unless the benchmark sets the modes itself)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--repeats", type=int, default=repeats,
                    help="timings per cell; the best is kept")
@@ -20,11 +32,16 @@ def parser(description: str, repeats: int, quick: str) -> argparse.ArgumentParse
     p.add_argument("--cpu-time", action="store_true",
                    help="time by this process's CPU time instead of the wall clock: steadier "
                         "when other jobs share the cores; meaningful with --threads 1")
+    if subnormals:
+        add_subnormals(p)
     return p
 
 
 def clock_of(args: argparse.Namespace) -> Callable[[], float]:
-    """Apply ``--threads`` and return the clock ``--cpu-time`` asks for."""
+    """Apply ``--subnormals`` (before any parallel work, so that PyTorch's threads start in
+    that mode) and ``--threads``, and return the clock ``--cpu-time`` asks for."""
+    if getattr(args, "subnormals", None):
+        apply_mode(args.subnormals)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     return time.process_time if args.cpu_time else time.perf_counter
