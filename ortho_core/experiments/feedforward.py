@@ -57,14 +57,16 @@ def load_splits(dataset: str, data_dir: str | Path | None, train_size: int | Non
 
 
 def open_gradients(model: PackedMLP, loss_grads: Sequence[Tensor], penalty: Tensor,
-                   members: Tensor | None = None) -> list[Tensor]:
+                   members: Tensor | None = None, in_place: bool = False) -> list[Tensor]:
     """The gradients of CE + Σ_l λ‖W_l W_lᵀ − I‖²_F (M eq. 30) from those of CE alone.
 
     ``loss_grads`` match ``model.parameters()``; each weight matrix's gets 4λ(WWᵀ − I)W, or
     4λW(WᵀW − I) for a tall matrix (:mod:`ortho_core.penalty`), so non-square matrices are
     pushed to semi-orthogonality; ``penalty`` is λ per member (K,). ``members`` (indices into
     the pack) limits the term to those members, the OPEN ones of a pack that mixes variants:
-    the others' gradients are CE's alone and cost no penalty product.
+    the others' gradients are CE's alone and cost no penalty product. ``in_place`` adds the
+    terms into ``loss_grads`` themselves (the same sums, without a copy of every weight
+    gradient).
     """
     weights = {id(w) for w in model.weight_params()}
     grads = []
@@ -72,16 +74,18 @@ def open_gradients(model: PackedMLP, loss_grads: Sequence[Tensor], penalty: Tens
         if id(p) not in weights:
             grads.append(g)
         elif members is None:
-            grads.append(g + ortho_penalty_grad(p.detach(), penalty))
+            term = ortho_penalty_grad(p.detach(), penalty)
+            grads.append(g.add_(term) if in_place else g + term)
         else:
             term = ortho_penalty_grad(p.detach()[members], penalty[members])
-            grads.append(g.index_add(0, members, term))
+            grads.append(g.index_add_(0, members, term) if in_place
+                         else g.index_add(0, members, term))
     return grads
 
 
 def train_step(model: PackedMLP, params: Sequence[Tensor], x: Tensor, y: Tensor, lr: Tensor,
-               active: Tensor, penalty: Tensor | None = None, penalised: Tensor | None = None
-               ) -> tuple[Tensor, list[Tensor], Tensor]:
+               active: Tensor, penalty: Tensor | None = None, penalised: Tensor | None = None,
+               keep_loss_grads: bool = True) -> tuple[Tensor, list[Tensor], Tensor]:
     """One SGD iteration of the pack on the minibatch (x, y).
 
     ``params`` is ``list(model.parameters())``; ``lr`` is α per member (K,); with ``penalty``
@@ -89,13 +93,16 @@ def train_step(model: PackedMLP, params: Sequence[Tensor], x: Tensor, y: Tensor,
     (indices; default every member: :func:`open_gradients`). A member whose loss is not
     finite is cleared from ``active`` (in place) before the step and not updated. Returns the
     losses (K,), the gradients of the cross-entropy alone, and the logits (K, B, C), detached.
+    Without ``keep_loss_grads`` the OPEN terms are added into those gradients in place (a
+    caller that does not read them saves a copy of every weight gradient per step), so the
+    second value is then the gradients the step followed.
     """
     logits = model(x)
     loss = member_cross_entropy(logits, y)
     # The gradient of Σ_k loss_k, seeded with ones (no separate sum in the graph).
     loss_grads = list(torch.autograd.grad(loss, params, torch.ones_like(loss)))
-    grads = loss_grads if penalty is None else open_gradients(model, loss_grads, penalty,
-                                                              penalised)
+    grads = loss_grads if penalty is None else open_gradients(
+        model, loss_grads, penalty, penalised, in_place=not keep_loss_grads)
     loss = loss.detach()
     active &= torch.isfinite(loss)
     sgd_step(params, grads, lr, active)

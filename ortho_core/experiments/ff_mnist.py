@@ -267,9 +267,11 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
         batches = 0
         for start in range(0, n - cfg.batch_size + 1, cfg.batch_size):
             idx = order[start:start + cfg.batch_size]
+            # CE's own gradients are read after the epoch's last minibatch only.
+            last = start + 2 * cfg.batch_size > n
             loss, loss_grads, _ = train_step(model, params, data.x_train[idx],
                                              data.y_train[idx], lr, active,
-                                             open_penalty, penalised)
+                                             open_penalty, penalised, keep_loss_grads=last)
             loss_sum += torch.where(active, loss, 0.0)
             batches += 1
             step += 1
