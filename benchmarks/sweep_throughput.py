@@ -18,7 +18,7 @@ configurations first starts its workers, which the first timed run would otherwi
 
 - ``ff-mnist``, profile ``cpu``: packs 0 and 1 of the profile's plan, into which the plan
   deals its configurations in turn: FF, FF+OPEN and FF+OINIT, two of each (FF+OPEN costs
-  about four times FF per iteration), 6 of its 11 configurations.
+  two to four times FF per iteration), 6 of its 11 configurations.
 - ``synthetic-max-length``, profile ``cpu``: packs 0 and 1 of its plan, each dealt every
   variant (SRNN, SRNN+OPEN with both penalty forms, SRNN+OINIT, whose configurations climb
   to different lengths, hence cost very differently), 12 of 18.

@@ -114,7 +114,7 @@ def deal(items: Sequence[Any], n_chunks: int) -> list[list[Any]]:
 
     Dealing rather than cutting consecutive runs balances the chunks' cost: a plan lists a
     cell's configurations group by group, and groups differ in cost per configuration
-    (ff-mnist's FF+OPEN costs about four times FF), so consecutive runs would give one pack
+    (ff-mnist's FF+OPEN costs two to four times FF), so consecutive runs would give one pack
     the cheap group and another the dear one, and the core of the cheap pack would idle.
     """
     return [list(items[i::n_chunks]) for i in range(n_chunks)]

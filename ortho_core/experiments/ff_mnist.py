@@ -23,8 +23,8 @@ Packs: configurations that differ only in the variant, α (``lr``), λ (``penalt
 member gives the numbers it would give alone (up to float rounding of batched matrix
 products). In a pack that mixes variants, only the OPEN members compute the penalty's products
 and only the OINIT members are pre-trained, so a pack costs the sum of its members: mixing
-FF (cheap) with FF+OPEN (about four times FF per iteration) is what lets packs of equal cost
-share a machine's cores.
+FF (cheap) with FF+OPEN (two to four times FF per iteration, by machine) is what lets packs of
+equal cost share a machine's cores.
 """
 
 from __future__ import annotations
