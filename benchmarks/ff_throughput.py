@@ -102,7 +102,7 @@ def packed_step(net: Net, k: int) -> Callable[[], None]:
     active = torch.ones(k, dtype=torch.bool)
 
     def step() -> None:
-        train_step(model, params, x, y, lr, active)
+        train_step(model, params, x, y, lr, active, keep_loss_grads=False)
 
     return step
 

@@ -94,6 +94,6 @@ def pack_step(x: torch.Tensor, y: torch.Tensor, inits: list[SRNNInit], hidden: i
     def step() -> None:
         out = model(x)
         loss = F.cross_entropy(out.reshape(-1, n_out), targets, reduction="sum") / x.shape[0]
-        sgd_step(params, torch.autograd.grad(loss, params), rates, active)
+        sgd_step(params, torch.autograd.grad(loss, params), rates, active, overwrite_grads=True)
 
     return synchronised(step, device)

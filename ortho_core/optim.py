@@ -51,6 +51,8 @@ def sgd_step(
     grads: Sequence[Tensor],
     lr: float | Tensor,
     active: Tensor,
+    *,
+    overwrite_grads: bool = False,
 ) -> None:
     """In place, p[k] := p[k] − α[k]·g[k] for every active member k; others stay bit-identical.
 
@@ -66,6 +68,12 @@ def sgd_step(
     inf gradient or rate of a finished or diverged member cannot leak into its weights, and
     p − 0 leaves them bit-identical. Looking for inactive members reads ``active`` (a device
     synchronisation on a GPU).
+
+    ``overwrite_grads``: the steps are written into ``grads`` themselves (a caller that reads
+    them no more after the step): the same numbers, without a temporary per tensor and with
+    one pass less over memory, which a large pack's update is bound by (ff-mnist's iteration
+    5-14 % faster at K = 1-12, ``benchmarks/sgd_update.py``). ``grads`` then hold the steps
+    α·g, zero for the inactive members.
     """
     if len(params) != len(grads):
         raise ValueError(f"sgd_step: {len(params)} parameters but {len(grads)} gradients")
@@ -75,17 +83,27 @@ def sgd_step(
                         params)
     stopped = None if bool(active.all()) else (~active).nonzero().flatten()
     with torch.no_grad():
+        if overwrite_grads:
+            torch._foreach_mul_(list(grads), rates)
+            _apply_steps(params, grads, stopped)
+            return
         start, size = 0, 0
         for end, p in enumerate(params, start=1):
             size += p.numel()
             if size < STEP_BLOCK and end < len(params):
                 continue
-            steps = torch._foreach_mul(list(grads[start:end]), rates[start:end])
-            if stopped is not None:
-                for step in steps:
-                    step.index_fill_(0, stopped, 0.0)
-            torch._foreach_sub_(list(params[start:end]), steps)
+            _apply_steps(params[start:end],
+                         torch._foreach_mul(list(grads[start:end]), rates[start:end]), stopped)
             start, size = end, 0
+
+
+def _apply_steps(params: Sequence[Tensor], steps: Sequence[Tensor], stopped: Tensor | None
+                 ) -> None:
+    """p := p − step for each pair, after zeroing the steps of the ``stopped`` members."""
+    if stopped is not None:
+        for step in steps:
+            step.index_fill_(0, stopped, 0.0)
+    torch._foreach_sub_(list(params), list(steps))
 
 
 def _per_member(values: Tensor, like: Sequence[Tensor]) -> list[Tensor]:

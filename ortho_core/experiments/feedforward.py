@@ -92,10 +92,11 @@ def train_step(model: PackedMLP, params: Sequence[Tensor], x: Tensor, y: Tensor,
     (λ per member) the step follows CE + λΣ‖WWᵀ − I‖²_F (OPEN), for the members ``penalised``
     (indices; default every member: :func:`open_gradients`). A member whose loss is not
     finite is cleared from ``active`` (in place) before the step and not updated. Returns the
-    losses (K,), the gradients of the cross-entropy alone, and the logits (K, B, C), detached.
-    Without ``keep_loss_grads`` the OPEN terms are added into those gradients in place (a
-    caller that does not read them saves a copy of every weight gradient per step), so the
-    second value is then the gradients the step followed.
+    losses (K,), the gradients of the cross-entropy alone (with ``keep_loss_grads``; else an
+    empty list), and the logits (K, B, C), detached. Without ``keep_loss_grads`` the step
+    consumes those gradients: the OPEN terms are added into them and the steps α·g written
+    over them (:func:`~ortho_core.optim.sgd_step`'s ``overwrite_grads``), which saves a copy
+    of every gradient per step.
     """
     logits = model(x)
     loss = member_cross_entropy(logits, y)
@@ -105,5 +106,5 @@ def train_step(model: PackedMLP, params: Sequence[Tensor], x: Tensor, y: Tensor,
         model, loss_grads, penalty, penalised, in_place=not keep_loss_grads)
     loss = loss.detach()
     active &= torch.isfinite(loss)
-    sgd_step(params, grads, lr, active)
-    return loss, loss_grads, logits.detach()
+    sgd_step(params, grads, lr, active, overwrite_grads=not keep_loss_grads)
+    return loss, loss_grads if keep_loss_grads else [], logits.detach()

@@ -265,7 +265,8 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
         for b in range(batches):
             idx = order[b * cfg.batch_size:(b + 1) * cfg.batch_size]
             targets = data.y_train[idx]
-            loss, _, logits = train_step(model, params, data.x_train[idx], targets, lr, active)
+            loss, _, logits = train_step(model, params, data.x_train[idx], targets, lr, active,
+                                          keep_loss_grads=False)
             loss_sum += torch.where(active, loss, 0.0)
             correct += member_correct(logits, targets)
             step += 1

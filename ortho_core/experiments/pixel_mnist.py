@@ -163,7 +163,7 @@ class Optimiser:
     def step(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor) -> None:
         """Update every active member in place."""
         if self.averages is None:
-            sgd_step(params, grads, self.lr, active)
+            sgd_step(params, grads, self.lr, active, overwrite_grads=True)
         else:
             rmsprop_step(params, grads, self.averages, self.lr, active, self.cfg.rmsprop_rho,
                          self.cfg.rmsprop_eps)

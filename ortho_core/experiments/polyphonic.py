@@ -244,7 +244,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
                                  torch.ones_like(norm)]).double()
             active &= torch.isfinite(losses.detach()) & torch.isfinite(norm)
             grads = [g * factor.view(-1, *[1] * (g.dim() - 1)) for g in grads]
-            sgd_step(params, grads, lr, active)
+            sgd_step(params, grads, lr, active, overwrite_grads=True)
             iterations += 1
         epochs_run += active
         if epoch % cfg.eval_every and epoch != cfg.epochs:

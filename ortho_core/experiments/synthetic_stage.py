@@ -217,7 +217,7 @@ class Stage:
             grads[1] = torch.where(rates.has_penalty[:, None, None], with_penalty, grads[1])
             ok &= torch.isfinite(member_norm([grads[1]]))
         self.active &= ok
-        sgd_step(params, grads, rates.lr, self.active)
+        sgd_step(params, grads, rates.lr, self.active, overwrite_grads=True)
 
     def _penalty_grad(self) -> Tensor:
         """The OPEN term of every member: the gradient of λ‖W_hhW_hhᵀ − I‖²_F (M eq. 31) or,

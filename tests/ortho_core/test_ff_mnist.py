@@ -44,31 +44,32 @@ def test_open_gradients_equal_autograd_for_wide_tall_and_square_matrices():
 
 
 @pytest.mark.parametrize("members", [None, [1]], ids=["all-open", "mixed"])
-def test_a_step_that_adds_the_penalty_in_place_updates_the_same(members):
-    """``keep_loss_grads=False`` adds the OPEN terms into CE's gradients in place: the same
-    weights, bit for bit, as the step that keeps CE's gradients (which equal autograd's of CE
-    alone)."""
+def test_a_step_that_consumes_the_gradients_updates_the_same(members):
+    """``keep_loss_grads=False`` adds the OPEN terms into CE's gradients in place and writes
+    the steps over them: the same weights, bit for bit, as the step that keeps CE's gradients
+    (which equal autograd's of CE alone), and the penalty reaches the penalised members only."""
     configs = [ff_mnist.Config(layers=2, hidden=16, seed=s) for s in range(3)]
-    models = [ff_mnist.build_model(configs, torch.device("cpu")) for _ in range(2)]
+    models = [ff_mnist.build_model(configs, torch.device("cpu")) for _ in range(3)]
     x, y = torch.rand(20, 784), torch.randint(10, (20,))
     penalty = torch.tensor([0.5, 1.0, 2.0])
     penalised = None if members is None else torch.tensor(members)
     ce_grads = torch.autograd.grad(member_cross_entropy(models[0](x), y).sum(),
                                    list(models[0].parameters()))
     returned = []
-    for model, keep in zip(models, (True, False), strict=True):
+    for model, keep, lam in zip(models, (True, False, False), (penalty, penalty, None),
+                                strict=True):
         params = list(model.parameters())
         _, grads, _ = train_step(model, params, x, y, torch.full((3,), 0.1),
-                                 torch.ones(3, dtype=torch.bool), penalty, penalised,
+                                 torch.ones(3, dtype=torch.bool), lam, penalised,
                                  keep_loss_grads=keep)
         returned.append(grads)
     for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
         assert torch.equal(a, b)
     for kept, ce in zip(returned[0], ce_grads, strict=True):
         torch.testing.assert_close(kept, ce)
-    first = models[0].weight_params()[0]
-    index = next(i for i, p in enumerate(models[0].parameters()) if p is first)
-    changed = (returned[1][index] - returned[0][index]).abs().amax(dim=(1, 2)) > 0
+    assert returned[1] == []
+    first_open, first_plain = models[1].weight_params()[0], models[2].weight_params()[0]
+    changed = (first_open - first_plain).abs().amax(dim=(1, 2)) > 0
     assert changed.tolist() == ([True] * 3 if members is None else [False, True, False])
 
 

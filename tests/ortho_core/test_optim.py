@@ -103,3 +103,23 @@ def test_sgd_step_in_blocks_updates_every_tensor_alike(block, monkeypatch) -> No
         assert torch.equal(p[1], p0[1])
         for k in (0, 2):
             assert torch.equal(p[k], p0[k] - lr[k] * g[k])
+
+
+@pytest.mark.parametrize("lr", [torch.tensor([0.5, 0.3, 0.125]), 0.3])
+def test_sgd_step_overwriting_the_gradients_updates_bit_for_bit_alike(lr) -> None:
+    gen = torch.Generator().manual_seed(4)
+    shapes = [(3, 7, 5), (3, 7), (3, 2, 9)]
+    params = [torch.randn(s, generator=gen) for s in shapes]
+    grads = [torch.randn(s, generator=gen) for s in shapes]
+    grads[0][1] = math.nan
+    active = torch.tensor([True, False, True])
+    copied = [p.clone() for p in params]
+    reused = [g.clone() for g in grads]
+    sgd_step(copied, grads, lr, active)
+    sgd_step(params, reused, lr, active, overwrite_grads=True)
+    rate = torch.as_tensor(lr).expand(3)
+    for p, p_copied, g, step in zip(params, copied, grads, reused, strict=True):
+        assert torch.equal(p, p_copied)
+        assert torch.equal(step[1], torch.zeros_like(step[1]))
+        for k in (0, 2):
+            assert torch.equal(step[k], rate[k] * g[k])
