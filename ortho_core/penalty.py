@@ -38,31 +38,55 @@ def ortho_error(w: Tensor) -> Tensor:
     return gram_residual(w).square().sum(dim=(-2, -1))
 
 
-def ortho_penalty_grad(w: Tensor, penalty: float | Tensor, form: str = "squared") -> Tensor:
+def ortho_penalty_grad(w: Tensor, penalty: float | Tensor, form: str | Tensor = "squared",
+                       out: Tensor | None = None) -> Tensor:
     """The exact gradient of the penalty with respect to W.
 
     ``form="squared"`` (M eqs. 29-31): the gradient of λ·Eᵖ = λ‖R‖²_F, 4λ(WWᵀ − I)W, or
     4λW(WᵀW − I) if tall. ``form="unsquared"`` (M's reference code): the gradient of λ‖R‖_F,
     which is the squared form's divided by 2‖R‖_F, i.e. 2λRW/‖R‖_F (2λWR/‖R‖_F if tall); at
-    R = 0, where the norm has no gradient, it is 0 (the minimum; a subgradient).
+    R = 0, where the norm has no gradient, it is 0 (the minimum; a subgradient). ``form`` may
+    also be a bool tensor of shape (...), true for the members of the squared form: a pack
+    that mixes the forms then pays one matrix product per member, not one per form.
 
     ``penalty`` (λ) is a float or a tensor of shape (...) (one λ per member). M eq. 31 prints
     the product as W(WWᵀ − I); that order is the gradient only when W is normal, so the exact
-    gradient is used (for a square W, (WWᵀ − I)W = W(WᵀW − I)).
+    gradient is used (for a square W, (WWᵀ − I)W = W(WᵀW − I)). Each form's scalar factor
+    multiplies the small residual R before the product, so the gradient costs no elementwise
+    pass of W's size; with ``out`` (W's shape) the gradient is added into it in place by the
+    product itself, and ``out`` is returned.
     """
     residual = gram_residual(w)
-    grad = ortho_grad_from_residual(w, residual, penalty)
-    if form == "squared":
-        return grad
-    if form != "unsquared":
-        raise ValueError(f"ortho_penalty_grad: form must be one of {PENALTY_FORMS}, got {form!r}")
-    norm = residual.square().sum(dim=(-2, -1)).sqrt()[..., None, None]
-    return torch.where(norm > 0, grad / (2 * norm), torch.zeros_like(grad))
+    lam = torch.as_tensor(penalty, dtype=w.dtype, device=w.device)
+    squared = form
+    if isinstance(form, str):
+        if form not in PENALTY_FORMS:
+            raise ValueError(f"ortho_penalty_grad: form must be one of {PENALTY_FORMS}, "
+                             f"got {form!r}")
+        squared = form == "squared"
+    factor = 4.0 * lam
+    if squared is not True:
+        norm = residual.square().sum(dim=(-2, -1)).sqrt()
+        unsquared = torch.where(norm > 0, 2.0 * lam / norm, torch.zeros_like(norm))
+        factor = unsquared if squared is False else torch.where(squared, factor, unsquared)
+    return _residual_product(w, residual * factor[..., None, None], out)
 
 
 def ortho_grad_from_residual(w: Tensor, residual: Tensor, penalty: float | Tensor) -> Tensor:
     """4λ·R·W (wide or square) or 4λ·W·R (tall) for ``residual`` R = :func:`gram_residual`
     of ``w``, for callers that also need R itself (Eᵖ = ‖R‖²_F)."""
-    grad = w @ residual if w.shape[-2] > w.shape[-1] else residual @ w
     lam = torch.as_tensor(penalty, dtype=w.dtype, device=w.device)
-    return grad * (4.0 * lam)[..., None, None]
+    return _residual_product(w, residual * (4.0 * lam)[..., None, None])
+
+
+def _residual_product(w: Tensor, scaled: Tensor, out: Tensor | None = None) -> Tensor:
+    """S·W (wide or square W) or W·S (tall) for a scaled residual S; added into ``out`` in
+    place when given (fused into the product for one or a pack of matrices)."""
+    a, b = (w, scaled) if w.shape[-2] > w.shape[-1] else (scaled, w)
+    if out is None:
+        return a @ b
+    if out.dim() == 2:
+        return out.addmm_(a, b)
+    if out.dim() == 3:
+        return out.baddbmm_(a, b)
+    return out.add_(a @ b)

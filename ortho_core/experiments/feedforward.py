@@ -74,8 +74,7 @@ def open_gradients(model: PackedMLP, loss_grads: Sequence[Tensor], penalty: Tens
         if id(p) not in weights:
             grads.append(g)
         elif members is None:
-            term = ortho_penalty_grad(p.detach(), penalty)
-            grads.append(g.add_(term) if in_place else g + term)
+            grads.append(ortho_penalty_grad(p.detach(), penalty, out=g if in_place else g.clone()))
         else:
             term = ortho_penalty_grad(p.detach()[members], penalty[members])
             grads.append(g.index_add_(0, members, term) if in_place

@@ -150,15 +150,15 @@ class Optimiser:
         lam = [c.penalty if c.variant == "open" else 0.0 for c in configs]
         self.penalty = torch.tensor(lam, dtype=dtype, device=device) if any(lam) else None
         self.squared = torch.tensor([c.penalty_form == "squared" for c in configs],
-                                    device=device)[:, None, None]
+                                    device=device)
         self.averages = [torch.zeros_like(p) for p in params] if cfg.optimizer == "rmsprop" \
             else None
 
-    def penalty_grad(self, w_hh: Tensor) -> Tensor:
-        """Each member's OPEN term in its form (zero for λ = 0)."""
+    def add_penalty_grad(self, w_hh: Tensor, grad: Tensor) -> Tensor:
+        """``grad`` (W_hh's) plus each member's OPEN term in its form (zero for λ = 0), added
+        in place."""
         assert self.penalty is not None
-        return torch.where(self.squared, ortho_penalty_grad(w_hh, self.penalty),
-                           ortho_penalty_grad(w_hh, self.penalty, "unsquared"))
+        return ortho_penalty_grad(w_hh, self.penalty, self.squared, out=grad)
 
     def step(self, params: Sequence[Tensor], grads: Sequence[Tensor], active: Tensor) -> None:
         """Update every active member in place."""
@@ -240,7 +240,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
         losses = member_cross_entropy(model(x), data.y_train[start:start + cfg.batch_size])
         grads = list(torch.autograd.grad(losses.sum(), params))
         if optimiser.penalty is not None:
-            grads[1] = grads[1] + optimiser.penalty_grad(params[1].detach())
+            optimiser.add_penalty_grad(params[1].detach(), grads[1])
         norm_whh, norm = member_norm([grads[1]]), member_norm(grads)
         active &= torch.isfinite(losses.detach()) & torch.isfinite(norm)
         sums += torch.stack([losses.detach(), norm_whh, norm]).double()

@@ -88,9 +88,11 @@ class Rates:
         penalties = [c.penalty for c in configs]
         self.penalty = vec(penalties) if any(penalties) else None
         self.has_penalty = self.penalty > 0 if self.penalty is not None else None
-        unsquared = [c.penalty_form == "unsquared" for c in configs]
-        self.unsquared = (torch.tensor(unsquared, device=device)[:, None, None]
-                          if any(unsquared) else None)
+        squared = [c.penalty_form == "squared" for c in configs]
+        self.form: str | Tensor = "squared" if all(squared) else torch.tensor(squared,
+                                                                              device=device)
+        """Each member's penalty form (:func:`~ortho_core.penalty.ortho_penalty_grad`): true
+        for the squared one, or ``"squared"`` when all are."""
         clips = [c.clip or 0.0 for c in configs]
         self.clip = vec(clips) if any(clips) else None
         self.temporal = any(c.direction != "gradient" for c in configs)
@@ -222,12 +224,8 @@ class Stage:
     def _penalty_grad(self) -> Tensor:
         """The OPEN term of every member: the gradient of λ‖W_hhW_hhᵀ − I‖²_F (M eq. 31) or,
         with ``penalty_form=unsquared``, of λ‖W_hhW_hhᵀ − I‖_F (M's code)."""
-        rates, w_hh = self.rates, self.model.w_hh.detach()
-        grad = ortho_penalty_grad(w_hh, rates.penalty)
-        if rates.unsquared is None:
-            return grad
-        return torch.where(rates.unsquared, ortho_penalty_grad(w_hh, rates.penalty, "unsquared"),
-                           grad)
+        rates = self.rates
+        return ortho_penalty_grad(self.model.w_hh.detach(), rates.penalty, rates.form)
 
     def evaluate(self, final: bool = False) -> Tensor:
         """Validate every member: (K, 11), the columns of :data:`EVAL_KEYS`, then whether it

@@ -98,3 +98,32 @@ def test_unsquared_penalty_grad_is_zero_at_an_orthogonal_matrix() -> None:
     assert torch.equal(ortho_penalty_grad(eye, 1.0, "unsquared"), torch.zeros_like(eye))
     with pytest.raises(ValueError, match="form"):
         ortho_penalty_grad(eye, 1.0, "cubed")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_pack_mixing_the_forms_gets_each_members_own_gradient(shape: tuple[int, int]) -> None:
+    """A bool ``form`` (true: squared) gives every member the gradient of its own form's
+    penalty, by autograd."""
+    w = weights((4, *shape), seed=3).requires_grad_()
+    lam = torch.tensor([1.0, 0.1, 0.5, 1e-2], dtype=torch.float64)
+    squared = torch.tensor([True, False, False, True])
+    m, n = shape
+    gram = w.transpose(1, 2) @ w if m > n else w @ w.transpose(1, 2)
+    norm = torch.linalg.matrix_norm(gram - torch.eye(min(m, n), dtype=torch.float64))
+    value = (lam * torch.where(squared, norm.square(), norm)).sum()
+    (expected,) = torch.autograd.grad(value, w)
+    torch.testing.assert_close(ortho_penalty_grad(w.detach(), lam, squared), expected,
+                               rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("lead", [(), (3,), (2, 3)], ids=["matrix", "pack", "packs"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_gradient_added_into_out_is_out_plus_the_gradient(shape: tuple[int, int],
+                                                              lead: tuple[int, ...]) -> None:
+    w = weights((*lead, *shape), seed=4)
+    lam = torch.full(lead, 0.3, dtype=torch.float64) if lead else 0.3
+    grad = weights((*lead, *shape), seed=5)
+    expected = grad + ortho_penalty_grad(w, lam, "unsquared")
+    got = ortho_penalty_grad(w, lam, "unsquared", out=grad)
+    assert got is grad
+    torch.testing.assert_close(grad, expected, rtol=1e-12, atol=1e-14)
