@@ -73,7 +73,8 @@ def sgd_step(
     them no more after the step): the same numbers, without a temporary per tensor and with
     one pass less over memory, which a large pack's update is bound by (ff-mnist's iteration
     5-14 % faster at K = 1-12, ``benchmarks/sgd_update.py``). ``grads`` then hold the steps
-    α·g, zero for the inactive members.
+    α·g, zero for the inactive members; two of them at one address (which would be scaled
+    twice) raise ``ValueError`` before anything is written.
     """
     if len(params) != len(grads):
         raise ValueError(f"sgd_step: {len(params)} parameters but {len(grads)} gradients")
@@ -84,6 +85,7 @@ def sgd_step(
     stopped = None if bool(active.all()) else (~active).nonzero().flatten()
     with torch.no_grad():
         if overwrite_grads:
+            _refuse_shared(grads)
             torch._foreach_mul_(list(grads), rates)
             _apply_steps(params, grads, stopped)
             return
@@ -95,6 +97,15 @@ def sgd_step(
             _apply_steps(params[start:end],
                          torch._foreach_mul(list(grads[start:end]), rates[start:end]), stopped)
             start, size = end, 0
+
+
+def _refuse_shared(grads: Sequence[Tensor]) -> None:
+    """Raise ``ValueError`` when two gradients start at one address (one tensor passed twice,
+    or autograd's one gradient for two inputs): overwriting them would scale it twice."""
+    starts = [g.data_ptr() for g in grads if g.numel()]
+    if len(set(starts)) < len(starts):
+        raise ValueError("sgd_step: overwrite_grads needs a tensor of its own per gradient; "
+                         "two of them share their memory")
 
 
 def _apply_steps(params: Sequence[Tensor], steps: Sequence[Tensor], stopped: Tensor | None

@@ -123,3 +123,14 @@ def test_sgd_step_overwriting_the_gradients_updates_bit_for_bit_alike(lr) -> Non
         assert torch.equal(step[1], torch.zeros_like(step[1]))
         for k in (0, 2):
             assert torch.equal(step[k], rate[k] * g[k])
+
+
+def test_sgd_step_refuses_to_overwrite_one_gradient_given_twice() -> None:
+    params = [torch.ones(2, 3), torch.ones(2, 3)]
+    shared = torch.full((2, 3), 2.0)
+    with pytest.raises(ValueError, match="overwrite_grads"):
+        sgd_step(params, [shared, shared], 0.5, torch.ones(2, dtype=torch.bool),
+                 overwrite_grads=True)
+    assert torch.equal(shared, torch.full((2, 3), 2.0))
+    sgd_step(params, [shared, shared], 0.5, torch.ones(2, dtype=torch.bool))
+    assert all(torch.equal(p, torch.zeros(2, 3)) for p in params)
