@@ -1,0 +1,159 @@
+"""Configurations per hour on one GPU shared by several trials: packs against fractional-GPU
+trials of one configuration each, through the synthetic trainer itself (issue 13's GPU target,
+without Ray and MLflow, which a GPU machine here may not have).
+
+Run from the repository root, with the package importable (``pip install -e .`` or
+``PYTHONPATH=.``):
+
+    python benchmarks/gpu_fraction.py                        # on a CUDA machine, ~3 minutes
+    python benchmarks/gpu_fraction.py --quick                # seconds of training
+    python benchmarks/gpu_fraction.py --device cpu --quick --slots 2   # the path, on a CPU
+
+A sweep with ``resources: {gpu: 0.25}`` runs four trials on the GPU at once, each in a process
+of its own (a reused Ray worker) with its own CUDA context. This script starts ``--slots``
+worker processes (default 4 = 1 / 0.25), lets each set up its device first (a sweep's workers
+are reused, so they pay that once), and then times them pulling work from one queue until it
+is empty:
+
+- **one per trial**: each item is one configuration, ``synthetic.train([config])``;
+- **packed**: the configurations dealt in turn into ``--slots`` packs (as the plan deals a
+  profile's configurations to fill a GPU's slots, :func:`sweeps.plan.pack_counts`), each item
+  one pack.
+
+Configurations per hour = configurations finished / the wall time from the workers' common
+start until the last of them ends. The workload is M Table I's grid for temporal order, 28
+configurations: SRNN, SRNN+OPEN with λ ∈ {1, 10⁻¹, …, 10⁻⁴} (the unsquared term of M's code,
+as the ``paper`` profile) and SRNN+OINIT, each at α ∈ {10⁻¹, …, 10⁻⁴}; the ``paper``
+profile's protocol (100 units, batch 20, validation every 100 iterations screened on 1,000
+sequences, or half the set if smaller) shortened to fit a lease: ``--max-iters`` per length (default 2,000; M: 100,000),
+``--val-size`` validation sequences (default 2,000; M: 10,000) and lengths 10, 20, … up to
+``--max-len`` (default 60). Both runs train the same configurations to the same outcomes,
+which the script checks.
+
+What it leaves out: the sweep's costs per trial (Ray's scheduling and the tracking through
+MLflow, 0.22 s a trial on this project's CPU machine, ``benchmarks/sweep_overhead.py``), which
+a sweep of one configuration per trial pays once per configuration and a packed one once per
+pack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import time
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from ortho_core.experiments import synthetic
+
+LRS = (1e-1, 1e-2, 1e-3, 1e-4)
+"""α of M's grid."""
+PENALTIES = (1.0, 1e-1, 1e-2, 1e-3, 1e-4)
+"""λ of M's grid for SRNN+OPEN."""
+
+
+def grid(args: argparse.Namespace) -> list[synthetic.Config]:
+    """M Table I's temporal-order grid under the shortened paper protocol."""
+    base = synthetic.Config(task="temporal_order", protocol="max_length", seq_len=10,
+                            seq_len_step=10, max_seq_len=args.max_len, hidden=100,
+                            batch_size=20, max_iters=args.max_iters, eval_every=100,
+                            val_size=args.val_size, screen_size=min(1000, args.val_size // 2),
+                            init="normalised", data_seed=0, device=args.device)
+    kinds = [{"variant": "plain"}]
+    kinds += [{"variant": "open", "penalty": lam, "penalty_form": "unsquared"}
+              for lam in PENALTIES]
+    kinds += [{"variant": "oinit", "pretrain_lr": 0.1, "pretrain_tol": 1e-6}]
+    return [replace(base, lr=lr, **kind) for kind in kinds for lr in LRS]
+
+
+def worker(device: str, queue: Any, results: Any, ready: Any) -> None:
+    """Set up the device, wait for the common start, then train items of ``queue`` (lists of
+    configurations) until it is empty; put (finish time, outcomes by configuration index) on
+    ``results``."""
+    torch.set_num_threads(1)
+    if device.startswith("cuda"):
+        torch.zeros(1, device=device).sum().item()
+    ready.wait()
+    outcomes: dict[int, tuple[str, float]] = {}
+    while True:
+        try:
+            item = queue.get_nowait()
+        except Exception:  # queue.Empty, from the manager's proxy
+            break
+        indices, configs = zip(*item, strict=True)
+        for index, result in zip(indices, synthetic.train(list(configs), lambda _: None),
+                                 strict=True):
+            outcomes[index] = (result.outcome.value,
+                               result.summary["max_seq_len_solved"])
+    results.put((time.monotonic(), outcomes))
+
+
+def run(items: list[list[tuple[int, synthetic.Config]]], slots: int,
+        device: str) -> tuple[float, dict[int, tuple[str, float]]]:
+    """Wall seconds for ``slots`` workers to train ``items`` from one queue, and every
+    configuration's outcome."""
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        queue = manager.Queue()
+        for item in items:
+            queue.put(item)
+        results = ctx.Queue()
+        ready = ctx.Barrier(slots + 1)
+        procs = [ctx.Process(target=worker, args=(device, queue, results, ready))
+                 for _ in range(slots)]
+        for p in procs:
+            p.start()
+        ready.wait()
+        start = time.monotonic()
+        finished = [results.get() for _ in procs]
+        for p in procs:
+            p.join()
+    outcomes: dict[int, tuple[str, float]] = {}
+    for _, part in finished:
+        outcomes.update(part)
+    return max(t for t, _ in finished) - start, outcomes
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
+    p.add_argument("--slots", type=int, default=4, help="trials sharing the device at once")
+    p.add_argument("--max-iters", type=int, default=2000, help="iterations per length")
+    p.add_argument("--val-size", type=int, default=2000, help="validation sequences")
+    p.add_argument("--max-len", type=int, default=60, help="longest sequence length tried")
+    p.add_argument("--quick", action="store_true",
+                   help="200 iterations per length, 200 validation sequences, T up to 20")
+    args = p.parse_args()
+    if args.quick:
+        args.max_iters, args.val_size, args.max_len = 200, 200, 20
+    configs = list(enumerate(grid(args)))
+    name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"
+    print(f"{len(configs)} configurations, {args.slots} slots on {name}; {args.max_iters} "
+          f"iterations per length, {args.val_size} validation sequences, T ≤ {args.max_len}",
+          flush=True)
+    singles = [[c] for c in configs]
+    packs = [configs[i::args.slots] for i in range(args.slots)]
+    rates = {}
+    outcomes = {}
+    for mode, items in (("one per trial", singles), ("packed", packs)):
+        wall, outcomes[mode] = run(items, args.slots, args.device)
+        rates[mode] = len(configs) / wall * 3600
+        sizes = sorted({len(item) for item in items})
+        print(f"{mode:<14} {len(items):>3} trials of {'/'.join(map(str, sizes))} "
+              f"configuration(s): wall {wall:7.1f} s, {rates[mode]:8.0f} configurations/h",
+              flush=True)
+    same = outcomes["packed"] == outcomes["one per trial"]
+    print(f"packed / one per trial = {rates['packed'] / rates['one per trial']:.2f}x "
+          f"configurations per hour; outcomes identical: {'yes' if same else 'no'}")
+    if not same:
+        for index in sorted(outcomes["packed"]):
+            a, b = outcomes["one per trial"].get(index), outcomes["packed"].get(index)
+            if a != b:
+                print(f"  configuration {index}: one per trial {a}, packed {b}")
+
+
+if __name__ == "__main__":
+    main()
