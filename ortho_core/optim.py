@@ -66,8 +66,10 @@ def sgd_step(
     selecting tensor by tensor with ``torch.where``. An inactive member's steps are overwritten
     with zeros before they are applied (a zero rate would not do: 0·NaN = NaN), so that a NaN or
     inf gradient or rate of a finished or diverged member cannot leak into its weights, and
-    p − 0 leaves them bit-identical. Looking for inactive members reads ``active`` (a device
-    synchronisation on a GPU).
+    p − 0 leaves them bit-identical. On the CPU the inactive members are looked up in
+    ``active`` first and only their steps zeroed; on a GPU, where reading ``active`` would wait
+    for the device at every step, every step is masked by it instead (``masked_fill_``), with
+    no synchronisation.
 
     ``overwrite_grads``: the steps are written into ``grads`` themselves (a caller that reads
     them no more after the step): the same numbers, without a temporary per tensor and with
@@ -82,12 +84,16 @@ def sgd_step(
         return
     rates = _per_member(torch.as_tensor(lr, dtype=params[0].dtype, device=params[0].device),
                         params)
-    stopped = None if bool(active.all()) else (~active).nonzero().flatten()
+    if _reads_active(params[0].device):
+        stopped = None if bool(active.all()) else (~active).nonzero().flatten()
+        masks = None
+    else:
+        stopped, masks = None, _per_member(~active, params)
     with torch.no_grad():
         if overwrite_grads:
             _refuse_shared(grads)
             torch._foreach_mul_(list(grads), rates)
-            _apply_steps(params, grads, stopped)
+            _apply_steps(params, grads, stopped, masks)
             return
         start, size = 0, 0
         for end, p in enumerate(params, start=1):
@@ -95,8 +101,15 @@ def sgd_step(
             if size < STEP_BLOCK and end < len(params):
                 continue
             _apply_steps(params[start:end],
-                         torch._foreach_mul(list(grads[start:end]), rates[start:end]), stopped)
+                         torch._foreach_mul(list(grads[start:end]), rates[start:end]), stopped,
+                         None if masks is None else masks[start:end])
             start, size = end, 0
+
+
+def _reads_active(device: torch.device) -> bool:
+    """Whether :func:`sgd_step` reads ``active`` to find the stopped members (on the CPU,
+    where that costs nothing) rather than masking every step (on an accelerator)."""
+    return device.type == "cpu"
 
 
 def _refuse_shared(grads: Sequence[Tensor]) -> None:
@@ -108,12 +121,16 @@ def _refuse_shared(grads: Sequence[Tensor]) -> None:
                          "two of them share their memory")
 
 
-def _apply_steps(params: Sequence[Tensor], steps: Sequence[Tensor], stopped: Tensor | None
-                 ) -> None:
-    """p := p − step for each pair, after zeroing the steps of the ``stopped`` members."""
+def _apply_steps(params: Sequence[Tensor], steps: Sequence[Tensor], stopped: Tensor | None,
+                 masks: Sequence[Tensor] | None) -> None:
+    """p := p − step for each pair, after zeroing the steps of the ``stopped`` members
+    (indices) or where ``masks`` (one per step, true for a stopped member) say."""
     if stopped is not None:
         for step in steps:
             step.index_fill_(0, stopped, 0.0)
+    if masks is not None:
+        for step, mask in zip(steps, masks, strict=True):
+            step.masked_fill_(mask, 0.0)
     torch._foreach_sub_(list(params), list(steps))
 
 

@@ -11,6 +11,14 @@ from ortho_core import optim
 from ortho_core.optim import clip_factors, sgd_step
 
 
+@pytest.fixture(params=["reads-active", "masks"])
+def stopped_by(request, monkeypatch) -> str:
+    """Run a test through both ways ``sgd_step`` leaves stopped members alone: looking them
+    up in ``active`` (the CPU's) and masking every step (an accelerator's, no sync)."""
+    monkeypatch.setattr(optim, "_reads_active", lambda device: request.param == "reads-active")
+    return request.param
+
+
 def test_clip_factors() -> None:
     norm = torch.tensor([0.5, 2.0, 4.0, 0.0])
     assert torch.equal(clip_factors(norm, None), torch.ones(4))
@@ -66,7 +74,8 @@ def test_sgd_step_of_a_full_pack_is_exactly_p_minus_rate_times_gradient() -> Non
     assert not torch.equal(params[0], fused)
 
 
-def test_a_diverged_members_nan_gradient_and_rate_leave_its_weights_unchanged() -> None:
+def test_a_diverged_members_nan_gradient_and_rate_leave_its_weights_unchanged(
+        stopped_by: str) -> None:
     gen = torch.Generator().manual_seed(2)
     w = torch.randn(3, 6, 5, generator=gen)
     w[2, 0, 0] = -0.0
@@ -89,7 +98,8 @@ def test_an_active_members_nan_gradient_shows_in_its_weights_only() -> None:
 
 
 @pytest.mark.parametrize("block", [1, 50, 10**9])
-def test_sgd_step_in_blocks_updates_every_tensor_alike(block, monkeypatch) -> None:
+def test_sgd_step_in_blocks_updates_every_tensor_alike(block, monkeypatch,
+                                                       stopped_by: str) -> None:
     monkeypatch.setattr(optim, "STEP_BLOCK", block)
     gen = torch.Generator().manual_seed(3)
     shapes = [(3, 4, 5), (3, 4), (3, 30, 2), (3, 1), (3, 6, 6)]
@@ -106,7 +116,8 @@ def test_sgd_step_in_blocks_updates_every_tensor_alike(block, monkeypatch) -> No
 
 
 @pytest.mark.parametrize("lr", [torch.tensor([0.5, 0.3, 0.125]), 0.3])
-def test_sgd_step_overwriting_the_gradients_updates_bit_for_bit_alike(lr) -> None:
+def test_sgd_step_overwriting_the_gradients_updates_bit_for_bit_alike(lr,
+                                                                     stopped_by: str) -> None:
     gen = torch.Generator().manual_seed(4)
     shapes = [(3, 7, 5), (3, 7), (3, 2, 9)]
     params = [torch.randn(s, generator=gen) for s in shapes]
