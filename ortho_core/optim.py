@@ -67,9 +67,9 @@ def sgd_step(
     with zeros before they are applied (a zero rate would not do: 0·NaN = NaN), so that a NaN or
     inf gradient or rate of a finished or diverged member cannot leak into its weights, and
     p − 0 leaves them bit-identical. On the CPU the inactive members are looked up in
-    ``active`` first and only their steps zeroed; on a GPU, where reading ``active`` would wait
-    for the device at every step, every step is masked by it instead (``masked_fill_``), with
-    no synchronisation.
+    ``active`` first and only their steps zeroed. On a GPU reading ``active`` waits for the
+    device at every step, so an update of few tensors (at most :data:`MASKED_TENSORS`, an
+    SRNN's) masks every step by it instead (``masked_fill_``), with no synchronisation.
 
     ``overwrite_grads``: the steps are written into ``grads`` themselves (a caller that reads
     them no more after the step): the same numbers, without a temporary per tensor and with
@@ -84,7 +84,7 @@ def sgd_step(
         return
     rates = _per_member(torch.as_tensor(lr, dtype=params[0].dtype, device=params[0].device),
                         params)
-    if _reads_active(params[0].device):
+    if _reads_active(params[0].device, len(params)):
         stopped = None if bool(active.all()) else (~active).nonzero().flatten()
         masks = None
     else:
@@ -106,10 +106,18 @@ def sgd_step(
             start, size = end, 0
 
 
-def _reads_active(device: torch.device) -> bool:
+MASKED_TENSORS = 8
+"""On a GPU, :func:`sgd_step` masks the steps of updates of at most this many tensors rather
+than wait for the device to read ``active``. Each mask is a kernel launch: on an H200 the
+SRNN's 5 made its iterations 9-21 % faster from T = 50 on (and 6-10 % slower at T = 10, where
+the device has little to overlap), ff-mnist's 22 made its iterations 6-8 % slower (RESULTS.md,
+"sgd_step on a GPU")."""
+
+
+def _reads_active(device: torch.device, tensors: int) -> bool:
     """Whether :func:`sgd_step` reads ``active`` to find the stopped members (on the CPU,
-    where that costs nothing) rather than masking every step (on an accelerator)."""
-    return device.type == "cpu"
+    where that costs nothing, or for many tensors) rather than masking every step."""
+    return device.type == "cpu" or tensors > MASKED_TENSORS
 
 
 def _refuse_shared(grads: Sequence[Tensor]) -> None:

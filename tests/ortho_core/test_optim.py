@@ -15,7 +15,8 @@ from ortho_core.optim import clip_factors, sgd_step
 def stopped_by(request, monkeypatch) -> str:
     """Run a test through both ways ``sgd_step`` leaves stopped members alone: looking them
     up in ``active`` (the CPU's) and masking every step (an accelerator's, no sync)."""
-    monkeypatch.setattr(optim, "_reads_active", lambda device: request.param == "reads-active")
+    monkeypatch.setattr(optim, "_reads_active",
+                        lambda device, tensors: request.param == "reads-active")
     return request.param
 
 
@@ -145,3 +146,10 @@ def test_sgd_step_refuses_to_overwrite_one_gradient_given_twice() -> None:
     assert torch.equal(shared, torch.full((2, 3), 2.0))
     sgd_step(params, [shared, shared], 0.5, torch.ones(2, dtype=torch.bool))
     assert all(torch.equal(p, torch.zeros(2, 3)) for p in params)
+
+
+def test_only_an_accelerators_small_updates_are_masked() -> None:
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert optim._reads_active(cpu, 1) and optim._reads_active(cpu, 100)
+    assert not optim._reads_active(gpu, optim.MASKED_TENSORS)
+    assert optim._reads_active(gpu, optim.MASKED_TENSORS + 1)
