@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import queue as queues
 import time
 from dataclasses import replace
 from typing import Any
@@ -83,7 +84,7 @@ def worker(device: str, queue: Any, results: Any, ready: Any) -> None:
     while True:
         try:
             item = queue.get_nowait()
-        except Exception:  # queue.Empty, from the manager's proxy
+        except queues.Empty:
             break
         indices, configs = zip(*item, strict=True)
         for index, result in zip(indices, synthetic.train(list(configs), lambda _: None),
