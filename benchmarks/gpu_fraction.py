@@ -16,9 +16,10 @@ are reused, so they pay that once), and then times them pulling work from one qu
 is empty:
 
 - **one per trial**: each item is one configuration, ``synthetic.train([config])``;
-- **packed**: the configurations dealt in turn into ``--slots`` packs (as the plan deals a
-  profile's configurations to fill a GPU's slots, :func:`sweeps.plan.pack_counts`), each item
-  one pack.
+- **packed**: the configurations dealt in turn into ``--slots`` packs, as the plan deals a
+  profile's configurations to fill a GPU's slots (:func:`sweeps.plan.deal`, written out here
+  rather than imported: ``sweeps`` needs pydantic, which the lent GPU machine lacks), each
+  item one pack.
 
 Configurations per hour = configurations finished / the wall time from the workers' common
 start until the last of them ends; the longest length each configuration solved is printed
