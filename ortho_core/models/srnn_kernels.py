@@ -8,7 +8,8 @@ so every step is a few whole-pack operations writing into preallocated buffers
 - forward: the input projection of every :data:`PROJECTION_STEPS` steps is one batched matmul
   into the states buffer (pre-activations b_h + W_xh x_t, still in cache when the steps read
   them); on CPU step t is then one ``baddbmm`` computing −2·a_t
-  (a_t = that + W_hh h_{t−1}; scaling by −2 is exact) into a scratch and two elementwise passes,
+  (a_t = that + W_hh h_{t−1}, by a contiguous copy of W_hhᵀ, :func:`step_weights`; scaling
+  by −2 is exact) into a scratch and two elementwise passes,
   σ in place and h_t = 1 − 2σ(−2a_t) = tanh(a_t) written back into the buffer (PyTorch's CPU
   sigmoid is several times faster than its tanh); elsewhere a ``baddbmm`` and a ``tanh``;
 - backward: step t is one fused ``tanh_backward`` (∂L/∂a_t = ∂L/∂h_t · (1 − h_t²), one pass)
@@ -54,6 +55,16 @@ def states_shape(x: Tensor, w_hh: Tensor) -> tuple[int, int, int, int]:
     if steps == 0:
         raise ValueError("PackedSRNN: the input has no time steps")
     return w_hh.shape[0], steps, batch, w_hh.shape[1]
+
+
+def step_weights(w_hh: Tensor) -> Tensor:
+    """W_hhᵀ (K, H, H) as the forward steps multiply by it: on CPU a contiguous copy, made once
+    per pass of T steps, since there a batched product h_{t−1}W_hhᵀ that reads W_hh through a
+    transposed view runs 1.2 to 1.5 times slower than one reading the copy
+    (``benchmarks/step_layout.py``); elsewhere the view (cuBLAS reads either layout). The
+    backward steps multiply by W_hh itself, already contiguous."""
+    view = w_hh.transpose(1, 2)
+    return view.contiguous() if w_hh.device.type == "cpu" else view
 
 
 def member_blocks(n_members: int, device: torch.device) -> list[slice]:
@@ -142,7 +153,7 @@ def forward_states(x: Tensor, w_xh: Tensor, w_hh: Tensor, b_h: Tensor, out: Tens
     def block(m: slice) -> None:
         hs = out[m]
         k = hs.shape[0]
-        bias, w_xh_t, w_hh_t = b_h[m].unsqueeze(1), w_xh[m].transpose(1, 2), w_hh[m].transpose(1, 2)
+        bias, w_xh_t, w_hh_t = b_h[m].unsqueeze(1), w_xh[m].transpose(1, 2), step_weights(w_hh[m])
         one = hs.new_ones(())
         scratch = torch.empty_like(hs[:, 0])
         scale = _pre_scale(hs.device)
@@ -173,7 +184,7 @@ def last_state(x: Tensor, w_xh: Tensor, w_hh: Tensor, b_h: Tensor) -> Tensor:
     def block(m: slice) -> None:
         h_m = h[m]
         bias = b_h[m].unsqueeze(1)
-        w_xh_t, w_hh_t = w_xh[m].transpose(1, 2), w_hh[m].transpose(1, 2)
+        w_xh_t, w_hh_t = w_xh[m].transpose(1, 2), step_weights(w_hh[m])
         a = torch.empty_like(h_m)
         one = h.new_ones(())
         for t in range(steps):

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from ortho_core.models import PackedSRNN, SRNNInit, init_srnn, srnn_native
 from ortho_core.models.srnn_cuda_graph import graphs_apply
-from ortho_core.models.srnn_kernels import in_member_blocks, member_blocks
+from ortho_core.models.srnn_kernels import in_member_blocks, member_blocks, step_weights
 from ortho_core.optim import sgd_step
 
 N_IN, N_HIDDEN, N_OUT, BATCH, K = 2, 8, 3, 4, 5
@@ -266,3 +266,12 @@ def test_cuda_graphs_equal_the_plain_loop_and_refuse_stale_backward() -> None:
     with pytest.raises(RuntimeError, match="inplace"):
         stale.backward()
     fresh.backward()
+
+
+def test_forward_steps_multiply_by_a_contiguous_copy_of_w_hh_transposed_on_cpu() -> None:
+    """The forward steps read W_hhᵀ from a copy on CPU (the faster layout for MKL's batched
+    product, benchmarks/step_layout.py), holding W_hhᵀ's values and not aliasing W_hh."""
+    w_hh = torch.randn(3, 5, 5, dtype=torch.float64)
+    copy = step_weights(w_hh)
+    assert copy.is_contiguous() and torch.equal(copy, w_hh.transpose(1, 2))
+    assert copy.data_ptr() != w_hh.data_ptr()

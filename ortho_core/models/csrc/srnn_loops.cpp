@@ -88,7 +88,7 @@ void forward_loop(const at::Tensor& x_rows, const at::Tensor& w_xh, const at::Te
                   const at::Tensor& b_h, const at::Tensor& out, int64_t projection_steps) {
   const int64_t k = out.size(0), steps = out.size(1), batch = out.size(2), hidden = out.size(3);
   const int64_t n = batch * hidden, stride = steps * n;
-  const at::Tensor w_hh_t = w_hh.transpose(1, 2);
+  const at::Tensor w_hh_t = w_hh.transpose(1, 2).contiguous();  // srnn_kernels.step_weights
   at::Tensor scratch = at::empty({k, batch, hidden}, out.options());
   T* hs = out.data_ptr<T>();
   const T* prod = scratch.data_ptr<T>();
