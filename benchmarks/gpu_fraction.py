@@ -7,6 +7,7 @@ Run from the repository root, with the package importable (``pip install -e .`` 
 
     python benchmarks/gpu_fraction.py                        # on a CUDA machine, ~3 minutes
     python benchmarks/gpu_fraction.py --quick                # seconds of training
+    python benchmarks/gpu_fraction.py --tasks all            # the paper profile's 4 packs of 28
     python benchmarks/gpu_fraction.py --device cpu --quick --slots 2   # the path, on a CPU
 
 A sweep with ``resources: {gpu: 0.25}`` runs four trials on the GPU at once, each in a process
@@ -16,20 +17,25 @@ are reused, so they pay that once), and then times them pulling work from one qu
 is empty:
 
 - **one per trial**: each item is one configuration, ``synthetic.train([config])``;
-- **packed**: the configurations dealt in turn into ``--slots`` packs, as the plan deals a
-  profile's configurations to fill a GPU's slots (:func:`sweeps.plan.deal`, written out here
-  rather than imported: ``sweeps`` needs pydantic, which the lent GPU machine lacks), each
-  item one pack.
+- **packed**: each problem's configurations dealt in turn into ``--slots`` / (number of
+  problems) packs (at least one), as the plan deals a profile's configurations to fill a GPU's
+  slots (:func:`sweeps.plan.deal` and :func:`sweeps.plan.pack_counts` with the ``paper``
+  profile's ``pack_size: 28``, written out here rather than imported: ``sweeps`` needs
+  pydantic, which the lent GPU machine lacks), each item one pack: temporal order alone in
+  four packs of 7, the four problems in four packs of 28, one per problem, as the ``paper``
+  profile trains them.
 
 Configurations per hour = configurations finished / the wall time from the workers' common
 start until the last of them ends; the longest length each configuration solved is printed
-too. The workload is M Table I's grid for temporal order, 28
-configurations: SRNN, SRNN+OPEN with λ ∈ {1, 10⁻¹, …, 10⁻⁴} (the unsquared term of M's code,
-as the ``paper`` profile) and SRNN+OINIT, each at α ∈ {10⁻¹, …, 10⁻⁴}; the ``paper``
-profile's protocol (100 units, batch 20, validation every 100 iterations screened on 1,000
-sequences, or half the set if smaller) shortened to fit a lease: ``--max-iters`` per length
-(default 2,000; M: 100,000), ``--val-size`` validation sequences (default 2,000; M: 10,000)
-and lengths 10, 20, … up to ``--max-len`` (default 60). The script says whether both runs
+too. The workload is M Table I's grid for each problem of ``--tasks`` (default temporal order;
+``all``: the four problems, 112 configurations, the ``paper`` profile's whole sweep, adding with
+per-batch lengths in [T, 1.1T) as that profile has it), 28 per problem: SRNN, SRNN+OPEN with
+λ ∈ {1, 10⁻¹, …, 10⁻⁴} (the unsquared term of M's code, as the ``paper`` profile) and
+SRNN+OINIT, each at α ∈ {10⁻¹, …, 10⁻⁴}; the ``paper`` profile's protocol (100 units, batch
+20, validation every 100 iterations screened on 1,000 sequences, or half the set if smaller)
+shortened to fit a lease: ``--max-iters`` per length (default 2,000; M: 100,000),
+``--val-size`` validation sequences (default 2,000; M: 10,000) and lengths 10, 20, … up to
+``--max-len`` (default 60). The script says whether both runs
 reached the same outcome for every configuration: on a CPU they do, since a pack's products
 round as a single configuration's; on a GPU the batched products round differently at other
 pack sizes, and a configuration at the margin can stop at another length.
@@ -59,10 +65,14 @@ PENALTIES = (1.0, 1e-1, 1e-2, 1e-3, 1e-4)
 """λ of M's grid for SRNN+OPEN."""
 
 
-def grid(args: argparse.Namespace) -> list[synthetic.Config]:
-    """M Table I's temporal-order grid under the shortened paper protocol."""
-    base = synthetic.Config(task="temporal_order", protocol="max_length", seq_len=10,
-                            seq_len_step=10, max_seq_len=args.max_len, hidden=100,
+TASKS = ("temporal_order", "temporal_order_3bit", "adding", "permutation")
+"""M Table I's problems, in the ``paper`` profile's order."""
+
+
+def grid(args: argparse.Namespace, task: str) -> list[synthetic.Config]:
+    """M Table I's grid for ``task`` under the shortened paper protocol."""
+    base = synthetic.Config(task=task, length_jitter=task == "adding", protocol="max_length",
+                            seq_len=10, seq_len_step=10, max_seq_len=args.max_len, hidden=100,
                             batch_size=20, max_iters=args.max_iters, eval_every=100,
                             val_size=args.val_size, screen_size=min(1000, args.val_size // 2),
                             init="normalised", data_seed=0, device=args.device)
@@ -129,18 +139,31 @@ def main() -> None:
     p.add_argument("--max-iters", type=int, default=2000, help="iterations per length")
     p.add_argument("--val-size", type=int, default=2000, help="validation sequences")
     p.add_argument("--max-len", type=int, default=60, help="longest sequence length tried")
+    p.add_argument("--tasks", default="temporal_order",
+                   help=f"problems, comma-separated, or 'all' ({', '.join(TASKS)})")
     p.add_argument("--quick", action="store_true",
                    help="200 iterations per length, 200 validation sequences, T up to 20")
     args = p.parse_args()
     if args.quick:
         args.max_iters, args.val_size, args.max_len = 200, 200, 20
-    configs = list(enumerate(grid(args)))
+    tasks = TASKS if args.tasks == "all" else tuple(args.tasks.split(","))
+    unknown = sorted(set(tasks) - set(TASKS))
+    if unknown:
+        p.error(f"--tasks: unknown problem(s) {', '.join(unknown)}; choose from {', '.join(TASKS)}")
+    by_task = [grid(args, task) for task in tasks]
+    configs = list(enumerate(c for group in by_task for c in group))
     name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"
-    print(f"{len(configs)} configurations, {args.slots} slots on {name}; {args.max_iters} "
-          f"iterations per length, {args.val_size} validation sequences, T ≤ {args.max_len}",
+    print(f"{len(configs)} configurations ({', '.join(tasks)}), {args.slots} slots on {name}; "
+          f"{args.max_iters} iterations per length, {args.val_size} validation sequences, "
+          f"T ≤ {args.max_len}",
           flush=True)
     singles = [[c] for c in configs]
-    packs = [configs[i::args.slots] for i in range(args.slots)]
+    per_task = max(1, args.slots // len(tasks))
+    packs, start = [], 0
+    for group in by_task:
+        numbered = configs[start:start + len(group)]
+        packs += [numbered[i::per_task] for i in range(per_task)]
+        start += len(group)
     rates = {}
     outcomes = {}
     for mode, items in (("one per trial", singles), ("packed", packs)):

@@ -16,11 +16,17 @@ def spectral_radius(w: Tensor) -> Tensor:
     """ρ(W) = max |λ| over the eigenvalues of each square matrix in ``w`` (..., n, n).
 
     Computed with ``torch.linalg.eigvals`` in float64 (eigenvalues of a non-symmetric matrix
-    are sensitive to rounding), on ``w``'s device; the result is float64 of shape (...).
+    are sensitive to rounding) on the CPU, whatever ``w``'s device; the result is float64 of
+    shape (...) on ``w``'s device. On CUDA, ``eigvals`` goes through MAGMA's hybrid ``geev``,
+    matrix by matrix with transfers and synchronisations between host and device: on an H100,
+    ρ of a pack of 28 SRNNs (100 units) took about 320 ms there against 45 ms on one CPU
+    thread, and at every evaluation of ``synthetic-max-length`` it was most of the pack's time
+    (RESULTS.md, "spectral radius on a GPU").
     """
     if w.dim() < 2 or w.shape[-1] != w.shape[-2]:
         raise ValueError(f"spectral_radius: expected (..., n, n), got {tuple(w.shape)}")
-    return torch.linalg.eigvals(w.detach().to(torch.float64)).abs().amax(dim=-1)
+    host = w.detach().to(device="cpu", dtype=torch.float64)
+    return torch.linalg.eigvals(host).abs().amax(dim=-1).to(w.device)
 
 
 def member_norm(tensors: Sequence[Tensor]) -> Tensor:

@@ -20,6 +20,7 @@ so memory does not grow with T.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -32,7 +33,14 @@ from ortho_core.config import one_of, positive, require
 from ortho_core.init.gaussian import gaussian
 from ortho_core.init.normalised import normalised
 from ortho_core.init.spectral import rescale_spectral_radius
-from ortho_core.models.srnn_cuda_graph import GraphedLoops, graphs_apply
+from ortho_core.models.srnn_cuda_graph import (
+    GRAPH_BYTES,
+    GraphedLoops,
+    GraphKey,
+    graph_bytes,
+    graph_key,
+    graphs_apply,
+)
 from ortho_core.models.srnn_kernels import (
     backward,
     forward_states,
@@ -228,7 +236,8 @@ class _Workspace:
 
     def __init__(self) -> None:
         self._buffers: dict[str, Tensor] = {}
-        self._graphs: GraphedLoops | None = None
+        self._graphs: OrderedDict[GraphKey, GraphedLoops] = OrderedDict()
+        """Captured graphs by input shape, least recently used first."""
 
     def take(self, name: str, shape: tuple[int, ...], like: Tensor) -> Tensor:
         """The buffer ``name`` with ``shape`` and ``like``'s dtype and device (contents
@@ -241,13 +250,27 @@ class _Workspace:
         return buffer
 
     def graphs(self, x: Tensor, w_xh: Tensor, w_hh: Tensor, b_h: Tensor) -> GraphedLoops:
-        """The CUDA graphs of the time loops for ``x`` and these weights, captured when the
-        ones held do not fit (one pair per pack, recaptured when the input's shape or dtype
-        changes)."""
-        if self._graphs is None or not self._graphs.matches(x, w_xh, w_hh, b_h):
-            self._graphs = None
-            self._graphs = GraphedLoops(x, w_xh, w_hh, b_h)
-        return self._graphs
+        """The CUDA graphs of the time loops for ``x`` and these weights, captured the first
+        time this input shape and dtype come.
+
+        A pack keeps the graphs of several shapes, so that batches whose length varies
+        (``length_jitter``: each batch's T in [T₀, 1.1T₀)) replay graphs rather than capture
+        one at every change of length; the least recently used go first once their state
+        buffers would pass :data:`GRAPH_BYTES`. Weights at other addresses (another pack)
+        make every graph held stale.
+        """
+        key = graph_key(x)
+        held = self._graphs.get(key)
+        if held is not None and held.matches(x, w_xh, w_hh, b_h):
+            self._graphs.move_to_end(key)
+            return held
+        if held is not None or any(not g.reads(w_xh, w_hh, b_h) for g in self._graphs.values()):
+            self._graphs.clear()
+        need = graph_bytes(x, w_hh)
+        while self._graphs and sum(g.nbytes for g in self._graphs.values()) + need > GRAPH_BYTES:
+            self._graphs.popitem(last=False)
+        self._graphs[key] = GraphedLoops(x, w_xh, w_hh, b_h)
+        return self._graphs[key]
 
 
 class _Recurrence(torch.autograd.Function):

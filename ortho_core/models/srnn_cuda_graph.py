@@ -15,6 +15,7 @@ is under way. The kernels are the same as without graphs, so are the numbers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -25,6 +26,22 @@ from ortho_core.models.srnn_kernels import backward, forward_states, states_shap
 
 GraphKey = tuple[tuple[int, ...], torch.dtype, torch.device]
 """What one pair of graphs is captured for: the input's shape, the dtype and the device."""
+
+
+GRAPH_BYTES = 1 << 30
+"""Bytes of state buffers (two (K, T, B, H) tensors per graph pair) that the graphs one pack
+keeps for its input shapes may hold together: every length of ``length_jitter`` at M's T ≤ 240
+for a pack of 28 (about 110 MiB each at T = 100), a few at G's longest."""
+
+
+def graph_key(x: Tensor) -> GraphKey:
+    """What the graphs for input ``x`` are captured for."""
+    return (tuple(x.shape), x.dtype, x.device)
+
+
+def graph_bytes(x: Tensor, w_hh: Tensor) -> int:
+    """Bytes of the state buffers a pair of graphs for input ``x`` holds."""
+    return 2 * math.prod(states_shape(x, w_hh)) * x.element_size()
 
 
 def graphs_apply(x: Tensor) -> bool:
@@ -41,9 +58,11 @@ class GraphedLoops:
     """
 
     def __init__(self, x: Tensor, w_xh: Tensor, w_hh: Tensor, b_h: Tensor):
-        self.key: GraphKey = (tuple(x.shape), x.dtype, x.device)
+        self.key: GraphKey = graph_key(x)
         self._weights = (w_xh, w_hh, b_h)
         self._addresses = _addresses(self._weights)
+        self.nbytes = graph_bytes(x, w_hh)
+        """Bytes of :attr:`hs` and :attr:`da`."""
         shape = states_shape(x, w_hh)
         self.x = x.detach().clone()
         self.hs = x.new_empty(shape)
@@ -57,8 +76,11 @@ class GraphedLoops:
 
     def matches(self, x: Tensor, w_xh: Tensor, w_hh: Tensor, b_h: Tensor) -> bool:
         """Whether these graphs compute the loops for ``x`` and these weights."""
-        return ((tuple(x.shape), x.dtype, x.device) == self.key
-                and _addresses((w_xh, w_hh, b_h)) == self._addresses)
+        return graph_key(x) == self.key and self.reads(w_xh, w_hh, b_h)
+
+    def reads(self, w_xh: Tensor, w_hh: Tensor, b_h: Tensor) -> bool:
+        """Whether these graphs read these weights (they are where they were at capture)."""
+        return _addresses((w_xh, w_hh, b_h)) == self._addresses
 
     def forward(self, x: Tensor) -> Tensor:
         """The hidden states (K, T, B, H) for ``x``: :attr:`hs`, overwritten at every call

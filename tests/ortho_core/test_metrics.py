@@ -58,3 +58,13 @@ def test_member_norm_over_several_tensors() -> None:
     b = torch.randn(4, 7, generator=g)
     expected = torch.stack([torch.cat([a[k].flatten(), b[k]]).norm() for k in range(4)])
     torch.testing.assert_close(member_norm([a, b]), expected)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_spectral_radius_of_a_cuda_pack_is_the_cpus_on_the_cuda_device() -> None:
+    """ρ of matrices on a GPU is computed on the CPU (MAGMA's eigvals is far slower there)
+    and handed back on the GPU, equal to ρ of the same matrices on the CPU."""
+    w = torch.randn(4, 30, 30, generator=torch.Generator().manual_seed(2))
+    radius = spectral_radius(w.cuda())
+    assert radius.device.type == "cuda" and radius.dtype == torch.float64
+    assert torch.equal(radius.cpu(), spectral_radius(w))

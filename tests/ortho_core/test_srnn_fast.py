@@ -7,13 +7,19 @@ import logging
 import os
 import shutil
 from collections.abc import Iterator
+from typing import ClassVar
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from ortho_core.models import PackedSRNN, SRNNInit, init_srnn, srnn_native
-from ortho_core.models.srnn_cuda_graph import graphs_apply
+from ortho_core.models import PackedSRNN, SRNNInit, init_srnn, srnn, srnn_native
+from ortho_core.models.srnn_cuda_graph import (
+    GraphedLoops,
+    graph_bytes,
+    graph_key,
+    graphs_apply,
+)
 from ortho_core.models.srnn_kernels import in_member_blocks, member_blocks, step_weights
 from ortho_core.optim import sgd_step
 
@@ -244,21 +250,32 @@ def test_cuda_graphs_are_skipped_on_cpu() -> None:
     x, y = data(6, torch.float64)
     assert not graphs_apply(x)
     pack_loss(model, x, y).backward()
-    assert model._workspace._graphs is None
+    assert not model._workspace._graphs
     assert model.w_hh.grad is not None and model.w_hh.grad.abs().sum() > 0
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_graphs_equal_the_plain_loop_and_refuse_stale_backward() -> None:
+def test_cuda_graphs_equal_the_plain_loop_and_refuse_stale_backward(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of two lengths in turn (as ``length_jitter`` draws them) replay the graphs
+    captured once for each length, with the plain loop's numbers."""
+    captures = []
+
+    class Counted(GraphedLoops):
+        def __init__(self, x: torch.Tensor, *weights: torch.Tensor):
+            captures.append(x.shape[1])
+            super().__init__(x, *weights)
+
+    monkeypatch.setattr(srnn, "GraphedLoops", Counted)
     models = [pack(torch.float64).cuda() for _ in range(2)]
     models[1].cuda_graphs = False
-    for step in range(3):
-        x, y = (t.cuda() for t in data(20, torch.float64, seed=step))
+    for step in range(4):
+        x, y = (t.cuda() for t in data(20 + step % 2, torch.float64, seed=step))
         for model in models:
             params = list(model.parameters())
             grads = torch.autograd.grad(pack_loss(model, x, y), params)
             sgd_step(params, grads, 0.1, torch.ones(K, dtype=torch.bool, device="cuda"))
-    assert models[0]._workspace._graphs is not None
+    assert captures == [20, 21]
     for a, b in zip(*(m.parameters() for m in models), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-13)
     stale = pack_loss(models[0], x, y)
@@ -266,6 +283,48 @@ def test_cuda_graphs_equal_the_plain_loop_and_refuse_stale_backward() -> None:
     with pytest.raises(RuntimeError, match="inplace"):
         stale.backward()
     fresh.backward()
+
+
+class _Capture:
+    """Stands in for :class:`GraphedLoops` (which needs CUDA) in the cache tests: records each
+    capture and holds what the cache reads."""
+
+    made: ClassVar[list[tuple[int, ...]]] = []
+
+    def __init__(self, x: torch.Tensor, w_xh: torch.Tensor, w_hh: torch.Tensor,
+                 b_h: torch.Tensor):
+        self.key, self.nbytes = graph_key(x), graph_bytes(x, w_hh)
+        self._ptrs = (w_xh.data_ptr(), w_hh.data_ptr(), b_h.data_ptr())
+        _Capture.made.append(tuple(x.shape))
+
+    def reads(self, w_xh: torch.Tensor, w_hh: torch.Tensor, b_h: torch.Tensor) -> bool:
+        return self._ptrs == (w_xh.data_ptr(), w_hh.data_ptr(), b_h.data_ptr())
+
+    def matches(self, x: torch.Tensor, w_xh: torch.Tensor, w_hh: torch.Tensor,
+                b_h: torch.Tensor) -> bool:
+        return graph_key(x) == self.key and self.reads(w_xh, w_hh, b_h)
+
+
+def test_a_pack_keeps_graphs_per_input_length_least_recently_used_out_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each length is captured once while the buffers of the graphs held fit in GRAPH_BYTES
+    (here room for two lengths); a third evicts the least recently used one; weights at other
+    addresses (a pack rebuilt) drop every graph."""
+    model = pack(torch.float32)
+    weights = [w.detach() for w in (model.w_xh, model.w_hh, model.b_h)]
+    lengths = {t: torch.zeros(BATCH, t, N_IN) for t in (10, 11, 12)}
+    monkeypatch.setattr(srnn, "GraphedLoops", _Capture)
+    monkeypatch.setattr(srnn, "GRAPH_BYTES", graph_bytes(lengths[11], weights[1])
+                        + graph_bytes(lengths[12], weights[1]))
+    _Capture.made = []
+    workspace = srnn._Workspace()
+    for t in (10, 11, 10, 11, 12, 10, 11):
+        workspace.graphs(lengths[t], *weights)
+    assert [shape[1] for shape in _Capture.made] == [10, 11, 12, 10, 11]
+    assert [key[0][1] for key in workspace._graphs] == [10, 11]
+    moved = [w.clone() for w in weights]
+    workspace.graphs(lengths[11], *moved)
+    assert [key[0][1] for key in workspace._graphs] == [11] and len(_Capture.made) == 6
 
 
 def test_forward_steps_multiply_by_a_contiguous_copy_of_w_hh_transposed_on_cpu() -> None:
