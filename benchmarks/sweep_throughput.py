@@ -16,14 +16,14 @@ hour = configurations finished / that time. Ray is started once for all six runs
 a sweep would add to both of its runs alike), and an untimed sweep of three short
 configurations first starts its workers, which the first timed run would otherwise pay for.
 
-- ``ff-mnist``, profile ``cpu``: packs 0 and 1 of the profile's plan, into which the plan
-  deals its configurations in turn: FF, FF+OPEN and FF+OINIT, two of each (FF+OPEN costs
-  two to four times FF per iteration), 6 of its 11 configurations.
+- ``ff-mnist``, profile ``cpu``: packs 0 and 1 of the profile's plan, its whole plan (11
+  configurations in packs of 6 and 5), into which the plan deals its configurations in turn:
+  FF, FF+OPEN and FF+OINIT (FF+OPEN costs two to four times FF per iteration).
 - ``synthetic-max-length``, profile ``cpu``: packs 0 and 1 of its plan, each dealt every
   variant (SRNN, SRNN+OPEN with both penalty forms, SRNN+OINIT, whose configurations climb
   to different lengths, hence cost very differently), 12 of 18.
 - the Optuna variant: ``ff-mnist``'s FF+OPEN cell (λ = 1) with α searched by Optuna's TPE
-  (log-uniform on [10⁻³, 10⁻¹], 6 trials, seed 0) in batches of the profile's 3. ``ff-mnist``
+  (log-uniform on [10⁻³, 10⁻¹], 6 trials, seed 0) in batches of 3, one per core. ``ff-mnist``
   rather than ``synthetic``: its cost does not depend on α, so the different points that
   the packed study (which knows its pending points) and the one-per-trial study propose do
   not make one run cheaper than the other.
@@ -94,6 +94,9 @@ class Case:
     optuna: dict[str, Any] | None = None
     """For the Optuna variant: its ``space`` (over the first member of ``packs`` whose params
     hold ``base``, the other keys fixed), ``search`` and ``base``."""
+    pack_size: int | None = None
+    """K of the packed run (None: the profile's ``pack_size``; ``--pack-size`` overrides
+    both)."""
 
 
 FF_QUICK = {"epochs": 1, "train_size": 2000, "test_size": 1000}
@@ -104,7 +107,8 @@ CASES = (
     Case("ff-mnist FF+OPEN, Optuna", "ff-mnist", (), FF_QUICK,
          optuna={"base": {"variant": "open", "penalty": 1.0},
                  "space": {"lr": {"low": 1e-3, "high": 1e-1, "log": True}},
-                 "search": {"kind": "optuna", "sampler": "tpe", "n_trials": 6, "seed": 0}}),
+                 "search": {"kind": "optuna", "sampler": "tpe", "n_trials": 6, "seed": 0}},
+         pack_size=3),
 )
 
 
@@ -137,7 +141,7 @@ def subset_spec(case: Case, profile: str, overrides: dict[str, Any], pack_size: 
         first = next(f for f in fixed if all(f.get(k) == v for k, v in base.items()))
         doc.update(search=case.optuna["search"], space=searched,
                    groups=[{"fixed": {k: v for k, v in first.items() if k not in searched}}])
-    return doc, pack_size or spec.pack_size
+    return doc, pack_size or case.pack_size or spec.pack_size
 
 
 @dataclass
