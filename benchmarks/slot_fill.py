@@ -9,7 +9,8 @@ Run from the repository root, with the datasets where ``$ORTHO_DATA_DIR`` points
 
 The plan deals a pack shape's configurations into ceil(n / ``pack_size``) packs and then into
 more, smaller ones until their number is a multiple of the trials that run at once
-(:func:`sweeps.plan.pack_counts`): 18 configurations with ``pack_size: 6`` on this 2-core
+(:func:`sweeps.plan.pack_counts`): 18 configurations with ``pack_size: 6`` (this script's
+default; the profile's own is 9, two packs that fill the cores either way) on this 2-core
 machine train in four packs of 5, 5, 4 and 4, not in three of 6, the last alone while the
 other core idles. Both runs sweep the same spec and profile through
 :func:`sweeps.runner.run_sweep` into fresh homes in this process (Ray started once, and its
@@ -35,19 +36,22 @@ def main() -> None:
     p.add_argument("--spec", default="synthetic-max-length", help="a shipped spec")
     p.add_argument("--profile", default="cpu", help="its profile")
     p.add_argument("--pack-size", type=int, default=None,
-                   help="the packs' upper bound (default: the profile's pack_size)")
+                   help="the packs' upper bound (default 6, 3 with --quick: sizes at which "
+                        "the packs cut at it leave a core idle at the end)")
     p.add_argument("--quick", action="store_true",
                    help="the smoke profile in packs of at most 3 (three packs, or four)")
     args = p.parse_args()
     if args.quick:
-        args.profile, args.pack_size = "smoke", args.pack_size or 3
+        args.profile = "smoke"
+    if args.pack_size is None:
+        args.pack_size = 3 if args.quick else 6
 
     from sweeps.ray_session import start_embedded_ray
     from sweeps.spec import load_spec, resolve
 
     spec = resolve(load_spec(args.spec), args.profile)
     doc = yaml.safe_load(Path(spec.source).read_text())
-    pack_size = args.pack_size or spec.pack_size
+    pack_size = args.pack_size
     doc["profiles"][args.profile]["pack_size"] = pack_size  # a profile's own overrides the top
     start_embedded_ray()
     print(f"{args.spec}/{args.profile}, pack_size {pack_size}", flush=True)

@@ -3,7 +3,7 @@ real sweep path (issue 13: the figure the project optimises).
 
 Run from the repository root, with the datasets where ``$ORTHO_DATA_DIR`` points:
 
-    python benchmarks/sweep_throughput.py            # the cpu profiles' subsets, ~30-40 min
+    python benchmarks/sweep_throughput.py            # the cpu profiles, ~40-50 min
     python benchmarks/sweep_throughput.py --quick    # the same sweeps, seconds of training each
     python benchmarks/sweep_throughput.py --gpu 0.25 --packs 0 --pack-size 28    # on a GPU
 
@@ -19,11 +19,13 @@ configurations first starts its workers, which the first timed run would otherwi
 - ``ff-mnist``, profile ``cpu``: packs 0 and 1 of the profile's plan, its whole plan (11
   configurations in packs of 6 and 5), into which the plan deals its configurations in turn:
   FF, FF+OPEN and FF+OINIT (FF+OPEN costs two to four times FF per iteration).
-- ``synthetic-max-length``, profile ``cpu``: packs 0 and 1 of its plan, each dealt every
-  variant (SRNN, SRNN+OPEN with both penalty forms, SRNN+OINIT, whose configurations climb
-  to different lengths, hence cost very differently), 12 of 18.
+- ``synthetic-max-length``, profile ``cpu``: packs 0 and 1 of its plan, its whole plan (18
+  configurations in two packs of 9), each dealt every variant (SRNN, SRNN+OPEN with both
+  penalty forms, SRNN+OINIT, whose configurations climb to different lengths, hence cost
+  very differently).
 - the Optuna variant: ``ff-mnist``'s FF+OPEN cell (λ = 1) with α searched by Optuna's TPE
-  (log-uniform on [10⁻³, 10⁻¹], 6 trials, seed 0) in batches of 3, one per core. ``ff-mnist``
+  (log-uniform on [10⁻³, 10⁻¹], 6 trials, seed 0) in batches of 3, one per core (the
+  profile's ``pack_size`` split to fill both: :func:`sweeps.plan.optuna_packs`). ``ff-mnist``
   rather than ``synthetic``: its cost does not depend on α, so the different points that
   the packed study (which knows its pending points) and the one-per-trial study propose do
   not make one run cheaper than the other.
@@ -32,8 +34,9 @@ Why whole packs of the profile's own plan, rather than its first N configuration
 window: the packed run trains exactly the packs the full profile trains (partial packs would
 understate packing), the one-per-trial run the same configurations, and every configuration
 is trained to its end at the profile's settings, so nothing is cut mid-way. Two packs (one per
-core of this 2-core machine) keep both runs using every core. The full profiles take up to 30
-minutes packed, and several times that one per trial.
+core of this 2-core machine) keep both runs using every core; both ``cpu`` profiles now plan
+exactly two, so the two grid sweeps are the whole profiles (5-7 minutes packed here, 8-10 one
+per trial).
 
 ``--quick`` runs the same six sweeps with the training cut to seconds (one epoch of 2,000
 images; lengths 10 to 20 with 300 iterations and 200 validation sequences): it checks the
@@ -94,9 +97,6 @@ class Case:
     optuna: dict[str, Any] | None = None
     """For the Optuna variant: its ``space`` (over the first member of ``packs`` whose params
     hold ``base``, the other keys fixed), ``search`` and ``base``."""
-    pack_size: int | None = None
-    """K of the packed run (None: the profile's ``pack_size``; ``--pack-size`` overrides
-    both)."""
 
 
 FF_QUICK = {"epochs": 1, "train_size": 2000, "test_size": 1000}
@@ -107,8 +107,7 @@ CASES = (
     Case("ff-mnist FF+OPEN, Optuna", "ff-mnist", (), FF_QUICK,
          optuna={"base": {"variant": "open", "penalty": 1.0},
                  "space": {"lr": {"low": 1e-3, "high": 1e-1, "log": True}},
-                 "search": {"kind": "optuna", "sampler": "tpe", "n_trials": 6, "seed": 0}},
-         pack_size=3),
+                 "search": {"kind": "optuna", "sampler": "tpe", "n_trials": 6, "seed": 0}}),
 )
 
 
@@ -141,7 +140,7 @@ def subset_spec(case: Case, profile: str, overrides: dict[str, Any], pack_size: 
         first = next(f for f in fixed if all(f.get(k) == v for k, v in base.items()))
         doc.update(search=case.optuna["search"], space=searched,
                    groups=[{"fixed": {k: v for k, v in first.items() if k not in searched}}])
-    return doc, pack_size or case.pack_size or spec.pack_size
+    return doc, pack_size or spec.pack_size
 
 
 @dataclass

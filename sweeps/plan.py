@@ -80,7 +80,9 @@ class Plan:
     n_configs: int = 0
     """Configurations of the whole sweep (finished ones included)."""
     optuna_pack: dict[int, int] = field(default_factory=dict)
-    """Most configurations per trial of each Optuna cell (``pack_size``, or 1)."""
+    """Most configurations per trial of each Optuna cell: ``pack_size``, or fewer where that
+    fills the trials that run at once (:func:`optuna_packs`); 1 where the cell searches a
+    field its packs must share."""
     varying: tuple[str, ...] = ()
     """Config keys that vary within the sweep: what its runs are named by
     (:mod:`sweeps.naming`)."""
@@ -156,12 +158,29 @@ def pack(members: Sequence[Member], module: ModuleType, pack_size: int,
     return [p for group, n in zip(groups.values(), counts, strict=True) for p in deal(group, n)]
 
 
+def optuna_packs(packs: Mapping[int, int], remaining: Mapping[int, int],
+                 slots: int) -> dict[int, int]:
+    """Each Optuna cell's most points per trial: the cells that pack (``packs`` above 1, all
+    ``pack_size``) split their ``remaining`` trials into as many batches as
+    :func:`pack_counts` deals a grid's groups into, a multiple of ``slots`` where there are
+    points enough, so that a small budget does not go to one trial while other slots idle
+    (6 trials at ``pack_size: 6`` on 2 cores: two batches of 3, not one of 6)."""
+    out = dict(packs)
+    packing = [c for c, k in packs.items() if k > 1 and remaining[c] > 0]
+    if packing:
+        counts = pack_counts([remaining[c] for c in packing], packs[packing[0]], slots)
+        out.update({c: math.ceil(remaining[c] / n) for c, n in zip(packing, counts, strict=True)})
+    return out
+
+
 def fill_slots(plan: Plan, pack_size: int, slots: int) -> Plan:
     """``plan`` with its grid configurations dealt again into packs that fill ``slots``
-    (:func:`pack`); its Optuna cells are unchanged."""
+    (:func:`pack`) and its Optuna cells' batches sized to fill them (:func:`optuna_packs`)."""
     members = [m for p in plan.packs for m in p]
+    packs = {c: pack_size if k > 1 else 1 for c, k in plan.optuna_pack.items()}
+    remaining = {c: plan.remaining(c) for c in plan.optuna_cells}
     return replace(plan, packs=pack(members, experiments.get(plan.experiment), pack_size,
-                                    slots))
+                                    slots), optuna_pack=optuna_packs(packs, remaining, slots))
 
 
 def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
@@ -189,9 +208,11 @@ def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
     n_trials = spec.optuna.n_trials if spec.optuna is not None else 0
     n_grid = len(spec.cells()) - len(optuna_cells)
     pack_fields = set(module.PACK_FIELDS)
+    done = dict(done or {})
+    packs = {i: 1 if pack_fields & set(c.optuna_space) else spec.pack_size
+             for i, c in optuna_cells.items()}
+    remaining = {i: max(0, n_trials - done.get(i, 0)) for i in optuna_cells}
     return Plan(experiment=spec.experiment, module=experiments.EXPERIMENTS[spec.experiment],
                 packs=pack(grid, module, spec.pack_size, slots), optuna_cells=optuna_cells,
-                n_trials=n_trials, done=dict(done or {}),
-                n_configs=n_grid + n_trials * len(optuna_cells),
-                optuna_pack={i: 1 if pack_fields & set(c.optuna_space) else spec.pack_size
-                             for i, c in optuna_cells.items()}, varying=varying)
+                n_trials=n_trials, done=done, n_configs=n_grid + n_trials * len(optuna_cells),
+                optuna_pack=optuna_packs(packs, remaining, slots), varying=varying)

@@ -4,10 +4,11 @@ asked for a pack of points at a time.
 Tune's ``OptunaSearch`` rejects ``grid_search`` dimensions (STACK.md), so the runner does not
 use it: :class:`SweepSearcher` hands out the plan's grid packs as they are, then asks each
 Optuna cell's study (:mod:`sweeps.studies`) for packs of points (round robin over the cells,
-``n_trials`` per cell, at most ``pack_size`` per pack: :meth:`sweeps.plan.Plan.batch`). The
-points of a pack are asked in one go, every ask before any tell, so that the sampler sees
-the earlier ones as pending (Optuna's RUNNING trials; TPE's constant liar counts them as the
-worst results, the grid sampler skips them). The pack ends when all its members end (a
+``n_trials`` per cell, at most ``pack_size`` per pack and fewer where that fills the trials
+that run at once: :meth:`sweeps.plan.Plan.batch`). The points of a pack are asked in one
+go, every ask before any tell, so that the sampler sees the earlier ones as pending
+(Optuna's RUNNING trials; TPE's constant liar counts them as the worst results, the grid
+sampler skips them). The pack ends when all its members end (a
 trainer trains a pack to its end): the trial's final report carries each member's metric
 (:data:`MEMBER_VALUES`), and each member's Optuna trial is told its own value, or failed
 when it has no finite one (failed, diverged without a summary, stopped early).

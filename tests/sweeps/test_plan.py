@@ -71,3 +71,18 @@ def test_a_plan_fills_the_slots_and_keeps_every_configuration_once(tmp_path):
         assert sorted(m.key for p in plan.packs for m in p) == sorted(
             trial_key("toy", c.params) for c in spec.cells())
         assert all(len({m.params["steps"] for m in p}) == 1 for p in plan.packs)
+
+
+def test_optuna_batches_fill_the_slots(tmp_path):
+    """An Optuna cell's 6 trials at pack_size 6: one batch on one slot, two of 3 on two
+    slots (not one of 6 while the other slot idles), and on resume what is left refilled."""
+    path = write_spec(tmp_path, fixed={"steps": 2}, space={"x": {"low": 0.0, "high": 1.0}},
+                      pack_size=6, search={"kind": "optuna", "sampler": "random",
+                                           "n_trials": 6, "seed": 0})
+    spec = resolve(load_spec(str(path)), "smoke")
+    one, two = build_plan(spec), build_plan(spec, slots=2)
+    assert (one.batch(0, 6), one.n_tune_trials) == (6, 1)
+    assert (two.batch(0, 6), two.batch(0, 3), two.n_tune_trials) == (3, 3, 2)
+    resumed = fill_slots(build_plan(spec, done={0: 1}), 6, 2)
+    assert (resumed.batch(0, 5), resumed.batch(0, 2), resumed.n_tune_trials) == (3, 2, 2)
+    assert fill_slots(one, 6, 2).optuna_pack == two.optuna_pack
