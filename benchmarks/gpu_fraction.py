@@ -8,6 +8,9 @@ Run from the repository root, with the package importable (``pip install -e .`` 
     python benchmarks/gpu_fraction.py                        # on a CUDA machine, ~3 minutes
     python benchmarks/gpu_fraction.py --quick                # seconds of training
     python benchmarks/gpu_fraction.py --tasks all            # the paper profile's 4 packs of 28
+    python benchmarks/gpu_fraction.py --tasks all --repeats 8 --pack-size 224 --alone-repeats 1
+                                                             # 8 seeds each, 4 packs of 224
+    python benchmarks/gpu_fraction.py --tasks all --modes packed   # one side only
     python benchmarks/gpu_fraction.py --device cpu --quick --slots 2   # the path, on a CPU
 
 A sweep with ``resources: {gpu: 0.25}`` runs four trials on the GPU at once, each in a process
@@ -23,11 +26,17 @@ is empty:
   profile's ``pack_size: 28``, written out here rather than imported: ``sweeps`` needs
   pydantic, which the lent GPU machine lacks), each item one pack: temporal order alone in
   four packs of 7, the four problems in four packs of 28, one per problem, as the ``paper``
-  profile trains them.
+  profile trains them; with ``--repeats N`` (each configuration trained with seeds 0 … N−1,
+  as a spec's ``repeats``), in as many packs of at most ``--pack-size`` as needed.
 
 Configurations per hour = configurations finished / the wall time from the workers' common
 start until the last of them ends; the longest length each configuration solved is printed
-too. The workload is M Table I's grid for each problem of ``--tasks`` (default temporal order;
+too. ``--alone-repeats M`` trains only seeds 0 … M−1 one per trial, so that a large sweep's
+baseline fits a lease: its rate is measured on those configurations, whose costs the other
+seeds' share on average (a seed changes the initial weights, not the work of an iteration,
+though it can change how far a configuration climbs).
+
+The workload is M Table I's grid for each problem of ``--tasks`` (default temporal order;
 ``all``: the four problems, 112 configurations, the ``paper`` profile's whole sweep, adding with
 per-batch lengths in [T, 1.1T) as that profile has it), 28 per problem: SRNN, SRNN+OPEN with
 λ ∈ {1, 10⁻¹, …, 10⁻⁴} (the unsquared term of M's code, as the ``paper`` profile) and
@@ -80,7 +89,13 @@ def grid(args: argparse.Namespace, task: str) -> list[synthetic.Config]:
     kinds += [{"variant": "open", "penalty": lam, "penalty_form": "unsquared"}
               for lam in PENALTIES]
     kinds += [{"variant": "oinit", "pretrain_lr": 0.1, "pretrain_tol": 1e-6}]
-    return [replace(base, lr=lr, **kind) for kind in kinds for lr in LRS]
+    return [replace(base, lr=lr, seed=seed, **kind)
+            for seed in range(args.repeats) for kind in kinds for lr in LRS]
+
+
+def deal(group: list[Any], n_packs: int) -> list[list[Any]]:
+    """``group`` dealt in turn into ``n_packs`` packs (:func:`sweeps.plan.deal`)."""
+    return [group[i::n_packs] for i in range(n_packs)]
 
 
 def worker(device: str, queue: Any, results: Any, ready: Any) -> None:
@@ -141,6 +156,16 @@ def main() -> None:
     p.add_argument("--max-len", type=int, default=60, help="longest sequence length tried")
     p.add_argument("--tasks", default="temporal_order",
                    help=f"problems, comma-separated, or 'all' ({', '.join(TASKS)})")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="seeds per configuration (a spec's repeats: seeds 0 … N−1), default 1")
+    p.add_argument("--pack-size", type=int, default=28,
+                   help="most configurations a pack holds (default 28, the paper profile's)")
+    p.add_argument("--alone-repeats", type=int, default=None,
+                   help="train only the first M seeds of each configuration one per trial "
+                        "(default: all); configurations per hour is a rate either way")
+    p.add_argument("--modes", default="alone,packed",
+                   help="what to run: alone (one configuration per trial), packed, or both "
+                        "(default), comma-separated; the ratio needs both")
     p.add_argument("--quick", action="store_true",
                    help="200 iterations per length, 200 validation sequences, T up to 20")
     args = p.parse_args()
@@ -150,25 +175,40 @@ def main() -> None:
     unknown = sorted(set(tasks) - set(TASKS))
     if unknown:
         p.error(f"--tasks: unknown problem(s) {', '.join(unknown)}; choose from {', '.join(TASKS)}")
+    for name, value in (("--repeats", args.repeats), ("--pack-size", args.pack_size)):
+        if value < 1:
+            p.error(f"{name} must be at least 1, got {value}")
+    alone_repeats = args.repeats if args.alone_repeats is None else args.alone_repeats
+    if not 1 <= alone_repeats <= args.repeats:
+        p.error(f"--alone-repeats must be in [1, --repeats = {args.repeats}], got {alone_repeats}")
+    modes = set(args.modes.split(","))
+    if not modes or modes - {"alone", "packed"}:
+        p.error(f"--modes: choose from alone and packed, got {args.modes!r}")
     by_task = [grid(args, task) for task in tasks]
     configs = list(enumerate(c for group in by_task for c in group))
     name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"
-    print(f"{len(configs)} configurations ({', '.join(tasks)}), {args.slots} slots on {name}; "
+    print(f"{len(configs)} configurations ({', '.join(tasks)}; {args.repeats} seed(s) each), "
+          f"{args.slots} slots on {name}; "
           f"{args.max_iters} iterations per length, {args.val_size} validation sequences, "
           f"T ≤ {args.max_len}",
           flush=True)
-    singles = [[c] for c in configs]
+    singles = [[c] for c in configs if c[1].seed < alone_repeats]
     per_task = max(1, args.slots // len(tasks))
     packs, start = [], 0
     for group in by_task:
         numbered = configs[start:start + len(group)]
-        packs += [numbered[i::per_task] for i in range(per_task)]
+        packs += deal(numbered, max(per_task, -(-len(group) // args.pack_size)))
         start += len(group)
     rates = {}
     outcomes = {}
-    for mode, items in (("one per trial", singles), ("packed", packs)):
+    runs = {"one per trial": singles, "packed": packs}
+    if "alone" not in modes:
+        del runs["one per trial"]
+    if "packed" not in modes:
+        del runs["packed"]
+    for mode, items in runs.items():
         wall, outcomes[mode] = run(items, args.slots, args.device)
-        rates[mode] = len(configs) / wall * 3600
+        rates[mode] = sum(map(len, items)) / wall * 3600
         sizes = sorted({len(item) for item in items})
         print(f"{mode:<14} {len(items):>3} trials of {'/'.join(map(str, sizes))} "
               f"configuration(s): wall {wall:7.1f} s, {rates[mode]:8.0f} configurations/h",
@@ -176,12 +216,15 @@ def main() -> None:
         print("  longest T solved, by configuration: "
               + " ".join(str(int(outcomes[mode][i][1])) for i in sorted(outcomes[mode])),
               flush=True)
-    same = outcomes["packed"] == outcomes["one per trial"]
+    if len(runs) < 2:
+        return
+    same = all(outcomes["packed"][i] == outcome
+               for i, outcome in outcomes["one per trial"].items())
     print(f"packed / one per trial = {rates['packed'] / rates['one per trial']:.2f}x "
           f"configurations per hour; outcomes identical: {'yes' if same else 'no'}")
     if not same:
-        for index in sorted(outcomes["packed"]):
-            a, b = outcomes["one per trial"].get(index), outcomes["packed"].get(index)
+        for index in sorted(outcomes["one per trial"]):
+            a, b = outcomes["one per trial"][index], outcomes["packed"][index]
             if a != b:
                 print(f"  configuration {index}: one per trial {a}, packed {b}")
 
