@@ -18,7 +18,9 @@ The trainer's stage (:class:`~ortho_core.experiments.synthetic_stage.Stage`) run
 evaluation (``screen_size`` None, the paper's protocol) and once screened on the first
 ``--screen`` sequences (``screen_size``). Training time (drawing batches and the SGD
 iterations) and validation time are clocked separately; the share is validation / (training
-+ validation). The evaluations are the steady state of a length: the one evaluation that
++ validation). On CUDA, ρ(W_hh) is computed on a host thread while the pack trains on, as
+the trainer does (:func:`~ortho_core.experiments.synthetic_stage.defers_radius`): waiting for
+it counts as validation. The evaluations are the steady state of a length: the one evaluation that
 ends a length's budget is always on the full set, one in ``max_iters / eval_every`` = 1,000
 at M's budget, so it is left out. The two runs must reach the same decision (solved,
 unsolved or diverged) for every member at every evaluation; the script checks it.
@@ -35,7 +37,7 @@ from ortho_core.data.synthetic import get_task
 from ortho_core.devices import DTYPES, resolve_device
 from ortho_core.experiments import synthetic_stage
 from ortho_core.experiments.synthetic import Config, initial_weights
-from ortho_core.experiments.synthetic_stage import EVAL_KEYS, Stage
+from ortho_core.experiments.synthetic_stage import EVAL_KEYS, Stage, defers_radius
 
 PAPER = {"task": "temporal_order", "seq_len": 100, "hidden": 100, "batch_size": 20,
          "eval_every": 100, "val_size": 10_000, "protocol": "fixed", "init": "normalised"}
@@ -63,16 +65,25 @@ def measure(configs: list[Config], iters: int, clock) -> tuple[float, float, lis
     stage = Stage(configs, task, cfg.seq_len, weights, dtype, device)
     training = validating = 0.0
     decisions = []
+    later = defers_radius(device)
+    radius = None
     for _ in range(iters // cfg.eval_every):
         start = clock()
         for raw, y, beta in stage.draw(cfg.eval_every):
             stage.iteration(raw, y, beta)
         _sync(device)
         middle = clock()
-        table = stage.evaluate().tolist()
+        table = stage.evaluate(radius=not later).tolist()
+        if radius is not None:
+            radius.result()
+        radius = stage.radius_later() if later else None
         _sync(device)
         training, validating = training + middle - start, validating + clock() - middle
         decisions.append([_decision(row) for row in table])
+    if radius is not None:
+        start = clock()
+        radius.result()
+        validating += clock() - start
     return training, validating, decisions
 
 

@@ -64,7 +64,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -78,7 +79,13 @@ from ortho_core.experiments.synthetic_config import (
     Config,
     probe_config,
 )
-from ortho_core.experiments.synthetic_stage import EVAL_KEYS, SUCCESS_RATE, Stage, report_metrics
+from ortho_core.experiments.synthetic_stage import (
+    EVAL_KEYS,
+    SUCCESS_RATE,
+    Stage,
+    defers_radius,
+    report_metrics,
+)
 from ortho_core.init import orthogonal_pretrain, require_converged
 from ortho_core.models.srnn import SRNNInit, init_srnn
 from ortho_core.reporting import Outcome, Report, Reporter, Result
@@ -185,15 +192,51 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     initial, pretrain_steps = initial_weights(configs, task, dtype, device)
     running = members
     seq_len = cfg.seq_len
-    while running:
-        weights = _stage_weights(running, initial, cfg.warm_start, device)
-        stage = Stage([m.config for m in running], task, seq_len, weights, dtype, device)
-        solved = _train_length(stage, running, reporter, started)
-        running = solved if cfg.protocol == "max_length" else []
-        seq_len += cfg.seq_len_step
-        if seq_len > cfg.max_seq_len:
-            running = []
+    outbox = _Outbox(reporter)
+    try:
+        while running:
+            weights = _stage_weights(running, initial, cfg.warm_start, device)
+            stage = Stage([m.config for m in running], task, seq_len, weights, dtype, device)
+            solved = _train_length(stage, running, outbox, started)
+            running = solved if cfg.protocol == "max_length" else []
+            seq_len += cfg.seq_len_step
+            if seq_len > cfg.max_seq_len:
+                running = []
+    finally:
+        outbox.flush()
     return [_result(m, int(pretrain_steps[m.index])) for m in members]
+
+
+class _Outbox:
+    """The reporter's side of the evaluations: an evaluation's reports go out at once, or,
+    where ρ(W_hh) is computed on a host thread (:func:`defers_radius`), once it is there:
+    at the next evaluation or at the end of training, so the pack trains meanwhile. Reports
+    keep their order either way."""
+
+    def __init__(self, reporter: Reporter):
+        self._reporter = reporter
+        self._held: list[tuple[int, Report]] = []
+        self._radius: Future[Tensor] | None = None
+
+    def send(self, reports: list[tuple[int, Report]], radius: Future[Tensor] | None) -> None:
+        """Send (pack position, report) pairs of one evaluation; with ``radius``, the (K,)
+        ρ(W_hh) by pack position that their ``spectral_radius`` still waits for."""
+        self.flush()
+        if radius is None:
+            for _, report in reports:
+                self._reporter(report)
+        else:
+            self._held, self._radius = reports, radius
+
+    def flush(self) -> None:
+        """Send the reports held, with their ρ(W_hh)."""
+        if self._radius is None:
+            return
+        values = self._radius.result().tolist()
+        held, self._held, self._radius = self._held, [], None
+        for pos, report in held:
+            self._reporter(replace(report, metrics={**report.metrics,
+                                                    "spectral_radius": values[pos]}))
 
 
 def _stage_weights(running: list[_Member], initial: list[Tensor], warm_start: bool,
@@ -206,7 +249,7 @@ def _stage_weights(running: list[_Member], initial: list[Tensor], warm_start: bo
     return [w.index_select(0, index).clone() for w in initial]
 
 
-def _train_length(stage: Stage, members: list[_Member], reporter: Reporter,
+def _train_length(stage: Stage, members: list[_Member], outbox: _Outbox,
                   started: float) -> list[_Member]:
     """Train ``stage`` (the pack of ``members``) until each member has solved, diverged or
     used its budget; returns the members that solved, in pack order. ``started`` is
@@ -221,13 +264,14 @@ def _train_length(stage: Stage, members: list[_Member], reporter: Reporter,
         for raw, y, beta in stage.draw(n):
             stage.iteration(raw, y, beta)
         done += n
-        table = stage.evaluate(final=done >= cfg.max_iters).tolist()
-        keep = []
+        later = defers_radius(stage.device)
+        table = stage.evaluate(final=done >= cfg.max_iters, radius=not later).tolist()
+        keep, reports = [], []
         for pos, (m, row) in enumerate(zip(members, table, strict=True)):
             metrics = report_metrics(row)
             metrics["seq_len"] = float(stage.seq_len)
             m.last = metrics
-            reporter(Report(member=m.index, step=m.iters + done, metrics=metrics))
+            reports.append((pos, Report(member=m.index, step=m.iters + done, metrics=metrics)))
             diverged, wrong, screened = row[len(EVAL_KEYS):]
             if diverged:
                 _finish(m, stage, pos, done, "diverged", started)
@@ -240,6 +284,7 @@ def _train_length(stage: Stage, members: list[_Member], reporter: Reporter,
                 _finish(m, stage, pos, done, "stalled", started)
             else:
                 keep.append(pos)
+        outbox.send(reports, stage.radius_later() if later else None)
         if not keep:
             members = []
         elif len(keep) < len(members):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 import numpy as np
@@ -42,6 +43,19 @@ weights β (G eq. 3.5), all shared by the pack like the data."""
 
 SUCCESS_RATE = 0.01
 """``success=under_one_percent`` solves a length below this validation error rate (G §4.1)."""
+
+_RADII = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spectral-radius")
+"""The thread :meth:`Stage.radius_later` computes on (started at its first use)."""
+
+
+def defers_radius(device: torch.device) -> bool:
+    """Whether the trainer takes ρ(W_hh) off the evaluation's path (:meth:`Stage.radius_later`)
+    on ``device``: on CUDA, where the pack trains on while a host thread computes it (ρ is
+    computed on the host, :func:`~ortho_core.metrics.spectral_radius`: at 1.4 ms a member it
+    costs a pack of 224 on an H100 about as much as the 100 iterations between two
+    evaluations); not on a CPU, where that thread would take the core the pack trains on."""
+    return device.type == "cuda"
+
 
 Batch = tuple[Tensor, Tensor, Tensor | None]
 """One training batch: raw inputs, targets and the simplex weights β (T,) (None when no
@@ -227,11 +241,12 @@ class Stage:
         rates = self.rates
         return ortho_penalty_grad(self.model.w_hh.detach(), rates.penalty, rates.form)
 
-    def evaluate(self, final: bool = False) -> Tensor:
+    def evaluate(self, final: bool = False, radius: bool = True) -> Tensor:
         """Validate every member: (K, 11), the columns of :data:`EVAL_KEYS`, then whether it
         diverged (0/1), its number of wrong validation samples and whether it was screened
         (0/1). Diverged members are made inactive. ``final``: the last evaluation of the
-        length's budget, always on the full set.
+        length's budget, always on the full set. ``radius=False`` leaves the
+        ``spectral_radius`` column NaN, for the caller to take from :meth:`radius_later`.
 
         Without ``screen_size`` every member is validated on the full set (M Table I). With
         it, every member is validated on the first ``screen_size`` sequences (the screen);
@@ -255,7 +270,7 @@ class Stage:
         k = len(self.configs)
         params = [p.detach() for p in self.params]
         with torch.no_grad():
-            finite = torch.stack([torch.isfinite(p.reshape(k, -1)).all(1) for p in params]).all(0)
+            finite = _finite(params)
             screened = torch.zeros(k, dtype=torch.bool, device=self.device)
             if self.screen is None:
                 loss_sum, wrong = self._validate(self.model, self.val)
@@ -273,7 +288,8 @@ class Stage:
                     loss_sum.index_add_(0, rest, rest_loss)
                     wrong.index_add_(0, rest, rest_wrong)
             w_hh = torch.where(finite[:, None, None], params[1], 0.0)
-            radius = torch.where(finite, spectral_radius(w_hh), math.nan)
+            rho = (torch.where(finite, spectral_radius(w_hh), math.nan) if radius
+                   else torch.full((k,), math.nan, dtype=torch.float64, device=self.device))
             e_p = torch.where(finite, ortho_error(w_hh).double(), math.nan)
         size = torch.where(screened, self.screen_count, self.val_count).double()
         n = max(self.since_eval, 1)
@@ -284,9 +300,20 @@ class Stage:
         self.active &= ~diverged
         self.sums.zero_()
         self.since_eval = 0
-        return torch.stack([sums[0], val_loss, val_error, 1 - val_error, radius, sums[2], e_p,
+        return torch.stack([sums[0], val_loss, val_error, 1 - val_error, rho, sums[2], e_p,
                             sums[1], diverged.double(), wrong.double(), screened.double()],
                            dim=1).cpu()
+
+    def radius_later(self) -> Future[Tensor]:
+        """Every member's ρ(W_hh) now, as :meth:`evaluate`'s ``spectral_radius`` column (K,)
+        (float64, on the CPU; NaN where a weight is not finite), computed on a host thread
+        from a copy of W_hh taken at the call: the pack may train on meanwhile."""
+        params = [p.detach() for p in self.params]
+        with torch.no_grad():
+            finite = _finite(params)
+            w_hh = torch.where(finite[:, None, None], params[1], 0.0).to("cpu", torch.float64)
+        finite = finite.cpu()
+        return _RADII.submit(lambda: torch.where(finite, spectral_radius(w_hh), math.nan))
 
     def _validate(self, model: PackedSRNN,
                   groups: list[tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
@@ -347,6 +374,12 @@ class Stage:
                                          for c in self.configs], device=self.device)
         self.screenable = torch.tensor([c.patience is None for c in self.configs],
                                        device=self.device)
+
+
+def _finite(params: list[Tensor]) -> Tensor:
+    """(K,) whether every weight of each member is finite."""
+    k = len(params[0])
+    return torch.stack([torch.isfinite(p.reshape(k, -1)).all(1) for p in params]).all(0)
 
 
 def _magnitudes(task: Task, groups: list[tuple[Tensor, Tensor]]) -> tuple[float, float]:

@@ -364,6 +364,72 @@ def test_spectral_radius_metric_matches_numpy_on_the_weights_evaluated(models):
         reports[1][-1].metrics["spectral_radius"], rel=1e-3)
 
 
+def _emit(monkeypatch, pack: list[Config], later: bool, sent: list, begun: list,
+          fail_at: int | None = None) -> None:
+    """Train ``pack``, appending to ``sent`` every report in the order the trainer sends it
+    (NaN as None) and to ``begun`` how many evaluations had begun at each, with ρ(W_hh) taken
+    off the evaluation's path or not; with ``fail_at``, that iteration raises."""
+    from ortho_core.experiments import synthetic, synthetic_stage
+    monkeypatch.setattr(synthetic, "defers_radius", lambda device: later)
+    evaluations, iterations = [0], [0]
+    evaluate, iteration = synthetic_stage.Stage.evaluate, synthetic_stage.Stage.iteration
+
+    def counted(self, *args, **kw):
+        evaluations[0] += 1
+        return evaluate(self, *args, **kw)
+
+    def failing(self, *args):
+        iterations[0] += 1
+        if iterations[0] == fail_at:
+            raise RuntimeError("a failing iteration")
+        return iteration(self, *args)
+
+    monkeypatch.setattr(synthetic_stage.Stage, "evaluate", counted)
+    monkeypatch.setattr(synthetic_stage.Stage, "iteration", failing)
+
+    def reporter(r: Report) -> None:
+        sent.append((r.member, r.step, {k: None if math.isnan(v) else v
+                                        for k, v in r.metrics.items()}))
+        begun.append(evaluations[0])
+
+    train(pack, reporter)
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_radius_off_the_evaluation_path_reports_the_same_in_the_same_order(monkeypatch, device):
+    """With ρ(W_hh) computed on a host thread (as on CUDA), an evaluation's reports go out at
+    the next evaluation, after the pack trained on, and they are the reports, in the order,
+    of ρ computed in the evaluation: members that solve lengths, fail and diverge."""
+    base = {"protocol": "max_length", "seq_len": 10, "seq_len_step": 10, "max_seq_len": 30,
+            "max_iters": 150, "device": device}
+    pack = [make(variant="oinit", lr=0.1, seed=0, **base),
+            make(variant="plain", lr=0.001, seed=1, **base),
+            make(variant="plain", lr=1e37, seed=2, **base)]
+    now, later, begun = [], [], []
+    _emit(monkeypatch, pack, False, now, [])
+    _emit(monkeypatch, pack, True, later, begun)
+    assert later == now
+    counts = [sum(1 for member, _, _ in now if member == i) for i in range(3)]
+    assert counts[2] < counts[1]
+    assert len({m["seq_len"] for _, _, m in now}) >= 2
+    assert begun[:3] == [2, 2, 2]
+
+
+def test_reports_held_for_their_radius_are_sent_when_training_fails(monkeypatch):
+    """An iteration that raises after the first evaluation: that evaluation's reports, held
+    for ρ(W_hh), still go out, with it."""
+    pack = [make(lr=0.1, seed=s) for s in (0, 1)]
+    whole, sent = [], []
+    _emit(monkeypatch, pack, False, whole, [])
+    with pytest.raises(RuntimeError, match="a failing iteration"):
+        _emit(monkeypatch, pack, True, sent, [], fail_at=SMALL["eval_every"] + 2)
+    assert sent == whole[:2]
+    assert all(m["spectral_radius"] > 0 for _, _, m in sent)
+
+
 @pytest.mark.parametrize(("values", "field"), [
     ({"task": "parity"}, "task"),
     ({"colour": "red"}, "colour"),
