@@ -71,13 +71,13 @@ def measure(configs: list[Config], iters: int, clock) -> tuple[float, float, lis
         start = clock()
         for raw, y, beta in stage.draw(cfg.eval_every):
             stage.iteration(raw, y, beta)
-        _sync(device)
+        sync(device)
         middle = clock()
         table = stage.evaluate(radius=not later).tolist()
         if radius is not None:
             radius.result()
         radius = stage.radius_later() if later else None
-        _sync(device)
+        sync(device)
         training, validating = training + middle - start, validating + clock() - middle
         decisions.append([_decision(row) for row in table])
     if radius is not None:
@@ -95,7 +95,8 @@ def _decision(row: list[float]) -> str:
     return "unsolved" if screened or wrong > 0 else "solved"
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
+    """Wait for ``device``'s queued work (on CUDA), so that the clock times it."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 

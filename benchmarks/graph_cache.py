@@ -27,7 +27,7 @@ import time
 from dataclasses import replace
 
 import torch
-from eval_share import pack
+from eval_share import pack, sync
 from timing import add_subnormals, clock_of
 
 from ortho_core.data.synthetic import get_task
@@ -54,17 +54,12 @@ def seconds(size: int, length: int, iters: int, device: str, graphs: bool,
     stage.model.cuda_graphs = graphs
     batches = stage.draw(iters)
     srnn.GRAPH_BYTES = graph_bytes
-    _sync(dev)
+    sync(dev)
     start = time.perf_counter()
     for raw, y, beta in batches:
         stage.iteration(raw, y, beta)
-    _sync(dev)
+    sync(dev)
     return time.perf_counter() - start, [raw.shape[1] for raw, _, _ in batches]
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def main() -> None:
