@@ -169,6 +169,10 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     :meth:`~ortho_core.experiments.synthetic_stage.Stage.evaluate`) reports the screen's
     ``val_loss_screen`` and ``val_error_screen`` instead of ``val_loss``, ``val_error`` and
     ``val_accuracy``; the evaluation that ends a member's length is always on the full set.
+    On CUDA an evaluation's reports reach ``reporter`` at the next evaluation (or when
+    training ends or fails), once a host thread has computed their ρ(W_hh) while the pack
+    trained on (:func:`~ortho_core.experiments.synthetic_stage.defers_radius`); the reports
+    and their order are those of the CPU's immediate ones.
 
     A member whose loss, gradient or weights become NaN or inf stops updating at once and
     leaves the curriculum as diverged; the rest of the pack goes on.
