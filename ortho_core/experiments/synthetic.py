@@ -169,10 +169,11 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     :meth:`~ortho_core.experiments.synthetic_stage.Stage.evaluate`) reports the screen's
     ``val_loss_screen`` and ``val_error_screen`` instead of ``val_loss``, ``val_error`` and
     ``val_accuracy``; the evaluation that ends a member's length is always on the full set.
-    On CUDA an evaluation's reports reach ``reporter`` at the next evaluation (or when
-    training ends or fails), once a host thread has computed their ρ(W_hh) while the pack
-    trained on (:func:`~ortho_core.experiments.synthetic_stage.defers_radius`); the reports
-    and their order are those of the CPU's immediate ones.
+    On CUDA an evaluation's reports reach ``reporter`` after the first iteration that ends
+    once a host thread has computed their ρ(W_hh) while the pack trained on
+    (:func:`~ortho_core.experiments.synthetic_stage.defers_radius`), at the latest at the next
+    evaluation (or when training ends or fails); the reports and their order are those of
+    the CPU's immediate ones.
 
     A member whose loss, gradient or weights become NaN or inf stops updating at once and
     leaves the curriculum as diverged; the rest of the pack goes on.
@@ -213,9 +214,10 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
 
 class _Outbox:
     """The reporter's side of the evaluations: an evaluation's reports go out at once, or,
-    where ρ(W_hh) is computed on a host thread (:func:`defers_radius`), once it is there:
-    at the next evaluation or at the end of training, so the pack trains meanwhile. Reports
-    keep their order either way."""
+    where ρ(W_hh) is computed on a host thread (:func:`defers_radius`), once it is there
+    (:meth:`poll`, after every iteration), so the pack trains meanwhile: an early-stopping
+    scheduler sees them an iteration or a few after the evaluation, not a window later.
+    Reports keep their order either way."""
 
     def __init__(self, reporter: Reporter):
         self._reporter = reporter
@@ -232,8 +234,13 @@ class _Outbox:
         else:
             self._held, self._radius = reports, radius
 
+    def poll(self) -> None:
+        """Send the reports held if their ρ(W_hh) is there."""
+        if self._radius is not None and self._radius.done():
+            self.flush()
+
     def flush(self) -> None:
-        """Send the reports held, with their ρ(W_hh)."""
+        """Send the reports held, with their ρ(W_hh) (waiting for it)."""
         if self._radius is None:
             return
         values = self._radius.result().tolist()
@@ -267,6 +274,7 @@ def _train_length(stage: Stage, members: list[_Member], outbox: _Outbox,
         n = min(cfg.eval_every, cfg.max_iters - done)
         for raw, y, beta in stage.draw(n):
             stage.iteration(raw, y, beta)
+            outbox.poll()
         done += n
         later = defers_radius(stage.device)
         table = stage.evaluate(final=done >= cfg.max_iters, radius=not later).tolist()

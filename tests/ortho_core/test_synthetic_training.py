@@ -4,6 +4,7 @@ the max-length protocol, reproducibility and configuration errors."""
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
@@ -364,13 +365,43 @@ def test_spectral_radius_metric_matches_numpy_on_the_weights_evaluated(models):
         reports[1][-1].metrics["spectral_radius"], rel=1e-3)
 
 
+class _HeldRadius(Future):
+    """ρ(W_hh) that is never done before it is asked for (as if its thread were slow)."""
+
+    def __init__(self, value):
+        super().__init__()
+        self._value = value
+
+    def done(self) -> bool:
+        return False
+
+    def result(self, timeout=None):
+        return self._value
+
+
 def _emit(monkeypatch, pack: list[Config], later: bool, sent: list, begun: list,
-          fail_at: int | None = None) -> None:
+          fail_at: int | None = None, radius: str = "thread",
+          at_iteration: list | None = None) -> None:
     """Train ``pack``, appending to ``sent`` every report in the order the trainer sends it
-    (NaN as None) and to ``begun`` how many evaluations had begun at each, with ρ(W_hh) taken
-    off the evaluation's path or not; with ``fail_at``, that iteration raises."""
+    (NaN as None), to ``begun`` how many evaluations had begun at each and to
+    ``at_iteration`` how many iterations had run, with ρ(W_hh) taken off the evaluation's
+    path or not; with ``fail_at``, that iteration raises. Off the path, ρ comes from its
+    thread (``radius="thread"``), is there at once (``"ready"``) or only when asked for
+    (``"held"``)."""
     from ortho_core.experiments import synthetic, synthetic_stage
     monkeypatch.setattr(synthetic, "defers_radius", lambda device: later)
+    radius_later = synthetic_stage.Stage.radius_later
+
+    def controlled(self):
+        value = radius_later(self).result()
+        if radius == "held":
+            return _HeldRadius(value)
+        done = Future()
+        done.set_result(value)
+        return done
+
+    if radius != "thread":
+        monkeypatch.setattr(synthetic_stage.Stage, "radius_later", controlled)
     evaluations, iterations = [0], [0]
     evaluate, iteration = synthetic_stage.Stage.evaluate, synthetic_stage.Stage.iteration
 
@@ -391,6 +422,8 @@ def _emit(monkeypatch, pack: list[Config], later: bool, sent: list, begun: list,
         sent.append((r.member, r.step, {k: None if math.isnan(v) else v
                                         for k, v in r.metrics.items()}))
         begun.append(evaluations[0])
+        if at_iteration is not None:
+            at_iteration.append(iterations[0])
 
     train(pack, reporter)
 
@@ -398,16 +431,23 @@ def _emit(monkeypatch, pack: list[Config], later: bool, sent: list, begun: list,
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
+MIXED_BASE = {"protocol": "max_length", "seq_len": 10, "seq_len_step": 10, "max_seq_len": 30,
+              "max_iters": 150}
+
+
+def _mixed_pack(device: str = "cpu") -> list[Config]:
+    """Members that solve lengths, fail and diverge."""
+    return [make(variant="oinit", lr=0.1, seed=0, device=device, **MIXED_BASE),
+            make(variant="plain", lr=0.001, seed=1, device=device, **MIXED_BASE),
+            make(variant="plain", lr=1e37, seed=2, device=device, **MIXED_BASE)]
+
+
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
 def test_radius_off_the_evaluation_path_reports_the_same_in_the_same_order(monkeypatch, device):
-    """With ρ(W_hh) computed on a host thread (as on CUDA), an evaluation's reports go out at
-    the next evaluation, after the pack trained on, and they are the reports, in the order,
-    of ρ computed in the evaluation: members that solve lengths, fail and diverge."""
-    base = {"protocol": "max_length", "seq_len": 10, "seq_len_step": 10, "max_seq_len": 30,
-            "max_iters": 150, "device": device}
-    pack = [make(variant="oinit", lr=0.1, seed=0, **base),
-            make(variant="plain", lr=0.001, seed=1, **base),
-            make(variant="plain", lr=1e37, seed=2, **base)]
+    """With ρ(W_hh) computed on a host thread (as on CUDA), an evaluation's reports go out
+    after the evaluation and before the next one ends, and they are the reports, in the
+    order, of ρ computed in the evaluation: members that solve lengths, fail and diverge."""
+    pack = _mixed_pack(device)
     now, later, begun = [], [], []
     _emit(monkeypatch, pack, False, now, [])
     _emit(monkeypatch, pack, True, later, begun)
@@ -415,7 +455,22 @@ def test_radius_off_the_evaluation_path_reports_the_same_in_the_same_order(monke
     counts = [sum(1 for member, _, _ in now if member == i) for i in range(3)]
     assert counts[2] < counts[1]
     assert len({m["seq_len"] for _, _, m in now}) >= 2
-    assert begun[:3] == [2, 2, 2]
+    assert set(begun[:3]) <= {1, 2}
+
+
+def test_reports_go_out_once_their_radius_is_there_at_the_latest_at_the_next_evaluation(
+        monkeypatch):
+    """A ρ(W_hh) there at once: its evaluation's reports go out after the next iteration
+    (an early-stopping scheduler sees them then, not a window later); one that is never
+    done before it is asked for: at the next evaluation. The same reports either way."""
+    pack, every = _mixed_pack(), SMALL["eval_every"]
+    now, ready, held, begun_ready, begun_held, iters_ready, iters_held = ([] for _ in range(7))
+    _emit(monkeypatch, pack, False, now, [])
+    _emit(monkeypatch, pack, True, ready, begun_ready, radius="ready", at_iteration=iters_ready)
+    _emit(monkeypatch, pack, True, held, begun_held, radius="held", at_iteration=iters_held)
+    assert ready == now and held == now
+    assert begun_ready[:3] == [1, 1, 1] and iters_ready[:3] == [every + 1] * 3
+    assert begun_held[:3] == [2, 2, 2] and iters_held[:3] == [2 * every] * 3
 
 
 def test_reports_held_for_their_radius_are_sent_when_training_fails(monkeypatch):
