@@ -50,7 +50,7 @@ from sweeps.lookup import SweepNotFound, find, new_sweep_id, open_store, refuse_
 from sweeps.plan import Plan, build_plan, fill_slots
 from sweeps.ray_session import beside_ray_start, check_resources, ray_session, trial_slots
 from sweeps.spec import ResolvedSpec, load_spec, resolve
-from sweeps.status import Progress, format_line, from_mlflow
+from sweeps.status import Progress, format_line, from_mlflow, studies_line
 from sweeps.tracking.liveness import check_server
 from sweeps.tune_run import backfill_failures, execute, storage_path
 
@@ -114,6 +114,14 @@ def _study_url(spec: ResolvedSpec, explicit: str | None, uri: str) -> str | None
     return storage_url(explicit, uri)
 
 
+def _where(uri: str, study_url: str | None, sweep_id: str) -> str:
+    """Where a sweep tracks (and keeps its Optuna studies), credentials masked."""
+    where = f"tracking {tracking.redact(uri)}"
+    if study_url is None:
+        return where
+    return f"{where}; Optuna studies in {studies_line(tracking.redact(study_url), sweep_id)}"
+
+
 def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
               tracking_uri: str | None = None, home: str | os.PathLike[str] | None = None,
               storage: str | None = None, max_concurrent: int | None = None,
@@ -162,7 +170,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
                  f"{tracking.SPEC_ARTIFACT_DIR}/{source.name}": source.read_text()}
         ref = tracker.start_sweep(tracker.experiment_id(spec.name), sweep_id, tags, texts)
         print(f"sweep {sweep_id}: {spec.name}/{profile}, {plan.n_configs} configurations in "
-              f"{plan.n_tune_trials} trials; tracking {tracking.redact(uri)}", file=stream,
+              f"{plan.n_tune_trials} trials; {_where(uri, study_url, sweep_id)}", file=stream,
               flush=True)
         progress = Progress(sweep_id=sweep_id, label=f"{spec.name}/{profile}",
                             metric=spec.metric, mode=spec.mode, total=plan.n_configs)
@@ -229,7 +237,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
                                                             spec.resources.gpu, max_concurrent))
         print(f"sweep {record.ref.sweep_id}: resuming {spec.name}/{spec.profile}, "
               f"{len(values)} of {plan.n_configs} configurations done, {plan.n_todo} to run "
-              f"in {plan.n_tune_trials} trials; tracking {tracking.redact(uri)}",
+              f"in {plan.n_tune_trials} trials; {_where(uri, study_url, record.ref.sweep_id)}",
               file=stream, flush=True)
         run_name = f"{record.ref.sweep_id}-resume-{time.strftime('%H%M%S', time.gmtime())}"
         return _run(spec, plan, record.ref, tracker, home_path, storage, run_name,

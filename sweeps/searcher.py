@@ -63,7 +63,6 @@ class SweepSearcher(Searcher):
 
     def __init__(self, plan: Plan, metric: str, mode: str, studies: Studies | None) -> None:
         super().__init__(metric=metric, mode=mode)
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.plan = plan
         self._packs = deque(plan.packs)
         self._cells = deque(_Cell(i, plan, studies.by_cell[i]) for i in plan.optuna_cells

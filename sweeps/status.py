@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeps import tracking
+from sweeps import contract, tracking
 
 
 @dataclass
@@ -48,6 +48,9 @@ class Progress:
     """``running``, ``finished`` or ``interrupted``."""
     outcomes: Counter[str] = field(default_factory=Counter)
     """Outcome tag -> configurations (from MLflow only)."""
+    studies: str = ""
+    """Where the Optuna cells' studies live, credentials masked ("" for a grid sweep;
+    from MLflow only)."""
 
     def offer(self, value: Any) -> None:
         """Keep ``value`` as the best so far if it is finite and better."""
@@ -132,7 +135,8 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord) -> Prog
     """The progress of a sweep as MLflow holds it. A sweep whose driver died counts no
     configuration as running and its time up to the driver's last heartbeat."""
     p = Progress(sweep_id=record.ref.sweep_id, label=f"{record.spec}/{record.profile}",
-                 metric=record.metric, mode=record.mode, total=record.n_configs)
+                 metric=record.metric, mode=record.mode, total=record.n_configs,
+                 studies=record.optuna_storage)
     for run in tracker.configurations(record.ref):
         status = run.info.status
         outcome = run.data.tags.get(tracking.OUTCOME)
@@ -161,9 +165,18 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord) -> Prog
     return p
 
 
+def studies_line(url: str, sweep_id: str) -> str:
+    """Where a sweep's Optuna studies are and what they are called (``url`` masked)."""
+    name = contract.STUDY_NAME.format(sweep_id=sweep_id, cell="<cell>")
+    return f"{url}, one study per cell named {name}"
+
+
 def format_status(p: Progress) -> str:
-    """``ortho sweep status`` output: the line, then the outcome counts."""
+    """``ortho sweep status`` output: the line, then the outcome counts and, for a sweep
+    with Optuna cells, where their studies are."""
     lines = [format_line(p)]
     if p.outcomes:
         lines.append("  outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(p.outcomes.items())))
+    if p.studies:
+        lines.append(f"  Optuna studies: {studies_line(p.studies, p.sweep_id)}")
     return "\n".join(lines)

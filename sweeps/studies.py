@@ -116,6 +116,9 @@ def study_name(sweep_id: str, cell: int) -> str:
 
 
 def _storage(url: str | None) -> Any:
+    """The storage ``url`` opens (None: in memory); Optuna's line per study created (INFO)
+    is silenced first, since the sweep's first line names the storage and the studies."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     if url is None:
         return None
     try:

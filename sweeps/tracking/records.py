@@ -16,6 +16,7 @@ from sweeps.contract import (
     METRIC,
     MODE,
     N_CONFIGS,
+    OPTUNA_STORAGE,
     OUTCOME,
     PROFILE,
     SPEC,
@@ -56,6 +57,8 @@ class SweepRecord:
     """``host:pid`` of the driver that last ran it ("" when unknown)."""
     heartbeat: float | None = None
     """When that driver last said it was alive (seconds since the epoch)."""
+    optuna_storage: str = ""
+    """Where its Optuna cells' studies live, credentials masked ("" for a grid sweep)."""
 
     @property
     def alive(self) -> bool:
@@ -75,7 +78,8 @@ def sweep_record(run: Any) -> SweepRecord:
         end_time=run.info.end_time / 1000 if run.info.end_time else None,
         n_configs=int(tags.get(N_CONFIGS, "0")), metric=tags.get(METRIC, ""),
         mode=tags.get(MODE, "max"), driver=tags.get(DRIVER, ""),
-        heartbeat=float(beat) if beat else None)
+        heartbeat=float(beat) if beat else None,
+        optuna_storage=tags.get(OPTUNA_STORAGE, ""))
 
 
 @dataclass(frozen=True)

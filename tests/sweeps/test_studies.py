@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 
 import optuna
 import pytest
@@ -13,10 +14,12 @@ import pytest
 from ortho_core import experiments
 from ortho_core.errors import ConfigError
 from sweeps import contract, tracking
+from sweeps.lookup import sweep_status
 from sweeps.plan import build_plan
 from sweeps.runner import run_sweep
 from sweeps.searcher import SweepSearcher
 from sweeps.spec import load_spec, resolve
+from sweeps.status import format_status
 from sweeps.studies import (
     KEY_ATTR,
     create_studies,
@@ -99,11 +102,15 @@ def test_a_missing_study_is_refused_naming_the_storage(tmp_path):
 
 
 @pytest.mark.usefixtures(toy_ray.__name__)
-def test_a_packed_optuna_sweep_tracks_each_member_and_its_study(tmp_path, monkeypatch):
+def test_a_packed_optuna_sweep_tracks_each_member_and_its_study(tmp_path, monkeypatch, caplog):
     """Two cells, 4 trials each in packs of 2: 8 child runs with their own trial keys, and
     studies in HOME/optuna.db that load_study opens, one COMPLETE trial per member holding
-    the member's own score."""
+    the member's own score. The sweep's first line and its status name the storage and the
+    studies; Optuna's own line per study created is not printed."""
     monkeypatch.delenv("ORTHO_TRACKING_URI", raising=False)
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    optuna_logger = logging.getLogger("optuna")  # it does not propagate to the root
+    monkeypatch.setattr(optuna_logger, "handlers", [*optuna_logger.handlers, caplog.handler])
     path = write_spec(tmp_path, fixed={}, space={"steps": [1, 2], "x": {"low": 0, "high": 1}},
                       pack_size=2, search={"kind": "optuna", "sampler": "tpe", "n_trials": 4,
                                            "seed": 1})
@@ -117,6 +124,13 @@ def test_a_packed_optuna_sweep_tracks_each_member_and_its_study(tmp_path, monkey
     url = f"sqlite:///{home}/optuna.db"
     parent = store(home).client.get_run(store(home).find_sweep(final.sweep_id).ref.parent_run_id)
     assert parent.data.tags[contract.OPTUNA_STORAGE] == url
+    where = f"Optuna studies in {url}, one study per cell named {final.sweep_id}/cell-<cell>"
+    assert where in out.getvalue().splitlines()[0]
+    status = format_status(sweep_status(home=home))
+    assert f"  Optuna studies: {url}, one study per cell named {final.sweep_id}/cell-<cell>" in (
+        status.splitlines())
+    assert not [r.getMessage() for r in caplog.records
+                if r.name.startswith("optuna") and r.levelno < logging.WARNING]
     for cell in (0, 1):
         study = optuna.load_study(study_name=f"{final.sweep_id}/cell-{cell}", storage=url)
         told = {t.user_attrs[KEY_ATTR]: (t.params["x"], t.value) for t in study.trials}
