@@ -152,6 +152,9 @@ def provenance_items(runs: SweepRuns) -> dict[str, str]:
         f"{_duration((end.max() - start.min()) / 1000)} from the first configuration's start "
         f"to the last one's end; {_duration(float((end - start.loc[end.index]).sum()) / 1000)}"
         " of training summed over configurations")
+    if sweep.per_hour is not None:
+        rate = f"{sweep.per_hour:,.0f}" if sweep.per_hour >= 10 else f"{sweep.per_hour:.2g}"
+        wall += f"; {rate} configurations finished per hour by the command that ran it"
     hosts = frame["hostname"].dropna() if "hostname" in frame else pd.Series(dtype=object)
     machines = ", ".join(f"{h} ({n} configurations)"
                          for h, n in hosts.value_counts().sort_index().items()) or "not tagged"

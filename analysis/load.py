@@ -76,6 +76,9 @@ class Sweep:
     """MLflow experiment id."""
     start_time: int
     """Start of the parent run (ms since the epoch)."""
+    per_hour: float | None = None
+    """Metric ``configs_per_hour`` of the parent run: configurations finished per hour by
+    the run of the driver that last ended the sweep (None while it runs, or never ended)."""
 
 
 @dataclass
@@ -152,7 +155,9 @@ def _sweep_of(spec: str, run: Run) -> Sweep:
                  git_sha=tags.get(contract.GIT_SHA, ""),
                  n_configs=int(n) if n and n.isdigit() else None,
                  parent_run_id=run.info.run_id, status=run.info.status,
-                 experiment_id=run.info.experiment_id, start_time=run.info.start_time)
+                 experiment_id=run.info.experiment_id, start_time=run.info.start_time,
+                 per_hour=run.data.metrics.get(contract.CONFIGS_PER_HOUR)
+                 if run.info.status != "RUNNING" else None)
 
 
 def list_specs(client: MlflowClient) -> list[str]:

@@ -84,6 +84,12 @@ measured throughput curve (:mod:`sweeps.pack_size`); a resume packs with it agai
 PACK_SIZE_CURVE = "ortho.pack_size_curve"
 """Parent, beside :data:`PACK_SIZE`: JSON ``{K: configs·iterations per second}`` of the
 pack sizes the probe measured on a trial's device (``{}`` when K was not measured)."""
+CONFIGS_PER_HOUR = "configs_per_hour"
+"""Parent, a metric logged whenever its driver ends it: configurations finished per hour of
+wall time by that run of the driver (``ortho sweep run``, or a resume: what it finished, not
+counting those finished before it), its start (Ray, the store) included."""
+RUN_SECONDS = "run_seconds"
+"""Parent, a metric beside :data:`CONFIGS_PER_HOUR`: the wall time of that run (seconds)."""
 PARENT = "mlflow.parentRunId"
 """Child: the parent run's id (MLflow's own tag)."""
 RUN_NAME = "mlflow.runName"

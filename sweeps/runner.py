@@ -19,6 +19,10 @@ state, which only the driver writes, need not be on shared storage. A Ray Client
 planning, and recorded on the parent run (:mod:`sweeps.pack_size`). How a plan becomes Tune
 trials is :mod:`sweeps.tune_run`.
 
+The last line gives the figure the project optimises, configurations finished per hour of
+the command's wall time (Ray's start included), which the parent run keeps
+(:data:`~sweeps.contract.CONFIGS_PER_HOUR`; its span starts when the command did).
+
 Resume (:func:`resume_sweep`) reads the sweep back from MLflow, not from Tune's state (which
 is kept for inspection only): the spec file stored with the parent run is resolved again
 (its SHA-256 must match; ``pack_size: auto`` takes the pack size the parent run records,
@@ -76,13 +80,13 @@ def refuse_client_with_local_store(address: str | None, uri: str) -> None:
 def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracking.Tracker,
          home: Path, storage: str | None, run_name: str, max_concurrent: int | None,
          progress: Progress, stream: TextIO, run_tags: dict[str, str],
-         studies: Any) -> Progress:
+         studies: Any, begun: float, finished_before: int) -> Progress:
     """Run what ``plan`` leaves (``run_tags`` on every run it creates; the Optuna cells
-    searched by ``studies``, a :class:`sweeps.studies.Studies`), end the parent run, and
-    print the last line."""
+    searched by ``studies``, a :class:`sweeps.studies.Studies`), end the parent run with this
+    run's configurations finished per hour (since ``begun``, a ``time.monotonic()``, not
+    counting the ``finished_before`` it), and print the last line."""
     store = storage_path(storage, home)
     interrupted = False
-    start = time.monotonic()
     if plan.n_tune_trials:
         interrupted = execute(spec, plan, ref, tracker.uri, store, run_name, max_concurrent,
                               progress, stream, run_tags, studies)
@@ -93,11 +97,16 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     record = tracker.find_sweep(ref.sweep_id)
     assert record is not None
     final = from_mlflow(tracker, record)
-    final.elapsed = time.monotonic() - start
+    final.elapsed = time.monotonic() - begun
     final.running = 0
     final.state = "interrupted" if interrupted else "finished"
-    tracker.end_sweep(ref, "KILLED" if interrupted else "FINISHED",
-                      {"configs_done": final.done, "configs_failed": final.failed})
+    finished = final.done - final.failed - finished_before
+    final.per_hour = finished / final.elapsed * 3600 if finished > 0 else None
+    summary = {"configs_done": final.done, "configs_failed": final.failed,
+               contract.RUN_SECONDS: final.elapsed}
+    if final.per_hour is not None:
+        summary[contract.CONFIGS_PER_HOUR] = final.per_hour
+    tracker.end_sweep(ref, "KILLED" if interrupted else "FINISHED", summary)
     print(format_line(final), file=stream, flush=True)
     if interrupted or final.failed:
         print(f"resume with: ortho sweep resume {ref.sweep_id}", file=stream, flush=True)
@@ -135,6 +144,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     the live progress to ``stream`` (default stdout: a bar on a terminal, else one line at a
     time); returns the final :class:`Progress` (``state`` finished or interrupted).
     """
+    begun, begun_at = time.monotonic(), time.time()
     stream = stream or sys.stdout
     spec = resolve(load_spec(spec_ref), profile)
     home_path = tracking.home_dir(home)
@@ -168,14 +178,15 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
             tags[contract.OPTUNA_STORAGE] = tracking.redact(study_url)
         texts = {tracking.RESOLVED_ARTIFACT: spec.text,
                  f"{tracking.SPEC_ARTIFACT_DIR}/{source.name}": source.read_text()}
-        ref = tracker.start_sweep(tracker.experiment_id(spec.name), sweep_id, tags, texts)
+        ref = tracker.start_sweep(tracker.experiment_id(spec.name), sweep_id, tags, texts,
+                                  start_time=begun_at)
         print(f"sweep {sweep_id}: {spec.name}/{profile}, {plan.n_configs} configurations in "
               f"{plan.n_tune_trials} trials; {_where(uri, study_url, sweep_id)}", file=stream,
               flush=True)
         progress = Progress(sweep_id=sweep_id, label=f"{spec.name}/{profile}",
                             metric=spec.metric, mode=spec.mode, total=plan.n_configs)
         return _run(spec, plan, ref, tracker, home_path, storage, sweep_id, max_concurrent,
-                    progress, stream, code.tags(), studies)
+                    progress, stream, code.tags(), studies, begun, 0)
 
 
 def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
@@ -191,6 +202,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     ``force``. Its Optuna cells continue their studies in ``optuna_storage`` (default as for
     :func:`run_sweep`; a study missing there: ``ConfigError``, field ``optuna_storage``).
     """
+    begun = time.monotonic()
     stream = stream or sys.stdout
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
@@ -242,4 +254,4 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         run_name = f"{record.ref.sweep_id}-resume-{time.strftime('%H%M%S', time.gmtime())}"
         return _run(spec, plan, record.ref, tracker, home_path, storage, run_name,
                     max_concurrent, progress, stream, provenance.current(PROJECT_ROOT).tags(),
-                    studies)
+                    studies, begun, len(values))

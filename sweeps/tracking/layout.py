@@ -147,11 +147,12 @@ class Tracker:
             return exp.experiment_id
 
     def start_sweep(self, experiment_id: str, sweep_id: str, tags: Mapping[str, str],
-                    texts: Mapping[str, str]) -> SweepRef:
+                    texts: Mapping[str, str], start_time: float | None = None) -> SweepRef:
         """Create the parent run of a new sweep with ``tags`` (plus role, sweep id, this
         process as its driver and a first heartbeat) and the text artifacts ``texts``
         (artifact path -> content); with a resolved spec among them, also the cells it
-        defines (``expected_cells.json``)."""
+        defines (``expected_cells.json``). ``start_time`` (seconds since the epoch; default
+        now) is when the sweep began: the command that runs it, Ray's start included."""
         texts = dict(texts)
         if contract.RESOLVED_ARTIFACT in texts:
             from sweeps.tracking.cells import expected_cells_json
@@ -159,6 +160,7 @@ class Tracker:
             texts.setdefault(contract.EXPECTED_CELLS_ARTIFACT,
                              expected_cells_json(texts[contract.RESOLVED_ARTIFACT]))
         run = self.call(self.client.create_run, experiment_id,
+                        start_time=None if start_time is None else int(start_time * 1000),
                         run_name=tags.get(contract.RUN_NAME, sweep_id),
                         tags={**tags, contract.SWEEP_ID: sweep_id,
                               contract.ROLE: contract.ROLE_SWEEP,

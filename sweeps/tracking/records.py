@@ -11,6 +11,7 @@ from typing import Any
 
 from ortho_core.reporting import Outcome, Result
 from sweeps.contract import (
+    CONFIGS_PER_HOUR,
     DRIVER,
     HEARTBEAT,
     METRIC,
@@ -59,6 +60,9 @@ class SweepRecord:
     """When that driver last said it was alive (seconds since the epoch)."""
     optuna_storage: str = ""
     """Where its Optuna cells' studies live, credentials masked ("" for a grid sweep)."""
+    per_hour: float | None = None
+    """Configurations finished per hour by the last run of its driver that ended it
+    (:data:`~sweeps.contract.CONFIGS_PER_HOUR`; None when no run ended it)."""
 
     @property
     def alive(self) -> bool:
@@ -79,7 +83,8 @@ def sweep_record(run: Any) -> SweepRecord:
         n_configs=int(tags.get(N_CONFIGS, "0")), metric=tags.get(METRIC, ""),
         mode=tags.get(MODE, "max"), driver=tags.get(DRIVER, ""),
         heartbeat=float(beat) if beat else None,
-        optuna_storage=tags.get(OPTUNA_STORAGE, ""))
+        optuna_storage=tags.get(OPTUNA_STORAGE, ""),
+        per_hour=run.data.metrics.get(CONFIGS_PER_HOUR))
 
 
 @dataclass(frozen=True)

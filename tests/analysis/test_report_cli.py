@@ -12,6 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from analysis import cli
+from analysis.html import provenance_items
 from analysis.load import Histories, load_sweep
 from analysis.published.manchev import PRETRAIN, TABLE_I
 from analysis.report import build_report
@@ -167,6 +168,13 @@ def test_report_of_a_real_smoke_sweep_matches_its_runs(smoke_home: Path, tmp_pat
     assert len(children) == int(parent.data.tags["ortho.n_configs"]) == 8
 
     runs = load_sweep(client, SPEC)
+    # configurations finished per hour, as the sweep's command logged it and the page says
+    per_hour = parent.data.metrics["configs_per_hour"]
+    finished = sum(c.info.status == "FINISHED" for c in children)
+    assert runs.sweep.per_hour == per_hour == pytest.approx(
+        finished / parent.data.metrics["run_seconds"] * 3600)
+    assert provenance_items(runs)["wall time"].endswith(
+        f"; {per_hour:,.0f} configurations finished per hour by the command that ran it")
     table = max_length.max_length_table(runs)
     prov = table.provenance
     assert (prov.sweep_id, prov.profile, prov.n_runs, prov.n_expected) == (

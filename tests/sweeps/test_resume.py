@@ -20,9 +20,10 @@ import psutil
 import pytest
 
 from ortho_core.errors import ConfigError
-from sweeps import tracking
+from sweeps import contract, tracking
 from sweeps.lookup import sweep_status
 from sweeps.runner import resume_sweep, run_sweep
+from sweeps.status import rate
 from sweeps.testing import track
 from tests.conftest import Store
 from tests.sweeps import toy_experiment
@@ -151,13 +152,25 @@ def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
                        if r.info.status == "FINISHED"}
     assert 2 <= len(finished_before) < len(XS), out
     assert all(r.info.status in ("FINISHED", "FAILED", "KILLED") for r in before.values())
+    metrics = tracker_of(home).client.get_run(record.ref.parent_run_id).data.metrics
+    assert record.per_hour == pytest.approx(
+        len(finished_before) / metrics[contract.RUN_SECONDS] * 3600)
 
     out = io.StringIO()
+    begun = time.monotonic()
     final = resume_sweep(home=home, stream=out)  # the latest interrupted sweep
+    wall = time.monotonic() - begun
     assert (f"{len(finished_before)} of {len(XS) + 1} configurations done, "
             f"{len(XS) + 1 - len(finished_before)} to run") in out.getvalue()
     assert (final.sweep_id, final.state, final.done, final.failed) == (
         record.ref.sweep_id, "finished", len(XS) + 1, 0)
+    # the resume's rate counts what it finished itself, over its own wall time
+    assert final.elapsed <= wall
+    assert final.per_hour == pytest.approx(
+        (len(XS) + 1 - len(finished_before)) / final.elapsed * 3600)
+    assert out.getvalue().splitlines()[-1].endswith(f"{rate(final.per_hour)}")
+    assert tracker_of(home).find_sweep(record.ref.sweep_id).per_hour == pytest.approx(
+        final.per_hour)
     after = child_runs(home, record.ref.sweep_id)
     assert sorted(float(r.data.params["x"]) for r in after) == [FAILING, *XS]  # one run each
     assert all(r.info.status == "FINISHED" for r in after)

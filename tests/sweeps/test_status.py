@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from ortho_core.reporting import Outcome, Result
-from sweeps import tracking
-from sweeps.status import Progress, format_line, from_mlflow, state_of
+from sweeps import contract, tracking
+from sweeps.status import Progress, format_line, from_mlflow, rate, state_of
 from sweeps.testing import drive_from, start_sweep
 from sweeps.tune_progress import ProgressCallback
 from tests.sweeps.helpers import new_home
@@ -146,8 +146,19 @@ def test_a_sweep_elsewhere_is_running_while_its_heartbeat_is_recent(sweep):
 
 def test_an_ended_sweep_is_finished_or_interrupted(sweep):
     t, ref = sweep
-    t.end_sweep(ref, "KILLED", {})
+    assert from_mlflow(t, t.find_sweep("s")).per_hour is None  # running: no rate yet
+    t.end_sweep(ref, "KILLED", {contract.CONFIGS_PER_HOUR: 40.0})
     assert state_of(t.find_sweep("s")) == "interrupted"  # even with its driver (us) alive
-    t.end_sweep(ref, "FINISHED", {})
+    p = from_mlflow(t, t.find_sweep("s"))
+    assert p.per_hour == 40.0 and format_line(p).endswith(", 40 configurations/h")
+    t.end_sweep(ref, "FINISHED", {contract.CONFIGS_PER_HOUR: 2057.4})  # a resume's, later
     assert state_of(t.find_sweep("s")) == "finished"
+    assert format_line(from_mlflow(t, t.find_sweep("s"))).endswith(", 2,057 configurations/h")
     assert os.getpid() == int(t.find_sweep("s").driver.rpartition(":")[2])
+
+
+@pytest.mark.parametrize(("per_hour", "text"), [
+    (2057.4, "2,057 configurations/h"), (10.0, "10 configurations/h"),
+    (3.42, "3.4 configurations/h"), (0.25, "0.25 configurations/h")])
+def test_configurations_per_hour_read_at_a_glance(per_hour, text):
+    assert rate(per_hour) == text

@@ -8,6 +8,7 @@ import argparse
 import shlex
 import socket
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -15,9 +16,10 @@ from typing import Any, ClassVar
 import pytest
 
 from ortho_core.errors import ConfigError
-from sweeps import tracking
+from sweeps import contract, tracking
 from sweeps.cli import build_parser, main
 from sweeps.runner import PROJECT_ROOT
+from sweeps.status import rate
 from sweeps.sweep_command import (
     DEFAULT_PROFILE,
     SUBMIT_EXCLUDES,
@@ -250,16 +252,29 @@ def test_submitted_spec_must_ship_with_the_checkout(tmp_path):
 def test_run_status_resume_from_the_command_line(tmp_path, capsys):
     spec = write_spec(tmp_path, space={"x": [0.2, 0.9]})
     home = new_home(tmp_path)
+    begun, begun_at = time.monotonic(), time.time()
     assert main(["sweep", "run", str(spec), "--profile", "smoke", "--home", str(home)]) == 0
+    wall = time.monotonic() - begun
     out = capsys.readouterr().out.splitlines()
     sweep_id = out[0].split()[1].rstrip(":")
     assert out[0] == (f"sweep {sweep_id}: toy/smoke, 2 configurations in 2 trials; "
                       f"tracking sqlite:///{home}/mlflow.db")
     assert out[-1].startswith(f"sweep {sweep_id} toy/smoke: 2/2 done, best score 9, finished in ")
+    # configurations per hour: the 2 finished over the command's wall time, as MLflow holds it
+    parent = store(home).find_sweep(sweep_id)
+    seconds = store(home).client.get_run(parent.ref.parent_run_id).data.metrics[
+        contract.RUN_SECONDS]
+    assert 0 < seconds <= wall
+    assert parent.per_hour == pytest.approx(2 / seconds * 3600)
+    # the parent run spans the command (Ray's start included), as the printed time does
+    assert begun_at <= parent.start_time < begun_at + 1
+    assert parent.end_time - parent.start_time == pytest.approx(seconds, abs=0.5)
+    assert out[-1].endswith(f", {rate(parent.per_hour)}")
 
     assert main(["sweep", "status", "--home", str(home)]) == 0
     status = capsys.readouterr().out.splitlines()
     assert status[0].startswith(f"sweep {sweep_id} toy/smoke: 2/2 done, best score 9, finished")
+    assert status[0].endswith(f", {rate(parent.per_hour)}")
     assert status[1] == "  outcomes: solved 1, unsolved 1"
 
     assert main(["sweep", "resume", sweep_id, "--home", str(home)]) == 0
