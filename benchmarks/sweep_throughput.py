@@ -195,7 +195,7 @@ def run(doc: dict[str, Any], pack_size: int, tmp: Path, tag: str, profile: str =
         stop.set()
         sampler.join()
     assert final.state == "finished" and final.failed == 0, out.getvalue()
-    trials = int(re.search(r"configurations in (\d+) trials", out.getvalue()).group(1))
+    trials = int(re.search(r"configurations? in (\d+) trials?", out.getvalue()).group(1))
     mode = f"packed K={pack_size}" if pack_size > 1 else "one per trial"
     return Row(mode, final.done, trials, seconds, sum(loads) / len(loads))
 

@@ -54,7 +54,7 @@ from sweeps.lookup import SweepNotFound, find, new_sweep_id, open_store, refuse_
 from sweeps.plan import Plan, build_plan, fill_slots
 from sweeps.ray_session import beside_ray_start, check_resources, ray_session, trial_slots
 from sweeps.spec import ResolvedSpec, load_spec, resolve
-from sweeps.status import Progress, format_line, from_mlflow, studies_line
+from sweeps.status import Progress, count, format_line, from_mlflow, studies_line
 from sweeps.tracking.liveness import check_server
 from sweeps.tune_run import backfill_failures, execute, storage_path
 
@@ -180,9 +180,9 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
                  f"{tracking.SPEC_ARTIFACT_DIR}/{source.name}": source.read_text()}
         ref = tracker.start_sweep(tracker.experiment_id(spec.name), sweep_id, tags, texts,
                                   start_time=begun_at)
-        print(f"sweep {sweep_id}: {spec.name}/{profile}, {plan.n_configs} configurations in "
-              f"{plan.n_tune_trials} trials; {_where(uri, study_url, sweep_id)}", file=stream,
-              flush=True)
+        print(f"sweep {sweep_id}: {spec.name}/{profile}, {count(plan.n_configs, 'configuration')}"
+              f" in {count(plan.n_tune_trials, 'trial')}; {_where(uri, study_url, sweep_id)}",
+              file=stream, flush=True)
         progress = Progress(sweep_id=sweep_id, label=f"{spec.name}/{profile}",
                             metric=spec.metric, mode=spec.mode, total=plan.n_configs)
         return _run(spec, plan, ref, tracker, home_path, storage, sweep_id, max_concurrent,
@@ -248,8 +248,9 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         plan = fill_slots(plan, spec.pack_size, trial_slots(spec.resources.cpu,
                                                             spec.resources.gpu, max_concurrent))
         print(f"sweep {record.ref.sweep_id}: resuming {spec.name}/{spec.profile}, "
-              f"{len(values)} of {plan.n_configs} configurations done, {plan.n_todo} to run "
-              f"in {plan.n_tune_trials} trials; {_where(uri, study_url, record.ref.sweep_id)}",
+              f"{len(values)} of {count(plan.n_configs, 'configuration')} done, {plan.n_todo} "
+              f"to run in {count(plan.n_tune_trials, 'trial')}; "
+              f"{_where(uri, study_url, record.ref.sweep_id)}",
               file=stream, flush=True)
         run_name = f"{record.ref.sweep_id}-resume-{time.strftime('%H%M%S', time.gmtime())}"
         return _run(spec, plan, record.ref, tracker, home_path, storage, run_name,

@@ -109,6 +109,11 @@ def standing(p: Progress) -> list[str]:
     return parts
 
 
+def count(n: int, noun: str) -> str:
+    """``1, "trial"`` -> ``1 trial``; ``2, "trial"`` -> ``2 trials``."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def rate(per_hour: float) -> str:
     """``2057.4`` -> ``2,057 configurations/h``; ``3.42`` -> ``3.4 configurations/h``."""
     value = f"{round(per_hour):,}" if per_hour >= 10 else f"{per_hour:.2g}"

@@ -103,7 +103,7 @@ def test_credentials_of_the_tracking_uri_are_never_shown_or_tracked(tmp_path, mo
                       tracking_uri=uri, stream=out)
     assert final.done == 1
     assert out.getvalue().splitlines()[0] == (
-        f"sweep {final.sweep_id}: toy/smoke, 1 configurations in 1 trials; "
+        f"sweep {final.sweep_id}: toy/smoke, 1 configuration in 1 trial; "
         "tracking postgresql://ortho:***@db.example:5432/mlflow")
     assert "hunter2" not in out.getvalue()
     record = store(home).find_sweep(final.sweep_id)
