@@ -138,8 +138,9 @@ def format_line(p: Progress) -> str:
 
 
 def estimate(done_now: int, seconds: float, remaining: int) -> float | None:
-    """Seconds left at the rate of ``done_now`` configurations in ``seconds``."""
-    if done_now <= 0 or seconds <= 0:
+    """Seconds left at the rate of ``done_now`` configurations in ``seconds`` (None when
+    there is no rate yet, or nothing left: the sweep is only ending)."""
+    if done_now <= 0 or seconds <= 0 or remaining <= 0:
         return None
     return remaining * seconds / done_now
 

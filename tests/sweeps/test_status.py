@@ -15,7 +15,7 @@ import pytest
 
 from ortho_core.reporting import Outcome, Result
 from sweeps import contract, tracking
-from sweeps.status import Progress, format_line, from_mlflow, rate, state_of
+from sweeps.status import Progress, estimate, format_line, from_mlflow, rate, state_of
 from sweeps.testing import drive_from, start_sweep
 from sweeps.tune_progress import ProgressCallback
 from tests.sweeps.helpers import new_home
@@ -162,3 +162,12 @@ def test_an_ended_sweep_is_finished_or_interrupted(sweep):
     (3.42, "3.4 configurations/h"), (0.25, "0.25 configurations/h")])
 def test_configurations_per_hour_read_at_a_glance(per_hour, text):
     assert rate(per_hour) == text
+
+
+def test_the_time_left_follows_the_rate_so_far_and_vanishes_once_nothing_is_left():
+    assert estimate(2, 60.0, 4) == 120.0  # 30 s a configuration
+    assert estimate(0, 60.0, 4) is None  # no rate yet
+    assert estimate(4, 60.0, 0) is None  # all done: the sweep is only ending
+    p = Progress(sweep_id="s", label="toy/smoke", metric="score", mode="max", total=1, done=1,
+                 elapsed=5.0, eta=estimate(1, 5.0, 0))
+    assert format_line(p) == "sweep s toy/smoke: 1/1 done, 5s elapsed"
