@@ -158,7 +158,7 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord) -> Prog
     configuration as running and its time up to the driver's last heartbeat."""
     p = Progress(sweep_id=record.ref.sweep_id, label=f"{record.spec}/{record.profile}",
                  metric=record.metric, mode=record.mode, total=record.n_configs,
-                 studies=record.optuna_storage)
+                 studies=record.optuna_storage, per_hour=record.per_hour)
     for run in tracker.configurations(record.ref):
         status = run.info.status
         outcome = run.data.tags.get(tracking.OUTCOME)
@@ -174,8 +174,6 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord) -> Prog
             p.done += 1
             p.failed += 1
     p.state = state_of(record)
-    if record.status != "RUNNING":  # a driver ended it, and logged its rate then
-        p.per_hour = record.per_hour
     if p.state == "running":
         end = time.time()
     elif record.status == "RUNNING":  # the driver died without ending the run

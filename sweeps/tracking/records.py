@@ -61,8 +61,9 @@ class SweepRecord:
     optuna_storage: str = ""
     """Where its Optuna cells' studies live, credentials masked ("" for a grid sweep)."""
     per_hour: float | None = None
-    """Configurations finished per hour by the last run of its driver that ended it
-    (:data:`~sweeps.contract.CONFIGS_PER_HOUR`; None when no run ended it)."""
+    """Configurations finished per hour by the run of its driver that ended it
+    (:data:`~sweeps.contract.CONFIGS_PER_HOUR`); None while it is RUNNING (a value logged then
+    would be an earlier run's) or when no driver ended it."""
 
     @property
     def alive(self) -> bool:
@@ -84,7 +85,8 @@ def sweep_record(run: Any) -> SweepRecord:
         mode=tags.get(MODE, "max"), driver=tags.get(DRIVER, ""),
         heartbeat=float(beat) if beat else None,
         optuna_storage=tags.get(OPTUNA_STORAGE, ""),
-        per_hour=run.data.metrics.get(CONFIGS_PER_HOUR))
+        per_hour=run.data.metrics.get(CONFIGS_PER_HOUR) if run.info.status != "RUNNING"
+        else None)
 
 
 @dataclass(frozen=True)
