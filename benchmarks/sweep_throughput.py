@@ -50,8 +50,11 @@ configuration of the profile) and ``--pack-size 28`` give it packs of up to a GP
 1 / FRACTION trials at once, :func:`sweeps.plan.pack_counts`), ``--profile`` another
 profile.
 
-The mean 1-minute load average over each run is printed beside it, and the float32 matmul
-rate at the end, since timings here move with the machine's load.
+Beside each run's own figure (``logged/h``) is the one the sweep reports itself, on its last
+line and as metric ``configs_per_hour`` of its parent run, over the same span (from
+``run_sweep``'s call to the end of the sweep, before ``run_sweep`` returns): the two agree to
+a fraction of a second of wall time. The mean 1-minute load average over each run is printed
+too, and the float32 matmul rate at the end, since timings here move with the machine's load.
 
 What bounds the ratio: a trial of one configuration runs the same trainer with a pack of one,
 and both runs pay the same fixed costs, so packed / one per trial cannot exceed what one
@@ -157,6 +160,9 @@ class Row:
     """``run_sweep``'s wall time."""
     load: float
     """Mean 1-minute load average over the run, sampled every 5 s."""
+    logged: float
+    """The sweep's own figure (its last line, and metric ``configs_per_hour`` of its parent
+    run): configurations finished per hour from ``run_sweep``'s call to the sweep's end."""
 
     @property
     def per_hour(self) -> float:
@@ -197,7 +203,8 @@ def run(doc: dict[str, Any], pack_size: int, tmp: Path, tag: str, profile: str =
     assert final.state == "finished" and final.failed == 0, out.getvalue()
     trials = int(re.search(r"configurations? in (\d+) trials?", out.getvalue()).group(1))
     mode = f"packed K={pack_size}" if pack_size > 1 else "one per trial"
-    return Row(mode, final.done, trials, seconds, sum(loads) / len(loads))
+    assert final.per_hour is not None
+    return Row(mode, final.done, trials, seconds, sum(loads) / len(loads), final.per_hour)
 
 
 def _sample_load(loads: list[float], stop: threading.Event) -> None:
@@ -234,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"profile {args.profile}{' (--quick)' if args.quick else ''}, {cpus} CPUs, "
           f"{'GPU fraction ' + str(args.gpu) if args.gpu else 'CPU only'}")
     print(f"{'sweep':<28} {'mode':<14} {'configs':>7} {'trials':>6} {'wall s':>8} "
-          f"{'configs/h':>9} {'load':>5}", flush=True)
+          f"{'configs/h':>9} {'logged/h':>9} {'load':>5}", flush=True)
     ratios = []
     with tempfile.TemporaryDirectory(prefix="sweep-throughput-") as tmp:
         warm, _ = subset_spec(Case("warm-up", "ff-mnist", (0,), {}), "cpu",
@@ -252,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             for i, row in enumerate(rows):
                 print(f"{case.label if i == 0 else '':<28} {row.mode:<14} {row.configs:>7} "
                       f"{row.trials:>6} {row.seconds:>8.1f} {row.per_hour:>9.0f} "
-                      f"{row.load:>5.1f}", flush=True)
+                      f"{row.logged:>9.0f} {row.load:>5.1f}", flush=True)
             ratios.append((case.label, rows[0].per_hour / rows[1].per_hour))
     for label, ratio in ratios:
         print(f"{label}: packed / one per trial = {ratio:.2f}x configurations per hour")
