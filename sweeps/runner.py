@@ -80,11 +80,12 @@ def refuse_client_with_local_store(address: str | None, uri: str) -> None:
 def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracking.Tracker,
          home: Path, storage: str | None, run_name: str, max_concurrent: int | None,
          progress: Progress, stream: TextIO, run_tags: dict[str, str],
-         studies: Any, begun: float, finished_before: int) -> Progress:
+         studies: Any, begun: float) -> Progress:
     """Run what ``plan`` leaves (``run_tags`` on every run it creates; the Optuna cells
     searched by ``studies``, a :class:`sweeps.studies.Studies`), end the parent run with this
     run's configurations finished per hour (since ``begun``, a ``time.monotonic()``, not
-    counting the ``finished_before`` it), and print the last line."""
+    counting those ``progress`` holds as done already), and print the last line."""
+    finished_before = progress.done
     store = storage_path(storage, home)
     interrupted = False
     if plan.n_tune_trials:
@@ -186,7 +187,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
         progress = Progress(sweep_id=sweep_id, label=f"{spec.name}/{profile}",
                             metric=spec.metric, mode=spec.mode, total=plan.n_configs)
         return _run(spec, plan, ref, tracker, home_path, storage, sweep_id, max_concurrent,
-                    progress, stream, code.tags(), studies, begun, 0)
+                    progress, stream, code.tags(), studies, begun)
 
 
 def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
@@ -255,4 +256,4 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         run_name = f"{record.ref.sweep_id}-resume-{time.strftime('%H%M%S', time.gmtime())}"
         return _run(spec, plan, record.ref, tracker, home_path, storage, run_name,
                     max_concurrent, progress, stream, provenance.current(PROJECT_ROOT).tags(),
-                    studies, begun, len(values))
+                    studies, begun)

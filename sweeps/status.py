@@ -132,7 +132,7 @@ def format_line(p: Progress) -> str:
         parts.append(f"{duration(p.elapsed)} elapsed")
         if p.eta is not None:
             parts.append(f"about {duration(p.eta)} left")
-    if p.per_hour is not None and p.state != "running":
+    if p.per_hour is not None:
         parts.append(rate(p.per_hour))
     return f"sweep {p.sweep_id} {p.label}: " + ", ".join(parts)
 
