@@ -2,7 +2,7 @@
 command line").
 
     ortho train EXPERIMENT [--set key=value ...] [--json]
-    ortho sweep run|submit|resume|status ...
+    ortho sweep run|submit|resume|status|studies ...
     ortho report SPEC ...        (from ``analysis``, loaded through an entry point)
     ortho ui                     (from ``analysis``)
 

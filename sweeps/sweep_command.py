@@ -1,4 +1,4 @@
-"""``ortho sweep run|submit|resume|status``: sweeps from the command line.
+"""``ortho sweep run|submit|resume|status|studies``: sweeps from the command line.
 
     ortho sweep run SPEC [--profile P] [--address A] [--tracking-uri U] [--home DIR]
                          [--storage PATH|URI] [--max-concurrent N]
@@ -7,6 +7,7 @@
                          [--no-wait]
     ortho sweep resume [SWEEP] [--force] [--address A] [--tracking-uri U] [--home DIR] ...
     ortho sweep status [SWEEP] [--tracking-uri U] [--home DIR]
+    ortho sweep studies [SWEEP] [--optuna-storage URL] [--dashboard] ...  (sweeps.studies_command)
 
 The default profile is ``cpu`` (``--profile smoke`` runs in seconds). With no address the
 sweep runs on an embedded Ray bound to 127.0.0.1 and tracks into ``./ortho-runs/mlflow.db``
@@ -107,6 +108,18 @@ Exit status as for "ortho sweep run".""",
 Show where a sweep stands, from MLflow alone (no Ray is started): configurations done,
 running and failed, the best value of its metric, time elapsed and left, and how many
 configurations ended each way.""",
+    "studies": """\
+Show the Optuna studies of a sweep that searches with Optuna (one study per cell): each
+cell's trials by state and its best point so far. With --dashboard, then serve
+optuna-dashboard's web UI on them (history, parameter importances, slices) until Ctrl-C,
+reachable from this machine only unless --host says otherwise.
+
+The studies are read from the storage the sweep recorded; name another with
+--optuna-storage when the recorded address has a password (it is kept masked) or this
+machine reaches the database by another address.
+
+Exit status: 0; 2 for a sweep without Optuna studies, a storage that cannot be opened or
+an address that cannot be listened on.""",
 }
 """What ``--help`` of ``ortho sweep`` and of each of its actions says (user text)."""
 
@@ -118,6 +131,7 @@ EXAMPLES = {
     "resume": "ortho sweep resume            # the latest unfinished sweep\n"
               "  ortho sweep resume 20261121-070102-ab12",
     "status": "ortho sweep status            # the latest sweep",
+    "studies": "ortho sweep studies --dashboard    # then open http://127.0.0.1:8080",
 }
 """The example ``--help`` of ``ortho sweep`` and of each of its actions ends with."""
 
@@ -144,7 +158,7 @@ def _positive_int(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``ortho sweep`` and its four commands to the ``ortho`` parser."""
+    """Add ``ortho sweep`` and its five commands to the ``ortho`` parser."""
     parser = sub.add_parser("sweep", help="run, submit, resume or inspect a sweep",
                             **_help("sweep"))
     commands = parser.add_subparsers(dest="sweep_command", required=True, metavar="ACTION")
@@ -227,6 +241,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     where(status, address=False)
     status.set_defaults(func=cmd_status)
 
+    studies = commands.add_parser("studies", help="a sweep's Optuna studies, and "
+                                  "optuna-dashboard on them", **_help("studies"))
+    studies.add_argument("sweep", nargs="?", help="sweep id (default: the latest)")
+    where(studies, address=False)
+    studies.add_argument("--optuna-storage", metavar="URL",
+                         help="the database holding the studies (default: "
+                         "$ORTHO_OPTUNA_STORAGE, else the storage the sweep recorded)")
+    studies.add_argument("--dashboard", action="store_true",
+                         help="then serve optuna-dashboard on the studies until Ctrl-C")
+    studies.add_argument("--host", default="127.0.0.1",
+                         help="address the dashboard listens on (default 127.0.0.1: this "
+                         "machine only)")
+    studies.add_argument("--port", type=int, default=8080,
+                         help="the dashboard's port (default 8080; 0: any free port)")
+    studies.set_defaults(func=cmd_studies)
+
 
 def _exit_status(progress: Any) -> int:
     if progress.state == "interrupted":
@@ -262,6 +292,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(format_status(sweep_status(args.sweep, tracking_uri=args.tracking_uri,
                                      home=args.home)))
     return 0
+
+
+def cmd_studies(args: argparse.Namespace) -> int:
+    """``ortho sweep studies`` (:mod:`sweeps.studies_command`)."""
+    from sweeps.studies_command import cmd_studies as studies
+
+    return studies(args)
 
 
 def job_spec_argument(spec_ref: str, root: Path) -> str:

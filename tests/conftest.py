@@ -1,5 +1,6 @@
 """Fixtures of every test directory: ``store``, an empty MLflow store of each kind a sweep
-can track into (as optuna runs its storage tests against every storage).
+can track into (as optuna runs its storage tests against every storage), and ``browser``,
+headless Chromium (:mod:`tests.browser`).
 
 - ``sqlite``: the embedded default, a SQLite database in the test's ``tmp_path``;
 - ``server``: an MLflow tracking server backed by PostgreSQL (:mod:`tests.servers`), started
@@ -21,9 +22,10 @@ from pathlib import Path
 import pytest
 
 from sweeps.testing import sqlite_store
+from tests.browser import browser
 from tests.servers import MLflowServer, Postgres, mlflow_server, postgres, start_mlflow
 
-__all__ = ["mlflow_server", "postgres", "server_stores", "store"]
+__all__ = ["browser", "mlflow_server", "postgres", "server_stores", "store"]
 
 STORE_KINDS = ("sqlite", "server")
 """The kinds of store every tracking, resume and analysis-loading test runs against."""

@@ -1,23 +1,16 @@
-"""What a researcher sees, checked in a real browser (issue 15): headless Chromium (Debian's
-``chromium``, which ``bash scripts/install.sh --test`` installs as it does PostgreSQL), driven
-by Playwright with that system browser (Playwright never downloads one here).
+"""What a researcher sees, checked in a real browser (issue 15): headless Chromium
+(:mod:`tests.browser`).
 
 - ``ortho ui``'s runs page of a sweep shows its runs by their readable names: the parent as
   ``spec · profile · <id>`` with its description, and, expanded, every configuration's name.
 - ``ortho report SPEC --format html`` renders every table and every figure visibly: each
   image decoded (``naturalWidth`` > 0) and laid out with a non-empty box inside the page.
-
-Skipped, with the reason, where Chromium or Playwright is missing, except under CI (``$CI``
-set), where the proof must run and a missing browser fails.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,37 +24,13 @@ from sweeps.plan import build_plan
 from sweeps.spec import load_spec, resolve
 from sweeps.testing import sqlite_store
 from tests.analysis.conftest import SPEC, Store, copy_store
+from tests.browser import WAIT_MS
 from tests.servers import START_TIMEOUT, _http_ok, _wait_until, free_port
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP_ID = "20260101-120000-ab12"
-WAIT_MS = 60_000
-"""Longest the browser waits for an element (the UI renders slowly on a busy machine)."""
-
-
-def _missing(reason: str) -> None:
-    reason += "; `bash scripts/install.sh --test` installs it"
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Headless Chromium, the system's own."""
-    executable = shutil.which("chromium")
-    if executable is None:
-        _missing("Chromium is not installed (no `chromium` on PATH)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("Playwright is not installed (the `test` extra has it)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=executable)
-        yield chromium
-        chromium.close()
 
 
 _BOX = """el => {

@@ -328,12 +328,12 @@ OPTION = st.text(string.ascii_letters + string.digits + "-_./ \n\t\x00\x7f", max
 
 @st.composite
 def bad_arguments(draw: st.DrawFn, home: str) -> tuple[list[str], tuple[str, ...]]:
-    """Arguments of ``sweep run|resume|status``, ``train`` and ``report`` with one bad
-    value; the strings the message must hold one of."""
+    """Arguments of ``sweep run|resume|status|studies``, ``train`` and ``report`` with one
+    bad value; the strings the message must hold one of."""
     kind = draw(st.sampled_from(["spec name", "profile", "max-concurrent", "status",
-                                 "resume", "unknown option", "experiment", "set",
-                                 "set value", "huge pack", "report spec", "report format",
-                                 "report sweep"]))
+                                 "resume", "studies", "studies port", "unknown option",
+                                 "experiment", "set", "set value", "huge pack", "report spec",
+                                 "report format", "report sweep"]))
     spec = draw(st.sampled_from(SPECS))
     if kind == "spec name":
         value = draw(OPTION.filter(lambda v: v not in SPECS and v.strip() != ""
@@ -348,7 +348,12 @@ def bad_arguments(draw: st.DrawFn, home: str) -> tuple[list[str], tuple[str, ...
                 lambda v: not v.startswith("-") or v[1:].isdigit()))
         return (["sweep", "run", spec, "--max-concurrent", value, "--home", home],
                 ("--max-concurrent",))
-    if kind in ("status", "resume"):
+    if kind == "studies port":
+        value = draw(OPTION.filter(lambda v: not v.strip().lstrip("+-").isdigit()
+                                   and not v.startswith("-")))
+        return (["sweep", "studies", "--dashboard", "--port", value, "--home", home],
+                ("--port",))
+    if kind in ("status", "resume", "studies"):
         value = draw(OPTION.filter(lambda v: v.strip() != "" and not v.startswith("-")))
         return ["sweep", kind, value, "--home", home], ("sweep",)
     if kind == "unknown option":

@@ -1,0 +1,212 @@
+"""``ortho sweep studies``: what a sweep's Optuna studies hold, and optuna-dashboard on them.
+
+    ortho sweep studies [SWEEP] [--optuna-storage URL] [--tracking-uri U] [--home DIR]
+                        [--dashboard [--host 127.0.0.1] [--port 8080]]
+
+The sweep is found as ``status`` finds it (default: the latest). Its studies are read from the
+storage its parent run recorded (:data:`sweeps.contract.OPTUNA_STORAGE`), unless
+``--optuna-storage`` or ``$ORTHO_OPTUNA_STORAGE`` names one: the recorded URL has its
+credentials masked, and another machine may reach the database by another address. One line
+per cell's study (:data:`sweeps.contract.STUDY_NAME`) gives the keys that tell the cells
+apart, its trials by state and its best trial's value and point.
+
+With ``--dashboard`` the command then serves optuna-dashboard's web UI on that storage until
+Ctrl-C, bound to 127.0.0.1 unless ``--host`` says otherwise. The server runs in this process
+(optuna-dashboard's WSGI application under the standard library's server, one request at a
+time), so the storage URL, which may hold a password, is on no command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, TextIO
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from ortho_core.errors import ConfigError
+from sweeps import contract, tracking
+from sweeps.lookup import SweepNotFound, find, open_store
+from sweeps.studies import CELL_ATTR, REPEAT_ATTR, STORAGE_ENV, storage_url
+
+MASK = "***"
+"""What :func:`sweeps.contract.redact` puts in place of a credential."""
+
+STATE_WORDS = {"COMPLETE": "complete", "RUNNING": "running", "WAITING": "queued",
+               "FAIL": "failed", "PRUNED": "pruned"}
+"""How a trial's state reads in a summary, in this order."""
+
+
+@dataclass
+class StudySummary:
+    """One cell's study, as ``ortho sweep studies`` prints it."""
+
+    name: str
+    """The study's name, ``<sweep_id>/cell-<index>``."""
+    cell: dict[str, Any]
+    """The config keys whose values tell this cell from the sweep's other cells."""
+    states: Counter[str]
+    """Trials by :data:`STATE_WORDS` word; points told again without training count as
+    ``repeated``."""
+    best: Any
+    """The best COMPLETE trial (``optuna.trial.FrozenTrial``), None before any."""
+
+
+def sweep_storage(recorded: str, explicit: str | None, sweep_id: str) -> str:
+    """The storage URL of sweep ``sweep_id``'s studies: ``explicit``, else
+    ``$ORTHO_OPTUNA_STORAGE``, else ``recorded`` (its parent run's tag). ``ConfigError``
+    for a grid sweep (field ``sweep``), for a recorded URL whose credentials were masked
+    with neither given, and for a SQLite file that does not exist (field
+    ``optuna_storage``), since opening one would create an empty storage."""
+    if not recorded:
+        raise ConfigError("sweep", f"a sweep with Optuna cells ({sweep_id} searches a grid "
+                          "only: it has no studies)", sweep_id)
+    given = explicit or os.environ.get(STORAGE_ENV)
+    if given:
+        url = storage_url(given, "")
+    elif MASK in recorded:
+        raise ConfigError("optuna_storage", f"--optuna-storage or ${STORAGE_ENV}: sweep "
+                          f"{sweep_id} recorded its storage with the credentials masked",
+                          recorded)
+    else:
+        url = recorded
+    db = contract.sqlite_path(url)
+    if db is not None and not db.exists():
+        raise ConfigError("optuna_storage", f"the storage of sweep {sweep_id}'s studies "
+                          f"({db} does not exist)", tracking.redact(url))
+    return url
+
+
+def load_summaries(url: str, sweep_id: str) -> list[StudySummary]:
+    """Every cell's study of ``sweep_id`` in ``url``, in cell order; ``ConfigError`` (field
+    ``optuna_storage``) when the storage cannot be opened or holds none of them."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    prefix = contract.STUDY_NAME.format(sweep_id=sweep_id, cell="")
+    try:
+        storage = optuna.storages.get_storage(url)
+        names = [n for n in optuna.get_all_study_names(storage) if n.startswith(prefix)]
+    except Exception as err:  # a malformed URL, a missing driver, an unreachable database
+        raise ConfigError("optuna_storage", f"a storage this machine can open "
+                          f"({tracking.redact(str(err))})", tracking.redact(url)) from err
+    if not names:
+        raise ConfigError("optuna_storage", f"the storage holding the studies of sweep "
+                          f"{sweep_id} (it holds none named {prefix}<cell>)",
+                          tracking.redact(url))
+    names.sort(key=lambda n: int(n.removeprefix(prefix)))
+    studies = [optuna.load_study(study_name=n, storage=storage) for n in names]
+    cells = [s.user_attrs.get(CELL_ATTR, {}) for s in studies]
+    varying = [k for k in dict.fromkeys(k for c in cells for k in c)
+               if len({json.dumps(c.get(k), sort_keys=True) for c in cells}) > 1]
+    return [StudySummary(name=s.study_name, cell={k: c.get(k) for k in varying},
+                         states=_states(s), best=_best(s))
+            for s, c in zip(studies, cells, strict=True)]
+
+
+def _states(study: Any) -> Counter[str]:
+    states: Counter[str] = Counter()
+    for trial in study.get_trials(deepcopy=False):
+        repeated = trial.user_attrs.get(REPEAT_ATTR)
+        states["repeated" if repeated else STATE_WORDS.get(trial.state.name, "other")] += 1
+    return states
+
+
+def _best(study: Any) -> Any:
+    import optuna
+
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    return study.best_trial if complete else None
+
+
+def _value(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _point(params: dict[str, Any]) -> str:
+    return " ".join(f"{k}={_value(v)}" for k, v in params.items())
+
+
+def summary_line(summary: StudySummary, metric: str) -> str:
+    """One study: ``cell-0 penalty=1: 6 trials (5 complete, 1 failed); best METRIC 10 at
+    lr=0.00443 (trial 3)``."""
+    name = summary.name.rsplit("/", 1)[-1]
+    label = f"{name} {_point(summary.cell)}" if summary.cell else name
+    total = sum(summary.states.values())
+    words = [*STATE_WORDS.values(), "repeated", "other"]
+    counts = ", ".join(f"{summary.states[w]} {w}" for w in words if summary.states[w])
+    trials = f"{total} trial{'' if total == 1 else 's'}" + (f" ({counts})" if counts else "")
+    if summary.best is None:
+        return f"  {label}: {trials}; none complete yet"
+    best = summary.best
+    return (f"  {label}: {trials}; best {metric} {_value(best.value)} at {_point(best.params)} "
+            f"(trial {best.number})")
+
+
+def print_summaries(record: tracking.SweepRecord, url: str, summaries: list[StudySummary],
+                    stream: TextIO) -> None:
+    """The header line and one line per study."""
+    named = contract.STUDY_NAME.format(sweep_id=record.ref.sweep_id, cell="<cell>")
+    n = len(summaries)
+    print(f"sweep {record.ref.sweep_id} {record.spec}/{record.profile}: {n} Optuna "
+          f"stud{'y' if n == 1 else 'ies'} in {tracking.redact(url)}, named {named}",
+          file=stream)
+    for summary in summaries:
+        print(summary_line(summary, record.metric), file=stream)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """A request handler that logs no line per request (the dashboard polls every second)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing."""
+
+
+def serve_dashboard(url: str, host: str, port: int, stream: TextIO) -> None:
+    """optuna-dashboard on storage ``url`` at ``host:port`` (0: a free port) until Ctrl-C or
+    SIGTERM. A port in use or an address that cannot be bound: ``ConfigError``."""
+    import signal
+
+    import optuna_dashboard
+
+    app = optuna_dashboard.wsgi(url)
+    try:
+        server = make_server(host, port, app, handler_class=_QuietHandler)
+    except OSError as err:
+        field = "port" if err.errno == errno.EADDRINUSE else "host"
+        raise ConfigError(field, f"an address this machine can listen on ({err.strerror or err})",
+                          f"{host}:{port}") from err
+    previous = signal.signal(signal.SIGTERM, _stop)
+    with server:
+        print(f"Optuna dashboard on http://{host}:{server.server_port} (Ctrl-C stops it)",
+              file=stream, flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            print("Optuna dashboard stopped", file=stream, flush=True)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM stops the dashboard as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
+def cmd_studies(args: argparse.Namespace) -> int:
+    """``ortho sweep studies``."""
+    uri = tracking.tracking_uri(args.tracking_uri, tracking.home_dir(args.home))
+    record = find(open_store(uri, args.sweep), args.sweep)
+    if record is None:
+        raise SweepNotFound(f"no sweep in {tracking.redact(uri)}")
+    url = sweep_storage(record.optuna_storage, args.optuna_storage, record.ref.sweep_id)
+    print_summaries(record, url, load_summaries(url, record.ref.sweep_id), sys.stdout)
+    if args.dashboard:
+        serve_dashboard(url, args.host, args.port, sys.stdout)
+    else:
+        print(f"browse them with: ortho sweep studies {record.ref.sweep_id} --dashboard")
+    return 0

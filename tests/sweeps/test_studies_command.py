@@ -1,0 +1,194 @@
+"""``ortho sweep studies``: a real packed Optuna sweep's studies summarised as Optuna and
+MLflow hold them, and optuna-dashboard serving them on 127.0.0.1, read through its API and
+in a browser; a grid sweep, a storage that is not the sweep's and an address in use are
+refused with exit status 2."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import optuna
+import psutil
+import pytest
+
+from ortho_core.errors import ConfigError
+from sweeps import tracking
+from sweeps.cli import main
+from sweeps.runner import run_sweep
+from sweeps.studies import KEY_ATTR
+from sweeps.studies_command import sweep_storage
+from tests.browser import WAIT_MS
+from tests.servers import START_TIMEOUT, _wait_until
+from tests.sweeps.helpers import child_runs, new_home, toy_ray, write_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Sweeps:
+    """A home holding a packed Optuna sweep (cells steps = 1 and 2, x by TPE, 4 trials
+    each in packs of 2) and, after it, a grid sweep."""
+
+    def __init__(self, home: Path, optuna_id: str, grid_id: str):
+        self.home, self.optuna_id, self.grid_id = home, optuna_id, grid_id
+        self.url = f"sqlite:///{home}/optuna.db"
+
+    def runs_of(self, cell: int) -> dict[str, Any]:
+        """The Optuna sweep's FINISHED configuration runs of ``cell``, by trial key."""
+        return {r.data.tags[tracking.TRIAL_KEY]: r for r in child_runs(self.home, self.optuna_id)
+                if r.data.tags[tracking.CELL] == str(cell)}
+
+
+@pytest.fixture(scope="module")
+def sweeps(request, tmp_path_factory) -> Iterator[Sweeps]:
+    request.getfixturevalue(toy_ray.__name__)
+    tmp = tmp_path_factory.mktemp("studies")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("ORTHO_TRACKING_URI", raising=False)
+        mp.delenv("ORTHO_OPTUNA_STORAGE", raising=False)
+        home = new_home(tmp)
+        path = write_spec(tmp, name="searched", fixed={},
+                          space={"steps": [1, 2], "x": {"low": 0, "high": 1}}, pack_size=2,
+                          search={"kind": "optuna", "sampler": "tpe", "n_trials": 4, "seed": 3})
+        searched = run_sweep(str(path), "smoke", home=home, stream=io.StringIO())
+        grid = run_sweep(str(write_spec(tmp)), "smoke", home=home, stream=io.StringIO())
+        assert searched.done == 8 and grid.done == 4
+        yield Sweeps(home, searched.sweep_id, grid.sweep_id)
+
+
+def _ortho(*args: str) -> tuple[int, str, str]:
+    """``ortho ARGS`` in this process: exit status, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "stderr", err)
+        status = main(list(args))
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_the_summary_gives_each_cells_trials_and_best_point(sweeps):
+    """One line per cell, named by the key that tells the cells apart; its trials as the
+    study holds them; its best value and point those of the cell's best MLflow run."""
+    status, out, _ = _ortho("sweep", "studies", sweeps.optuna_id, "--home", str(sweeps.home))
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0] == (f"sweep {sweeps.optuna_id} searched/smoke: 2 Optuna studies in "
+                        f"{sweeps.url}, named {sweeps.optuna_id}/cell-<cell>")
+    for cell, steps in ((0, 1), (1, 2)):
+        study = optuna.load_study(study_name=f"{sweeps.optuna_id}/cell-{cell}",
+                                  storage=sweeps.url)
+        assert len(study.trials) == 4
+        runs = sweeps.runs_of(cell)
+        best = max(runs.values(), key=lambda r: tracking.stored_result(r).summary["score"])
+        score = tracking.stored_result(best).summary["score"]
+        number = next(t.number for t in study.trials
+                      if t.user_attrs[KEY_ATTR] == best.data.tags[tracking.TRIAL_KEY])
+        assert lines[1 + cell] == (
+            f"  cell-{cell} steps={steps}: 4 trials (4 complete); best score {score:.4g} at "
+            f"x={float(best.data.params['x']):.4g} (trial {number})")
+    assert lines[3] == f"browse them with: ortho sweep studies {sweeps.optuna_id} --dashboard"
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
+
+
+@pytest.mark.slow
+def test_the_dashboard_serves_the_studies_on_loopback_until_ctrl_c(sweeps, browser, tmp_path):
+    """optuna-dashboard, started by the command on a free port, lists the sweep's two
+    studies; each holds its cell's 4 trials with the trial keys and values of the cell's
+    MLflow runs; it listens on 127.0.0.1 only; a browser shows the studies and a trial's
+    key; Ctrl-C stops it with exit status 0."""
+    from playwright.sync_api import expect
+
+    log = tmp_path / "dashboard.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "sweeps.cli", "sweep", "studies", sweeps.optuna_id,
+             "--home", str(sweeps.home), "--dashboard", "--port", "0"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        serving = re.compile(r"Optuna dashboard on http://127\.0\.0\.1:(\d+) ")
+        _wait_until(lambda: serving.search(log.read_text()) is not None, "the dashboard",
+                    lambda: server.poll() is None, log, START_TIMEOUT)
+        match = serving.search(log.read_text())
+        assert match is not None
+        url = f"http://127.0.0.1:{match[1]}"
+        listening = [c.laddr for c in psutil.Process(server.pid).net_connections("inet")
+                     if c.status == psutil.CONN_LISTEN]
+        assert [a.ip for a in listening] == ["127.0.0.1"]
+        studies = {s["study_name"]: s["study_id"] for s in _get(f"{url}/api/studies")[
+            "study_summaries"]}
+        assert set(studies) == {f"{sweeps.optuna_id}/cell-0", f"{sweeps.optuna_id}/cell-1"}
+        for cell in (0, 1):
+            trials = _get(f"{url}/api/studies/{studies[f'{sweeps.optuna_id}/cell-{cell}']}"
+                          "?after=0")["trials"]
+            told = {next(a["value"] for a in t["user_attrs"] if a["key"] == KEY_ATTR):
+                    t["values"][0] for t in trials}
+            assert told == {key: pytest.approx(tracking.stored_result(run).summary["score"])
+                            for key, run in sweeps.runs_of(cell).items()}
+
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.goto(f"{url}/dashboard/")
+        for name in studies:
+            expect(page.get_by_role("heading", name=f"{studies[name]}. {name}",
+                                    exact=True)).to_be_visible(timeout=WAIT_MS)
+        page.goto(f"{url}/dashboard/studies/{studies[f'{sweeps.optuna_id}/cell-0']}/trials")
+        expect(page.get_by_text("4 Trials")).to_be_visible(timeout=WAIT_MS)
+        study = optuna.load_study(study_name=f"{sweeps.optuna_id}/cell-0", storage=sweeps.url)
+        first = study.trials[0].user_attrs[KEY_ATTR]  # the trial the page opens on
+        assert first in sweeps.runs_of(0)
+        expect(page.get_by_text(f"{KEY_ATTR} {first}", exact=True)).to_be_visible(
+            timeout=WAIT_MS)
+        page.close()
+    finally:
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 0
+    assert log.read_text().splitlines()[-1] == "Optuna dashboard stopped"
+
+
+def test_bad_input_is_refused_naming_the_field(sweeps, tmp_path):
+    home = str(sweeps.home)
+    status, out, err = _ortho("sweep", "studies", sweeps.grid_id, "--home", home)
+    assert status == 2 and out == ""
+    assert err.startswith(f"ortho sweep: invalid sweep: expected a sweep with Optuna cells "
+                          f"({sweeps.grid_id} searches a grid only")
+    elsewhere = tmp_path / "other.db"
+    optuna.create_study(storage=f"sqlite:///{elsewhere}", study_name="unrelated")
+    status, _, err = _ortho("sweep", "studies", sweeps.optuna_id, "--home", home,
+                            "--optuna-storage", f"sqlite:///{elsewhere}")
+    assert status == 2 and "invalid optuna_storage" in err and "cell-<cell>" in err
+    status, _, err = _ortho("sweep", "studies", sweeps.optuna_id, "--home", home,
+                            "--optuna-storage", f"sqlite:///{tmp_path}/missing.db")
+    assert status == 2 and "invalid optuna_storage" in err and "does not exist" in err
+    assert not (tmp_path / "missing.db").exists()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        status, _, err = _ortho("sweep", "studies", sweeps.optuna_id, "--home", home,
+                                "--dashboard", "--port", port)
+    assert status == 2 and "invalid port" in err and f"127.0.0.1:{port}" in err
+
+
+def test_a_masked_recorded_storage_needs_the_real_url(monkeypatch):
+    monkeypatch.delenv("ORTHO_OPTUNA_STORAGE", raising=False)
+    recorded = "postgresql://ortho:***@db.internal/optuna"
+    with pytest.raises(ConfigError, match="--optuna-storage") as err:
+        sweep_storage(recorded, None, "20261126-000000-abcd")
+    assert err.value.field == "optuna_storage"
+    given = "postgresql://ortho:secret@127.0.0.1:5433/optuna"
+    assert sweep_storage(recorded, given, "20261126-000000-abcd") == given
+    monkeypatch.setenv("ORTHO_OPTUNA_STORAGE", given)
+    assert sweep_storage(recorded, None, "20261126-000000-abcd") == given
+    assert sweep_storage("postgresql://db.internal/optuna", "", "x") == given
