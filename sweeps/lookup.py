@@ -49,13 +49,14 @@ def open_store(uri: str, sweep_id: str | None) -> tracking.Tracker:
     return tracking.tracker(uri)
 
 
-def find(tracker: tracking.Tracker, sweep_id: str | None,
-         unfinished: bool = False) -> tracking.SweepRecord | None:
-    """Sweep ``sweep_id``, or the latest one (the latest not FINISHED when ``unfinished``).
-    A ``sweep_id`` that does not have the form of :func:`new_sweep_id` (it is never put into
-    a search) or that is unknown is a ``ConfigError`` listing the latest sweeps."""
+def find(tracker: tracking.Tracker, sweep_id: str | None, unfinished: bool = False,
+         with_studies: bool = False) -> tracking.SweepRecord | None:
+    """Sweep ``sweep_id``, or the latest one (the latest not FINISHED when ``unfinished``, the
+    latest with Optuna studies when ``with_studies``). A ``sweep_id`` that does not have the
+    form of :func:`new_sweep_id` (it is never put into a search) or that is unknown is a
+    ``ConfigError`` listing the latest sweeps."""
     if sweep_id is None:
-        return tracker.find_sweep(unfinished=unfinished)
+        return tracker.find_sweep(unfinished=unfinished, with_studies=with_studies)
     if SWEEP_ID.fullmatch(sweep_id):
         record = tracker.find_sweep(sweep_id)
         if record is not None:

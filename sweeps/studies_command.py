@@ -3,9 +3,9 @@
     ortho sweep studies [SWEEP] [--optuna-storage URL] [--tracking-uri U] [--home DIR]
                         [--dashboard [--host 127.0.0.1] [--port 8080]]
 
-The sweep is found as ``status`` finds it (default: the latest). Its studies are read from the
-storage its parent run recorded (:data:`sweeps.contract.OPTUNA_STORAGE`), unless
-``--optuna-storage`` or ``$ORTHO_OPTUNA_STORAGE`` names one: the recorded URL has its
+The sweep is found as ``status`` finds it (default: the latest that has studies). Its studies
+are read from the storage its parent run recorded (:data:`sweeps.contract.OPTUNA_STORAGE`),
+unless ``--optuna-storage`` or ``$ORTHO_OPTUNA_STORAGE`` names one: the recorded URL has its
 credentials masked, and another machine may reach the database by another address. One line
 per cell's study (:data:`sweeps.contract.STUDY_NAME`) gives the keys that tell the cells
 apart, its trials by state and its best trial's value and point.
@@ -200,9 +200,9 @@ def _stop(signum: int, frame: object) -> None:
 def cmd_studies(args: argparse.Namespace) -> int:
     """``ortho sweep studies``."""
     uri = tracking.tracking_uri(args.tracking_uri, tracking.home_dir(args.home))
-    record = find(open_store(uri, args.sweep), args.sweep)
+    record = find(open_store(uri, args.sweep), args.sweep, with_studies=True)
     if record is None:
-        raise SweepNotFound(f"no sweep in {tracking.redact(uri)}")
+        raise SweepNotFound(f"no sweep with Optuna studies in {tracking.redact(uri)}")
     url = sweep_storage(record.optuna_storage, args.optuna_storage, record.ref.sweep_id)
     print_summaries(record, url, load_summaries(url, record.ref.sweep_id), sys.stdout)
     if args.dashboard:

@@ -243,7 +243,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     studies = commands.add_parser("studies", help="a sweep's Optuna studies, and "
                                   "optuna-dashboard on them", **_help("studies"))
-    studies.add_argument("sweep", nargs="?", help="sweep id (default: the latest)")
+    studies.add_argument("sweep", nargs="?", help="sweep id (default: the latest with Optuna "
+                         "studies)")
     where(studies, address=False)
     studies.add_argument("--optuna-storage", metavar="URL",
                          help="the database holding the studies (default: "

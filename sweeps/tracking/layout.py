@@ -200,15 +200,17 @@ class Tracker:
                          max_results=limit,
                          order_by=["attributes.start_time DESC"])
 
-    def find_sweep(self, sweep_id: str | None = None, *,
-                   unfinished: bool = False) -> SweepRecord | None:
+    def find_sweep(self, sweep_id: str | None = None, *, unfinished: bool = False,
+                   with_studies: bool = False) -> SweepRecord | None:
         """The sweep ``sweep_id``, or the latest one (the latest not FINISHED when
-        ``unfinished``), or None."""
+        ``unfinished``, the latest with Optuna studies when ``with_studies``), or None."""
         query = ""
         if sweep_id is not None:
             query += f" and tags.`{contract.SWEEP_ID}` = {quote(sweep_id)}"
         if unfinished:
             query += " and attributes.status != 'FINISHED'"
+        if with_studies:
+            query += f" and tags.`{contract.OPTUNA_STORAGE}` LIKE '%'"
         runs = self._sweep_runs(query, 1)
         return sweep_record(runs[0]) if runs else None
 

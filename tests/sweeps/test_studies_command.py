@@ -77,7 +77,8 @@ def _ortho(*args: str) -> tuple[int, str, str]:
 
 def test_the_summary_gives_each_cells_trials_and_best_point(sweeps):
     """One line per cell, named by the key that tells the cells apart; its trials as the
-    study holds them; its best value and point those of the cell's best MLflow run."""
+    study holds them; its best value and point those of the cell's best MLflow run. Without
+    an id, the latest sweep that has studies is shown."""
     status, out, _ = _ortho("sweep", "studies", sweeps.optuna_id, "--home", str(sweeps.home))
     assert status == 0
     lines = out.splitlines()
@@ -96,6 +97,8 @@ def test_the_summary_gives_each_cells_trials_and_best_point(sweeps):
             f"  cell-{cell} steps={steps}: 4 trials (4 complete); best score {score:.4g} at "
             f"x={float(best.data.params['x']):.4g} (trial {number})")
     assert lines[3] == f"browse them with: ortho sweep studies {sweeps.optuna_id} --dashboard"
+    latest = _ortho("sweep", "studies", "--home", str(sweeps.home))
+    assert latest == (0, out, ""), "the latest sweep with studies, not the later grid sweep"
 
 
 def _get(url: str) -> Any:
@@ -159,6 +162,9 @@ def test_the_dashboard_serves_the_studies_on_loopback_until_ctrl_c(sweeps, brows
 
 def test_bad_input_is_refused_naming_the_field(sweeps, tmp_path):
     home = str(sweeps.home)
+    grid_only = new_home(tmp_path)
+    status, _, err = _ortho("sweep", "studies", "--home", str(grid_only))
+    assert status == 1 and err.startswith("ortho sweep: no sweep with Optuna studies in ")
     status, out, err = _ortho("sweep", "studies", sweeps.grid_id, "--home", home)
     assert status == 2 and out == ""
     assert err.startswith(f"ortho sweep: invalid sweep: expected a sweep with Optuna cells "
