@@ -7,11 +7,14 @@ Run from the repository root, with the package installed (``pip install -e .``):
     python benchmarks/eval_share.py --threads 1 --cpu-time   # on a busy shared machine
     python benchmarks/eval_share.py --length 300 --pack 28   # a longer T, the paper's pack
     python benchmarks/eval_share.py --elements 524288        # smaller validation chunks
+    python benchmarks/eval_share.py --pack 9 --length 50 --val-size 1000 --screen 100
+                                                             # the cpu profile's settings
 
 One pack at the ``paper`` settings of ``sweeps/specs/synthetic-max-length.yaml`` (M Table I):
 temporal order at T = 100 (or ``--length``), 100 tanh units, SGD on batches of 20, validation
-every 100 iterations on 10,000 sequences. The pack's K members are the paper grid's own kinds: SRNN,
-SRNN+OPEN (unsquared term, λ ∈ {1, 0.1}) and SRNN+OINIT at α ∈ {10⁻¹…10⁻⁴} (K = 16).
+every 100 iterations on 10,000 sequences (or ``--val-size``). The pack's K members are the
+paper grid's own kinds: SRNN, SRNN+OPEN (unsquared term, λ ∈ {1, 0.1}) and SRNN+OINIT at
+α ∈ {10⁻¹…10⁻⁴} (K = 16).
 
 The trainer's stage (:class:`~ortho_core.experiments.synthetic_stage.Stage`) runs the same
 ``--iters`` iterations twice from the same seeds: once validating on the full set at every
@@ -45,14 +48,15 @@ PAPER = {"task": "temporal_order", "seq_len": 100, "hidden": 100, "batch_size": 
 RATES = (1e-1, 1e-2, 1e-3, 1e-4)
 
 
-def pack(size: int, length: int, screen_size: int | None, device: str) -> list[Config]:
+def pack(size: int, length: int, screen_size: int | None, device: str,
+         val_size: int = PAPER["val_size"]) -> list[Config]:
     """``size`` members of the paper grid (cycling SRNN, OPEN λ = 1, OPEN λ = 0.1, OINIT over
-    the four rates)."""
+    the four rates), validating on ``val_size`` sequences."""
     kinds = [{"variant": "plain"},
              {"variant": "open", "penalty": 1.0, "penalty_form": "unsquared"},
              {"variant": "open", "penalty": 0.1, "penalty_form": "unsquared"},
              {"variant": "oinit", "pretrain_lr": 0.1, "pretrain_tol": 1e-6}]
-    fixed = {**PAPER, "seq_len": length}
+    fixed = {**PAPER, "seq_len": length, "val_size": val_size}
     return [Config(**fixed, **kinds[i // len(RATES) % len(kinds)], lr=RATES[i % len(RATES)],
                    seed=i, screen_size=screen_size, device=device) for i in range(size)]
 
@@ -108,6 +112,9 @@ def main() -> None:
     p.add_argument("--length", type=int, default=100, help="T, the sequence length")
     p.add_argument("--elements", type=int, default=None,
                    help="synthetic_stage.EVAL_ELEMENTS, the numbers a validation chunk holds")
+    p.add_argument("--val-size", type=int, default=PAPER["val_size"],
+                   help="validation sequences (default the paper's 10,000; the cpu profile "
+                   "has 1,000)")
     p.add_argument("--screen", type=int, default=1000, help="screen_size of the screened run")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     p.add_argument("--quick", action="store_true", help="K = 4 and 100 iterations")
@@ -123,8 +130,9 @@ def main() -> None:
         synthetic_stage.EVAL_ELEMENTS = args.elements
     rows = {}
     for name, screen in (("full", None), ("screened", args.screen)):
-        rows[name] = measure(pack(args.pack, args.length, screen, args.device), args.iters, clock)
-    print(f"K = {args.pack}, T = {args.length}, H = 100, batch 20, val_size 10,000, "
+        rows[name] = measure(pack(args.pack, args.length, screen, args.device, args.val_size),
+                             args.iters, clock)
+    print(f"K = {args.pack}, T = {args.length}, H = 100, batch 20, val_size {args.val_size:,}, "
           f"eval_every 100, chunks of {synthetic_stage.EVAL_ELEMENTS:,} numbers, "
           f"{args.iters} iterations, device {resolve_device(args.device)}, "
           f"{torch.get_num_threads()} threads")
