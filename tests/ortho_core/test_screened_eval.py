@@ -184,10 +184,10 @@ def test_screen_size_is_a_pack_field_that_keeps_old_trial_keys():
                                                        {**params, "screen_size": 1000})
 
 
-def test_the_paper_profile_screens_on_a_tenth_of_m_validation_set():
+def test_the_paper_and_cpu_profiles_screen_on_a_tenth_of_their_validation_sets():
     spec = load_spec("synthetic-max-length")
-    for profile, screen in (("paper", 1000), ("cpu", None), ("smoke", None)):
+    for profile, screen, val_size in (("paper", 1000, 10_000), ("cpu", 100, 1000),
+                                      ("smoke", None, 200)):
         cells = expand(Effective.of(spec, profile), spec.source)
         assert {c.params.get("screen_size") for c in cells} == {screen}
-    paper = expand(Effective.of(spec, "paper"), spec.source)
-    assert {c.params["val_size"] for c in paper} == {10_000}
+        assert {c.params["val_size"] for c in cells} == {val_size}
