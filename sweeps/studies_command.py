@@ -90,7 +90,8 @@ def load_summaries(url: str, sweep_id: str) -> list[StudySummary]:
     prefix = contract.STUDY_NAME.format(sweep_id=sweep_id, cell="")
     try:
         storage = optuna.storages.get_storage(url)
-        names = [n for n in optuna.get_all_study_names(storage) if n.startswith(prefix)]
+        names = [n for n in optuna.get_all_study_names(storage)
+                 if n.startswith(prefix) and n.removeprefix(prefix).isdigit()]
     except Exception as err:  # a malformed URL, a missing driver, an unreachable database
         raise ConfigError("optuna_storage", f"a storage this machine can open "
                           f"({tracking.redact(str(err))})", tracking.redact(url)) from err
