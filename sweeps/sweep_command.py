@@ -118,8 +118,8 @@ The studies are read from the storage the sweep recorded; name another with
 --optuna-storage when the recorded address has a password (it is kept masked) or this
 machine reaches the database by another address.
 
-Exit status: 0; 2 for a sweep without Optuna studies, a storage that cannot be opened or
-an address that cannot be listened on.""",
+Exit status: 0; 1 when the store holds no sweep with studies; 2 for a sweep without
+Optuna studies, a storage that cannot be opened or an address that cannot be listened on.""",
 }
 """What ``--help`` of ``ortho sweep`` and of each of its actions says (user text)."""
 
