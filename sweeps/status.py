@@ -195,10 +195,11 @@ def studies_line(url: str, sweep_id: str) -> str:
 
 def format_status(p: Progress) -> str:
     """``ortho sweep status`` output: the line, then the outcome counts and, for a sweep
-    with Optuna cells, where their studies are."""
+    with Optuna cells, where their studies are and the command that shows them."""
     lines = [format_line(p)]
     if p.outcomes:
         lines.append("  outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(p.outcomes.items())))
     if p.studies:
-        lines.append(f"  Optuna studies: {studies_line(p.studies, p.sweep_id)}")
+        lines.append(f"  Optuna studies: {studies_line(p.studies, p.sweep_id)} (ortho sweep "
+                     f"studies {p.sweep_id} shows them)")
     return "\n".join(lines)

@@ -127,8 +127,8 @@ def test_a_packed_optuna_sweep_tracks_each_member_and_its_study(tmp_path, monkey
     where = f"Optuna studies in {url}, one study per cell named {final.sweep_id}/cell-<cell>"
     assert where in out.getvalue().splitlines()[0]
     status = format_status(sweep_status(home=home))
-    assert f"  Optuna studies: {url}, one study per cell named {final.sweep_id}/cell-<cell>" in (
-        status.splitlines())
+    assert (f"  Optuna studies: {url}, one study per cell named {final.sweep_id}/cell-<cell> "
+            f"(ortho sweep studies {final.sweep_id} shows them)") in status.splitlines()
     assert not [r.getMessage() for r in caplog.records
                 if r.name.startswith("optuna") and r.levelno < logging.WARNING]
     for cell in (0, 1):
