@@ -174,12 +174,16 @@ _SECRET_QUERY = re.compile(r"([?&][^\s=&#]*(?:password|passwd|pwd|secret|token)[
                            r"[^\s&#]*", re.IGNORECASE)
 
 
+MASK = "***"
+"""What :func:`redact` puts in place of a credential."""
+
+
 def redact(text: str) -> str:
     """``text`` with the credentials of every URI in it masked: the password of
     ``scheme://user:password@host`` and the values of query parameters that name a password,
     secret or token (``postgresql://u:***@db/mlflow``, ``...?sslpassword=***``). Whatever
     ``sweeps`` or ``analysis`` prints of a URI goes through it."""
-    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1\2:***@", text))
+    return _SECRET_QUERY.sub(rf"\1{MASK}", _USERINFO.sub(rf"\1\2:{MASK}@", text))
 
 
 def read_expected_cells(text: str) -> list[dict[str, Any]]:

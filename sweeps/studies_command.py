@@ -33,9 +33,6 @@ from sweeps import contract, tracking
 from sweeps.lookup import SweepNotFound, find, open_store
 from sweeps.studies import CELL_ATTR, REPEAT_ATTR, STORAGE_ENV, storage_url
 
-MASK = "***"
-"""What :func:`sweeps.contract.redact` puts in place of a credential."""
-
 STATE_WORDS = {"COMPLETE": "complete", "RUNNING": "running", "WAITING": "queued",
                "FAIL": "failed", "PRUNED": "pruned"}
 """How a trial's state reads in a summary, in this order."""
@@ -68,7 +65,7 @@ def sweep_storage(recorded: str, explicit: str | None, sweep_id: str) -> str:
     given = explicit or os.environ.get(STORAGE_ENV)
     if given:
         url = storage_url(given, "")
-    elif MASK in recorded:
+    elif contract.MASK in recorded:
         raise ConfigError("optuna_storage", f"--optuna-storage or ${STORAGE_ENV}: sweep "
                           f"{sweep_id} recorded its storage with the credentials masked",
                           recorded)
