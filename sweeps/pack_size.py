@@ -16,10 +16,12 @@ short throughput curve and packs with its knee:
    (:mod:`ortho_core.experiments`); the reporter's clock gives configs·iterations per second
    between each member's first and last report, so data loading, initialisation and
    pre-training are not timed.
-3. **Bounds.** The ladder stops before a point that would end past :data:`PROBE_SECONDS`
-   (each point costs about twice the last), and on a GPU before one whose memory, extrapolated
-   from the peak of the last point, exceeds :data:`MEMORY_SHARE` of the free memory
-   (``torch.cuda.mem_get_info``) times the trial's GPU share, or after it ran out of memory.
+3. **Bounds.** From K = 2 on, the ladder stops before a point that would end past
+   :data:`PROBE_SECONDS` (each point costs about twice the last; the first point also pays
+   the process's one-off costs, such as the trainer's first use of its kernels, so it is not
+   extrapolated from), and on a GPU before one whose memory, extrapolated from the peak of the
+   last point, exceeds :data:`MEMORY_SHARE` of the free memory (``torch.cuda.mem_get_info``)
+   times the trial's GPU share, or after it ran out of memory. :class:`Probe` says which.
 4. **Choice.** The smallest K whose throughput is within :data:`TOLERANCE` of the best
    (:func:`knee`): packs stay small where packing stops paying.
 
@@ -138,8 +140,21 @@ def _memory_budget(device: str, gpu: float) -> float | None:
     return MEMORY_SHARE * free * min(1.0, gpu or 1.0)
 
 
+@dataclass(frozen=True)
+class Probe:
+    """What the probe measured on a trial's device (the Ray task's result)."""
+
+    curve: dict[int, float]
+    """Configs·iterations per second by pack size."""
+    ended: str
+    """Why the ladder ended there: the cap, the time limit, the memory budget or an
+    out-of-memory error, in words for :attr:`Choice.why`."""
+    peak_bytes: dict[int, int] = dataclasses.field(default_factory=dict)
+    """Peak GPU memory allocated by pack size (empty on a CPU)."""
+
+
 def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: float,
-                gpu: float, seconds: float = PROBE_SECONDS) -> dict[int, float]:
+                gpu: float, seconds: float = PROBE_SECONDS) -> Probe:
     """The throughput curve of the reference configurations ``params`` (the Ray task of
     step 2 of the module docstring; ``len(params)`` is the cap)."""
     import torch
@@ -154,8 +169,10 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
         device = "cuda" if torch.cuda.is_available() else "cpu"
     budget = _memory_budget(device, gpu)
     curve: dict[int, float] = {}
+    peaks: dict[int, int] = {}
     started = time.monotonic()
-    for k in ladder(len(base)):
+    sizes = ladder(len(base))
+    for k in sizes:
         if budget is not None:
             torch.cuda.reset_peak_memory_stats(device)
         point = time.monotonic()
@@ -163,17 +180,23 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
             rate = measure(module, [base[i % len(base)] for i in range(k)])
         except torch.cuda.OutOfMemoryError:
             torch.cuda.empty_cache()
-            break
+            return Probe(curve, f"out of memory at {k}", peaks)
         if rate is not None:
             curve[k] = rate
-        now = time.monotonic()
-        if now + 2 * (now - point) > started + seconds:
+        if k == sizes[-1]:
             break
+        now = time.monotonic()
+        if k > 1 and now + 2 * (now - point) > started + seconds:
+            return Probe(curve, f"the next point would end past {seconds:g} s", peaks)
         if budget is not None:
-            per_member = torch.cuda.max_memory_allocated(device) / k
-            if 2 * k * per_member > budget:
-                break
-    return curve
+            peaks[k] = torch.cuda.max_memory_allocated(device)
+            if 2 * peaks[k] > budget:
+                return Probe(curve, f"the next point would pass the memory budget "
+                             f"({budget / 2 ** 30:.1f} GiB; {peaks[k] / k / 2 ** 20:.1f} MiB "
+                             "a member)", peaks)
+    if budget is not None:
+        peaks[k] = torch.cuda.max_memory_allocated(device)
+    return Probe(curve, f"the cap, {len(base)}", peaks)
 
 
 def references(spec: ResolvedSpec) -> list[dict[str, Any]]:
@@ -209,18 +232,19 @@ def choose(spec: ResolvedSpec) -> Choice:
                                            num_gpus=spec.resources.gpu, max_retries=0)
     started = time.monotonic()
     try:
-        curve = ray.get(task.remote(module_path, params, spec.resources.cpu,
+        probe = ray.get(task.remote(module_path, params, spec.resources.cpu,
                                     spec.resources.gpu, PROBE_SECONDS))
     except Exception as err:  # the trials will meet the same error and track it
         first = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
         return Choice(default, {}, f"{default}, the default (the probe failed: {first})")
     seconds = time.monotonic() - started
-    if not curve:
-        return Choice(default, {}, f"{default}, the default (the probe measured nothing)")
-    k = knee(curve)
-    points = ", ".join(f"{n}: {rate:.0f}" for n, rate in curve.items())
-    return Choice(k, curve, f"{k} (configs·iterations/s by pack size {points}; "
-                  f"probe {seconds:.1f} s)")
+    if not probe.curve:
+        return Choice(default, {}, f"{default}, the default (the probe measured nothing; "
+                      f"its ladder ended at {probe.ended})")
+    k = knee(probe.curve)
+    points = ", ".join(f"{n}: {rate:.0f}" for n, rate in probe.curve.items())
+    return Choice(k, probe.curve, f"{k} (configs·iterations/s by pack size {points}, "
+                  f"ended at {probe.ended}; probe {seconds:.1f} s)")
 
 
 def settle(spec: ResolvedSpec, stream: TextIO | None = None) -> tuple[ResolvedSpec,
