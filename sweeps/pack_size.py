@@ -16,12 +16,13 @@ short throughput curve and packs with its knee:
    (:mod:`ortho_core.experiments`); the reporter's clock gives configs·iterations per second
    between each member's first and last report, so data loading, initialisation and
    pre-training are not timed.
-3. **Bounds.** From K = 2 on, the ladder stops before a point that would end past
-   :data:`PROBE_SECONDS` (each point costs about twice the last; the first point also pays
-   the process's one-off costs, such as the trainer's first use of its kernels, so it is not
-   extrapolated from), and on a GPU before one whose memory, extrapolated from the peak of the
-   last point, exceeds :data:`MEMORY_SHARE` of the free memory (``torch.cuda.mem_get_info``)
-   times the trial's GPU share, or after it ran out of memory. :class:`Probe` says which.
+3. **Bounds.** The ladder stops before a point that would end past :data:`PROBE_SECONDS`,
+   and on a GPU before one whose memory would exceed :data:`MEMORY_SHARE` of the free memory
+   (``torch.cuda.mem_get_info``) times the trial's GPU share, or after it ran out of memory;
+   :class:`Probe` says which. A point's wall time and its memory growth are extrapolated from
+   the two points before it (:func:`extrapolate`): each has a part that does not grow with K
+   (data and set-up; on a GPU most of an iteration's time too) and a part per member. The
+   first point also pays the process's one-off costs, so its time is not extrapolated from.
 4. **Choice.** The smallest K whose throughput is within :data:`TOLERANCE` of the best
    (:func:`knee`): packs stay small where packing stops paying.
 
@@ -58,8 +59,9 @@ MAX_PACK = 256
 """Largest K the probe tries."""
 TOLERANCE = 0.10
 """K is the smallest pack size within this fraction of the best throughput."""
-PROBE_SECONDS = 5.0
-"""The ladder stops before a point that would end after this many seconds."""
+PROBE_SECONDS = 20.0
+"""The ladder stops before a point that would end after this many seconds (a point's data and
+set-up take about 2 s on this project's CPU machine and on a GPU, its training a fraction)."""
 MEMORY_SHARE = 0.8
 """Fraction of a trial's share of free GPU memory a probed pack may fill."""
 DEFAULT_PACK_SIZE = 8
@@ -100,13 +102,17 @@ def knee(curve: Mapping[int, float], tolerance: float = TOLERANCE) -> int:
 
 
 class Clock:
-    """A trainer's reporter that notes when each member reported which step."""
+    """A trainer's reporter that notes when each member reported which step, from its first
+    report after training began (a report at step 0 comes before the first iterations, whose
+    one-off costs, such as loading kernels or capturing a CUDA graph, are not timed)."""
 
     def __init__(self) -> None:
         self.first: dict[int, tuple[float, int]] = {}
         self.last: dict[int, tuple[float, int]] = {}
 
     def __call__(self, report: Report) -> None:
+        if report.step == 0:
+            return
         now = time.perf_counter()
         self.first.setdefault(report.member, (now, report.step))
         self.last[report.member] = (now, report.step)
@@ -153,6 +159,18 @@ class Probe:
     """Peak GPU memory allocated by pack size (empty on a CPU)."""
 
 
+def extrapolate(points: Mapping[int, float], k: int) -> float:
+    """A point's cost at pack size ``k`` from the costs of the pack sizes before it: on the
+    line through the last two (a fixed part and a part per member), never below the last; from
+    a single point, in proportion to K."""
+    sizes = sorted(points)[-2:]
+    last = points[sizes[-1]]
+    if len(sizes) == 1:
+        return last * k / sizes[-1]
+    slope = (last - points[sizes[0]]) / (sizes[1] - sizes[0])
+    return max(last, last + slope * (k - sizes[1]))
+
+
 def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: float,
                 gpu: float, seconds: float = PROBE_SECONDS) -> Probe:
     """The throughput curve of the reference configurations ``params`` (the Ray task of
@@ -169,33 +187,38 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
         device = "cuda" if torch.cuda.is_available() else "cpu"
     budget = _memory_budget(device, gpu)
     curve: dict[int, float] = {}
+    walls: dict[int, float] = {}
+    growth: dict[int, float] = {}
     peaks: dict[int, int] = {}
     started = time.monotonic()
     sizes = ladder(len(base))
-    for k in sizes:
+    for k, following in zip(sizes, [*sizes[1:], None], strict=True):
         if budget is not None:
             torch.cuda.reset_peak_memory_stats(device)
+            before = torch.cuda.memory_allocated(device)
         point = time.monotonic()
         try:
             rate = measure(module, [base[i % len(base)] for i in range(k)])
         except torch.cuda.OutOfMemoryError:
             torch.cuda.empty_cache()
             return Probe(curve, f"out of memory at {k}", peaks)
+        now = time.monotonic()
         if rate is not None:
             curve[k] = rate
-        if k == sizes[-1]:
-            break
-        now = time.monotonic()
-        if k > 1 and now + 2 * (now - point) > started + seconds:
-            return Probe(curve, f"the next point would end past {seconds:g} s", peaks)
+        if k > 1:  # the first point pays the process's one-off costs
+            walls[k] = now - point
         if budget is not None:
             peaks[k] = torch.cuda.max_memory_allocated(device)
-            if 2 * peaks[k] > budget:
+            growth[k] = peaks[k] - before
+        if following is None:
+            break
+        if walls and now + extrapolate(walls, following) > started + seconds:
+            return Probe(curve, f"the next point would end past {seconds:g} s", peaks)
+        if budget is not None:
+            need = torch.cuda.memory_allocated(device) + extrapolate(growth, following)
+            if need > budget:
                 return Probe(curve, f"the next point would pass the memory budget "
-                             f"({budget / 2 ** 30:.1f} GiB; {peaks[k] / k / 2 ** 20:.1f} MiB "
-                             "a member)", peaks)
-    if budget is not None:
-        peaks[k] = torch.cuda.max_memory_allocated(device)
+                             f"({need / 2 ** 30:.2f} of {budget / 2 ** 30:.2f} GiB)", peaks)
     return Probe(curve, f"the cap, {len(base)}", peaks)
 
 

@@ -153,7 +153,7 @@ ADDED_FIELDS: tuple[str, ...] = ("preprocessing",)
 leaves each out while it holds its default, so that configurations tracked before keep their
 keys (:func:`sweeps.spec.trial_key`)."""
 
-PROBE_BATCHES = 25
+PROBE_BATCHES = 100
 """Minibatches per epoch of a probe configuration (:func:`probe_config`)."""
 
 

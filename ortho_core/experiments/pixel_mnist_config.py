@@ -144,8 +144,9 @@ PROBE_ITERS = 5
 
 def probe_config(config: Config) -> Config:
     """``config`` as ``pack_size: auto`` times it (:mod:`sweeps.pack_size`): evaluations
-    before training and after :data:`PROBE_ITERS` and twice that iterations, on ``batch_size``
-    test images, and OINIT's pre-training stopped at once; width, batch, optimiser and dtype,
-    which set the cost of an iteration, are kept."""
-    return replace(config, max_iters=2 * PROBE_ITERS, eval_every=PROBE_ITERS,
+    before training and after every :data:`PROBE_ITERS` iterations up to three times that (the
+    probe times from the first evaluation after training began), on ``batch_size`` test
+    images, and OINIT's pre-training stopped at once; width, batch, optimiser and dtype, which
+    set the cost of an iteration, are kept."""
+    return replace(config, max_iters=3 * PROBE_ITERS, eval_every=PROBE_ITERS,
                    test_size=config.batch_size, pretrain_tol=PROBE_PRETRAIN_TOL)

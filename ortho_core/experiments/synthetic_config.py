@@ -202,7 +202,7 @@ a trial key leaves each out while it holds its default, so that configurations t
 before them keep their keys and a resumed sweep does not train them again
 (:func:`sweeps.spec.trial_key`); ``screen_size`` came with screened validation (issue 13)."""
 
-PROBE_ITERS = 25
+PROBE_ITERS = 100
 """Iterations between the reports of a probe configuration (:func:`probe_config`)."""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import yaml
 from ortho_core import experiments
 from ortho_core.config import from_dict
 from ortho_core.errors import ConfigError
+from ortho_core.reporting import Report
 from sweeps import contract, pack_size
 from sweeps.cli import main
 from sweeps.plan import build_plan, pack_counts
@@ -51,11 +53,34 @@ def test_knee_is_the_smallest_pack_within_tolerance_of_the_best():
 
 
 def test_clock_measures_configs_iterations_per_second():
-    """The toy trainer sleeps 0.02 s after each of its steps 0..4: two members train 4
-    iterations each in at least 4 sleeps, so at most 2 / 0.02 = 100 per second."""
+    """The toy trainer sleeps 0.02 s after each of its steps 0..4: timed from step 1, two
+    members train 3 iterations each in at least 3 sleeps, so at most 2 / 0.02 = 100 per
+    second."""
     configs = [toy_experiment.Config(x=x, steps=5, sleep=0.02) for x in (0.1, 0.2)]
     rate = pack_size.measure(toy_experiment, configs)
     assert rate is not None and 50 < rate <= 100
+
+
+def test_clock_starts_at_the_first_report_after_training_began():
+    """A report at step 0 precedes the first iterations and their one-off costs (here a
+    0.3 s pause): timed from it, 30 iterations would take over 0.3 s (under 100 per second)."""
+    clock = pack_size.Clock()
+    clock(Report(member=0, step=0, metrics={}))
+    time.sleep(0.3)
+    for step in (10, 20, 30):
+        clock(Report(member=0, step=step, metrics={}))
+        time.sleep(0.01)
+    rate = clock.rate()
+    assert rate is not None and rate > 500  # 20 iterations in about 0.02 s
+
+
+def test_extrapolate_a_fixed_part_and_a_part_per_member():
+    # 2 s of set-up and 0.5 s a member: K = 8 costs 6 s; from one point, in proportion to K
+    assert pack_size.extrapolate({2: 3.0, 4: 4.0}, 8) == pytest.approx(6.0)
+    assert pack_size.extrapolate({2: 3.0}, 4) == pytest.approx(6.0)
+    # never below the last point, even when a smaller pack happened to cost more
+    assert pack_size.extrapolate({2: 5.0, 4: 4.0}, 8) == pytest.approx(4.0)
+    assert pack_size.extrapolate({1: 9.0, 2: 3.0, 4: 4.0}, 8) == pytest.approx(6.0)
 
 
 @pytest.mark.parametrize("name", ["ff-mnist", "pixel-mnist"])  # synthetic: below
