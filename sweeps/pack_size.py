@@ -12,17 +12,18 @@ short throughput curve and packs with its knee:
    a group of grid configurations that share the trainer's ``PACK_FIELDS``, or an Optuna
    cell's ``n_trials``; at most :data:`MAX_PACK`, the cap itself last), the trainer trains K
    members of the sweep's own first configurations (those of its largest pack, repeated as
-   needed) cut to a few dozen iterations by the experiment's ``probe_config`` hook
+   needed) cut to a few hundred iterations by the experiment's ``probe_config`` hook
    (:mod:`ortho_core.experiments`); the reporter's clock gives configs·iterations per second
-   between each member's first and last report, so data loading, initialisation and
-   pre-training are not timed.
-3. **Bounds.** The ladder stops before a point that would end past :data:`PROBE_SECONDS`,
-   and on a GPU before one whose memory would exceed :data:`MEMORY_SHARE` of the free memory
-   (``torch.cuda.mem_get_info``) times the trial's GPU share, or after it ran out of memory;
-   :class:`Probe` says which. A point's wall time and its memory growth are extrapolated from
-   the two points before it (:func:`extrapolate`): each has a part that does not grow with K
-   (data and set-up; on a GPU most of an iteration's time too) and a part per member. The
-   first point also pays the process's one-off costs, so its time is not extrapolated from.
+   between each member's first report after training began and its last, so data loading,
+   initialisation, pre-training and the first iterations' one-off costs are not timed.
+3. **Bounds.** The ladder stops before a point that would end more than
+   :data:`PROBE_SECONDS` after the first (K = 1, which also pays the process's one-off costs:
+   a CUDA context, kernels loaded, a dataset parsed), and on a GPU before one whose memory
+   would exceed :data:`MEMORY_SHARE` of the free memory (``torch.cuda.mem_get_info``) times
+   the trial's GPU share, or after it ran out of memory; :class:`Probe` says which. A point's
+   wall time and its memory growth are extrapolated from the two points before it
+   (:func:`extrapolate`): each has a part that does not grow with K (data and set-up; on a GPU
+   most of an iteration's time too) and a part per member.
 4. **Choice.** The smallest K whose throughput is within :data:`TOLERANCE` of the best
    (:func:`knee`): packs stay small where packing stops paying.
 
@@ -60,8 +61,8 @@ MAX_PACK = 256
 TOLERANCE = 0.10
 """K is the smallest pack size within this fraction of the best throughput."""
 PROBE_SECONDS = 20.0
-"""The ladder stops before a point that would end after this many seconds (a point's data and
-set-up take about 2 s on this project's CPU machine and on a GPU, its training a fraction)."""
+"""The ladder stops before a point that would end this many seconds after the first point
+(a point's data and set-up take 1 to 2 s on this project's CPU machine and on an H100)."""
 MEMORY_SHARE = 0.8
 """Fraction of a trial's share of free GPU memory a probed pack may fill."""
 DEFAULT_PACK_SIZE = 8
@@ -190,7 +191,7 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
     walls: dict[int, float] = {}
     growth: dict[int, float] = {}
     peaks: dict[int, int] = {}
-    started = time.monotonic()
+    started: float | None = None
     sizes = ladder(len(base))
     for k, following in zip(sizes, [*sizes[1:], None], strict=True):
         if budget is not None:
@@ -205,7 +206,9 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
         now = time.monotonic()
         if rate is not None:
             curve[k] = rate
-        if k > 1:  # the first point pays the process's one-off costs
+        if started is None:  # the first point pays the process's one-off costs
+            started = now
+        else:
             walls[k] = now - point
         if budget is not None:
             peaks[k] = torch.cuda.max_memory_allocated(device)
@@ -213,7 +216,8 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
         if following is None:
             break
         if walls and now + extrapolate(walls, following) > started + seconds:
-            return Probe(curve, f"the next point would end past {seconds:g} s", peaks)
+            return Probe(curve, f"the next point would end past {seconds:g} s after the first",
+                     peaks)
         if budget is not None:
             need = torch.cuda.memory_allocated(device) + extrapolate(growth, following)
             if need > budget:
