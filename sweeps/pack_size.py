@@ -7,7 +7,7 @@ short throughput curve and packs with its knee:
 
 1. **Where.** One Ray task with a trial's resources (``resources.cpu`` and ``.gpu``, threads
    sized as a trial's, ``device: auto`` resolved as a trial's: :mod:`sweeps.trial`), so it
-   lands where trials land.
+   lands where trials land, in a worker that exits after it.
 2. **What.** For K in 1, 2, 4, ... up to the cap (the largest pack the plan could form:
    a group of grid configurations that share the trainer's ``PACK_FIELDS``, or an Optuna
    cell's ``n_trials``; at most :data:`MAX_PACK`, the cap itself last), the trainer trains K
@@ -32,8 +32,10 @@ The parent run records K (:data:`sweeps.contract.PACK_SIZE`) and the curve
 (:func:`recorded`) and never probes again, so trial keys and packs stay those of the first
 run. Without a probe: packs of one under an early-stopping scheduler (it judges one
 configuration per trial), and :data:`DEFAULT_PACK_SIZE` (at most the cap) for an experiment
-without ``probe_config`` or when the probe fails (its error is printed). Cost: the points
-measured plus each point's set-up (data, initialisation); on this 2-core CPU about 2 to 6 s.
+without ``probe_config`` or when the probe fails (its error is printed). Cost: the first
+point and at most :data:`PROBE_SECONDS` more, set-ups included; for the shipped specs'
+profiles 2 to 17 s on this project's 2-core CPU and 6 to 21 s on an H100
+(``benchmarks/pack_size_probe.py``, RESULTS.md).
 """
 
 from __future__ import annotations
@@ -255,8 +257,11 @@ def choose(spec: ResolvedSpec) -> Choice:
                       "probe_config to measure with)")
     import ray
 
-    task = ray.remote(probe_curve).options(num_cpus=spec.resources.cpu,
-                                           num_gpus=spec.resources.gpu, max_retries=0)
+    # max_calls=1: the worker exits after the probe and frees what it held (the trainer's
+    # data; on a GPU its CUDA context and cached memory) for the trials. Ray sets it for GPU
+    # tasks only when num_gpus is given to ray.remote itself, not to .options().
+    task = ray.remote(num_cpus=spec.resources.cpu, num_gpus=spec.resources.gpu, max_retries=0,
+                      max_calls=1)(probe_curve)
     started = time.monotonic()
     try:
         probe = ray.get(task.remote(module_path, params, spec.resources.cpu,

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -143,6 +145,25 @@ def test_auto_under_a_scheduler_is_one_without_probing(tmp_path):
     sized, tags = pack_size.settle(resolve(load_spec(str(path)), "smoke"))
     assert sized.pack_size == 1  # no Ray here: a probe would have failed
     assert tags == {contract.PACK_SIZE: "1", contract.PACK_SIZE_CURVE: "{}"}
+
+
+@pytest.mark.usefixtures(toy_ray.__name__)
+def test_the_probe_worker_exits_after_the_probe(tmp_path):
+    """The probe's Ray worker holds the trainer's data and, on a GPU, a CUDA context and its
+    cached memory: it must exit once the curve is measured, so that the trials get them. The
+    toy trainer writes the pid of each process that trains a configuration."""
+    counters = tmp_path / "counters"
+    counters.mkdir()
+    path = write_spec(tmp_path, pack_size="auto",
+                      fixed={"steps": 4, "sleep": 0.01, "counter_dir": str(counters)})
+    choice = pack_size.choose(resolve(load_spec(str(path)), "smoke"))
+    assert set(choice.curve) == {1, 2, 4}  # the ladder up to the cap, all four values of x
+    pids = {int(pid) for f in counters.glob("*.count") for pid in f.read_text().split()}
+    assert len(pids) == 1 and os.getpid() not in pids
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(pids.copy().pop()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not psutil.pid_exists(pids.pop())
 
 
 @pytest.mark.usefixtures(toy_ray.__name__)

@@ -60,6 +60,11 @@ def attempts(cfg: Config) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+def probe_config(config: Config) -> Config:
+    """A ``pack_size: auto`` probe trains the configuration as it is (:mod:`sweeps.pack_size`)."""
+    return config
+
+
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train the toy pack (see the module docstring)."""
     check_pack(configs, PACK_FIELDS)
