@@ -31,7 +31,7 @@ from pathlib import Path
 
 from analysis.reports import REPORTS
 from analysis.tables import FORMATS
-from sweeps.contract import redact
+from sweeps.contract import database_url, redact
 
 HELP = {
     "report": """\
@@ -173,7 +173,7 @@ def ui_command(tracking_uri: str, host: str, port: int) -> tuple[list[str], dict
     ``--backend-store-uri`` from ``MLFLOW_BACKEND_STORE_URI``)."""
     argv = [sys.executable, "-m", "mlflow", "ui", "--host", host, "--port", str(port),
             "--workers", "1"]
-    env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": tracking_uri,
+    env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": database_url(tracking_uri),
            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
     return argv, env
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ortho_core.errors import ConfigError
-from sweeps.contract import home_dir, sqlite_path, tracking_uri
+from sweeps.contract import database_url, home_dir, sqlite_path, tracking_uri
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -34,7 +34,7 @@ def open_store(uri: str) -> MlflowClient:
                           "`ortho sweep run SPEC` first, or pass --tracking-uri or --home)", uri)
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=uri)
+    return MlflowClient(tracking_uri=database_url(uri))
 
 
 def cache_dir(uri: str, home: str | Path | None = None) -> Path:

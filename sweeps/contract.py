@@ -167,6 +167,21 @@ def sqlite_path(uri: str) -> Path | None:
     return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
 
 
+POSTGRES_DRIVER = "postgresql+psycopg2"
+"""The SQLAlchemy dialect and driver a PostgreSQL store is opened with: psycopg2
+(``psycopg2-binary``, a dependency of this package)."""
+
+
+def database_url(uri: str) -> str:
+    """``uri`` as a store is opened with: a bare ``postgresql://`` or ``postgres://`` names
+    :data:`POSTGRES_DRIVER`, since SQLAlchemy 2.1 reads it as psycopg 3, which this package
+    does not install (MLflow would fail on "No module named 'psycopg'", Optuna on "Failed to
+    import DB access module"). Any other URI, a named driver included, is returned as it is.
+    Users write and see the URI as they gave it; only MLflow's and Optuna's engines get this."""
+    scheme, sep, rest = uri.partition("://")
+    return f"{POSTGRES_DRIVER}://{rest}" if sep and scheme in ("postgresql", "postgres") else uri
+
+
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:]*):(\S*)@")
 """``scheme://user:password@``; the password runs to the last ``@`` of the word, so that one
 written with a raw ``@``, ``/`` or ``?`` in it is masked whole."""

@@ -34,7 +34,7 @@ run. Without a probe: packs of one under an early-stopping scheduler (it judges 
 configuration per trial), and :data:`DEFAULT_PACK_SIZE` (at most the cap) for an experiment
 without ``probe_config`` or when the probe fails (its error is printed). Cost: the first
 point and at most :data:`PROBE_SECONDS` more, set-ups included; for the shipped specs'
-profiles 2 to 17 s on this project's 2-core CPU and 6 to 21 s on an H100
+profiles 2 to 20 s on this project's 2-core CPU and 6 to 21 s on an H100
 (``benchmarks/pack_size_probe.py``, RESULTS.md).
 """
 

@@ -56,7 +56,9 @@ CELL_ATTR = "ortho.cell_params"
 def storage_url(explicit: str | None, tracking_uri: str) -> str:
     """The Optuna storage of a sweep tracked in ``tracking_uri`` (the module docstring):
     ``explicit``, else ``$ORTHO_OPTUNA_STORAGE``, else ``optuna.db`` beside an embedded
-    SQLite store; a relative SQLite path is made absolute."""
+    SQLite store; a relative SQLite path is made absolute, and a bare ``postgresql://`` names
+    the driver this package installs (:func:`sweeps.contract.database_url`), so that the URL
+    the parent run records opens as it is in ``optuna.load_study``."""
     url = explicit or os.environ.get(STORAGE_ENV) or None
     if url is None:
         db = contract.sqlite_path(tracking_uri)
@@ -69,7 +71,7 @@ def storage_url(explicit: str | None, tracking_uri: str) -> str:
         return f"sqlite:///{db.parent / 'optuna.db'}"
     if url.startswith("sqlite:///"):
         return contract.tracking_uri(url, contract.home_dir())
-    return url
+    return contract.database_url(url)
 
 
 def make_sampler(settings: OptunaSettings, cell_space: Mapping[str, Any], seed: int) -> Any:
@@ -122,7 +124,7 @@ def _storage(url: str | None) -> Any:
     if url is None:
         return None
     try:
-        return optuna.storages.get_storage(url)
+        return optuna.storages.get_storage(contract.database_url(url))
     except Exception as err:  # a malformed URL, a missing driver, an unreachable database
         raise ConfigError("optuna_storage", f"an Optuna storage URL this driver can open "
                           f"({redact(str(err))})", redact(url)) from err

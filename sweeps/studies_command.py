@@ -86,7 +86,7 @@ def load_summaries(url: str, sweep_id: str) -> list[StudySummary]:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     prefix = contract.STUDY_NAME.format(sweep_id=sweep_id, cell="")
     try:
-        storage = optuna.storages.get_storage(url)
+        storage = optuna.storages.get_storage(contract.database_url(url))
         names = [n for n in optuna.get_all_study_names(storage)
                  if n.startswith(prefix) and n.removeprefix(prefix).isdigit()]
     except Exception as err:  # a malformed URL, a missing driver, an unreachable database

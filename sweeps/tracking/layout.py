@@ -122,7 +122,7 @@ class Tracker:
         if db is not None:
             with self._locked():
                 bootstrap.create_sqlite_store(db)
-        self.client = self.call(MlflowClient, tracking_uri=uri)
+        self.client = self.call(MlflowClient, tracking_uri=contract.database_url(uri))
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` under the SQLite lock, retried while the database is

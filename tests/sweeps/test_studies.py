@@ -11,9 +11,12 @@ import logging
 import optuna
 import pytest
 
+from analysis.cli import ui_command
+from analysis.store import open_store
 from ortho_core import experiments
 from ortho_core.errors import ConfigError
 from sweeps import contract, tracking
+from sweeps.cli import main
 from sweeps.lookup import sweep_status
 from sweeps.plan import build_plan
 from sweeps.runner import run_sweep
@@ -42,7 +45,9 @@ def test_the_storage_is_beside_the_embedded_store_or_named(tmp_path, monkeypatch
     assert storage_url(None, f"sqlite:///{tmp_path}/mlflow.db") == (
         f"sqlite:///{tmp_path}/optuna.db")
     assert storage_url("postgresql://u:pw@db/optuna", "http://mlflow:5000") == (
-        "postgresql://u:pw@db/optuna")
+        "postgresql+psycopg2://u:pw@db/optuna")  # the driver installed, not psycopg 3
+    assert storage_url("postgresql+psycopg://db/optuna", "http://mlflow:5000") == (
+        "postgresql+psycopg://db/optuna")  # a driver the user names is kept
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ORTHO_OPTUNA_STORAGE", "sqlite:///studies.db")
     assert storage_url(None, "http://mlflow:5000") == f"sqlite:///{tmp_path}/studies.db"
@@ -139,3 +144,49 @@ def test_a_packed_optuna_sweep_tracks_each_member_and_its_study(tmp_path, monkey
         assert {r.data.tags[tracking.TRIAL_KEY]: (
             json.loads(r.data.tags[tracking.OPTUNA_PARAMS])["x"],
             pytest.approx(10 * float(r.data.params["x"]))) for r in mine} == told
+
+
+@pytest.mark.cluster
+@pytest.mark.usefixtures(toy_ray.__name__)
+def test_runs_and_studies_in_postgresql_by_the_urls_users_write(tmp_path, postgres, capsys):
+    """A cluster's sweep tracks into PostgreSQL and keeps its studies there, both named as
+    users write them (``postgresql://user:password@host/db``, no driver: SQLAlchemy 2.1 would
+    take psycopg 3, which is not installed). The sweep finishes; the parent run records the
+    studies' URL with psycopg2 named and the password masked, and that URL, the password given
+    back, opens the study in ``optuna.load_study``; ``ortho sweep studies`` lists it."""
+    def bare(uri: str) -> str:
+        return uri.replace("postgresql+psycopg2://", "postgresql://")
+
+    runs_url = bare(postgres.create_database("bare_url_runs"))
+    studies_url = bare(postgres.create_database("bare_url_studies"))
+    path = write_spec(tmp_path, fixed={"steps": 1}, space={"x": {"low": 0.0, "high": 1.0}},
+                      pack_size=2, search={"kind": "optuna", "sampler": "tpe", "n_trials": 4,
+                                           "seed": 0})
+    final = run_sweep(str(path), "smoke", home=tmp_path / "home", tracking_uri=runs_url,
+                      optuna_storage=studies_url, stream=io.StringIO())
+    assert final.state == "finished" and final.done == 4
+
+    t = tracking.tracker(runs_url)
+    record = t.find_sweep(final.sweep_id)
+    runs = t.client.search_runs([record.ref.experiment_id],
+                                f"tags.`{contract.PARENT}` = '{record.ref.parent_run_id}'")
+    keys = {r.data.tags[tracking.TRIAL_KEY] for r in runs}
+    assert len(keys) == 4
+    recorded = t.client.get_run(record.ref.parent_run_id).data.tags[contract.OPTUNA_STORAGE]
+    opened = contract.database_url(studies_url)
+    assert opened.startswith("postgresql+psycopg2://")
+    assert recorded == tracking.redact(opened) and postgres.password not in recorded
+    study = optuna.load_study(study_name=study_name(final.sweep_id, 0),
+                              storage=recorded.replace(contract.MASK, postgres.password))
+    assert {tr.user_attrs[KEY_ATTR] for tr in study.trials} == keys
+    assert [tr.state for tr in study.trials] == [STATE.COMPLETE] * 4
+
+    reader = open_store(runs_url)  # `ortho report` and `ortho ui` open the runs too
+    assert len(reader.search_runs([record.ref.experiment_id])) == 5  # the parent and 4
+    assert ui_command(runs_url, "127.0.0.1", 5000)[1]["MLFLOW_BACKEND_STORE_URI"] == (
+        contract.database_url(runs_url))
+
+    capsys.readouterr()
+    assert main(["sweep", "studies", final.sweep_id, "--tracking-uri", runs_url,
+                 "--optuna-storage", studies_url]) == 0
+    assert "cell-0: 4 trials (4 complete)" in capsys.readouterr().out

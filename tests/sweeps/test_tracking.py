@@ -15,7 +15,7 @@ import pytest
 
 from ortho_core.reporting import Outcome, Result
 from sweeps import tracking
-from sweeps.contract import read_expected_cells
+from sweeps.contract import database_url, read_expected_cells
 from sweeps.tracking import layout
 from tests.conftest import Store
 
@@ -184,6 +184,18 @@ def test_concurrent_writers_lose_nothing(store):
     ({"m": 2}, 2.0), ({"m": float("nan")}, None), ({"m": True}, None), ({}, None)])
 def test_metric_value(summary, value):
     assert tracking.metric_value(summary, "m") == value
+
+
+@pytest.mark.parametrize(("given", "opened"), [
+    ("postgresql://u:pw@db:5432/mlflow", "postgresql+psycopg2://u:pw@db:5432/mlflow"),
+    ("postgres://db/optuna?sslmode=require", "postgresql+psycopg2://db/optuna?sslmode=require"),
+    ("postgresql+psycopg://db/mlflow", "postgresql+psycopg://db/mlflow"),
+    ("sqlite:////abs/mlflow.db", "sqlite:////abs/mlflow.db"),
+    ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+    ("mysql+pymysql://u:pw@h/db", "mysql+pymysql://u:pw@h/db"),
+])
+def test_a_bare_postgresql_url_is_opened_with_the_installed_driver(given, opened):
+    assert database_url(given) == opened
 
 
 @pytest.mark.parametrize(("text", "masked"), [
