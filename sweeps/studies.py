@@ -7,7 +7,9 @@ store ``sqlite:///<home>/mlflow.db``, ``sqlite:///<home>/optuna.db``. With any o
 URI (a tracking server, a file store) a sweep with Optuna cells needs one of the two, and is
 refused without (``ConfigError`` naming ``optuna_storage``, exit status 2) rather than keep
 its studies where no one could open them. Only the driver opens the storage (the searcher runs
-there, :mod:`sweeps.searcher`), so a SQLite file serves a cluster too. The parent run records
+there, :mod:`sweeps.searcher`), so a SQLite file on the head's disk serves a cluster too; the
+KubeRay cluster of ``cluster/`` sets ``$ORTHO_OPTUNA_STORAGE`` on its head to a database of
+its PostgreSQL instead, which a laptop reaches by a port-forward. The parent run records
 the URL, credentials masked (:data:`sweeps.contract.OPTUNA_STORAGE`), and each study is named
 :data:`sweeps.contract.STUDY_NAME` (``<sweep_id>/cell-<index>``).
 

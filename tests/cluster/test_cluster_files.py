@@ -345,16 +345,21 @@ def test_no_secret_written_in_a_file(compose: dict[str, Any]) -> None:
 # The README's commands -------------------------------------------------------------------
 
 def _readme_commands(program: str) -> list[list[str]]:
+    """The arguments of every ``program`` command in the README's bash blocks: after
+    variables set for it alone (``NAME=value program ...``), or as the command ``ray exec``
+    runs on the head (its last word); those with a ``...`` to fill in are left out."""
     blocks = re.findall(r"```bash\n(.*?)```", README, re.DOTALL)
     commands = []
     for block in blocks:
         for line in block.replace("\\\n", " ").splitlines():
-            if not re.match(rf"\s*([A-Z_]+=\S*\s+)*{program}\s", line):
+            if f"{program} " not in line:
                 continue
             argv = shlex.split(line.split(" #")[0].removesuffix("&"))
-            while re.fullmatch(r"[A-Z_]+=\S*", argv[0]):
+            if argv[:2] == ["ray", "exec"]:
+                argv = shlex.split(argv[-1])
+            while argv and re.fullmatch(r"[A-Z_]+=.*", argv[0], re.DOTALL):
                 argv.pop(0)
-            if "..." not in argv:
+            if argv and argv[0] == program and "..." not in argv:
                 commands.append(argv[1:])
     return commands
 
@@ -362,9 +367,13 @@ def _readme_commands(program: str) -> list[list[str]]:
 def test_readme_ortho_commands_parse() -> None:
     commands = _readme_commands("ortho")
     assert {tuple(c[:2]) for c in commands} >= {("sweep", "submit"), ("sweep", "status"),
-                                                ("report", "synthetic-max-length")}
+                                                ("report", "synthetic-max-length"),
+                                                ("sweep", "studies")}
     for argv in commands:
         args = build_parser().parse_args(argv)
+        if argv[:2] == ["sweep", "studies"]:
+            # optuna-dashboard on loopback: a tunnel or port-forward brings it to the laptop
+            assert args.dashboard and args.host == "127.0.0.1" and args.port == 8080
         if argv[:2] == ["sweep", "submit"]:
             assert args.address == "http://127.0.0.1:8265"
             # The home on shared storage outlives the head; Tune's state (HOME/ray) is the

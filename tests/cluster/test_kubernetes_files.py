@@ -9,15 +9,19 @@ cluster.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlparse
 
 import pytest
 
 from sweeps.cli import build_parser
 from sweeps.spec import load_spec, resolve
+from sweeps.studies import storage_url
 from tests.cluster.manifests import (
     README,
     created_secret_keys,
@@ -29,6 +33,7 @@ from tests.cluster.manifests import (
     requirements,
     walk,
 )
+from tests.servers import postgres_bindir
 
 NAMESPACE = "ortho"
 RAY_CLIENT = {"ortho-sweeps/ray-client": "true"}
@@ -138,6 +143,89 @@ def test_only_the_head_is_told_the_tracking_server() -> None:
                 assert env["ORTHO_DATA_DIR"] == "/mnt/shared/data"
 
 
+def test_only_the_head_is_told_the_studies_database(monkeypatch) -> None:
+    """The head's ORTHO_OPTUNA_STORAGE is the database the init script creates, as its user,
+    with the password of the Secret the PostgreSQL container gives that script; it is what
+    the sweep's driver opens there (no --optuna-storage in the RayJob)."""
+    for name, spec in ray_pod_specs().items():
+        for container in spec["containers"]:
+            if name != "head":
+                assert "ORTHO_OPTUNA_STORAGE" not in env_of(container), name
+    (head,) = ray_pod_specs()["head"]["containers"]
+    names = [e["name"] for e in head["env"]]
+    env = env_of(head)
+    (postgres,) = one("StatefulSet", "mlflow-postgres")["spec"]["template"]["spec"]["containers"]
+    secret = env_of(postgres)["OPTUNA_PASSWORD"]
+    assert secret == {"secretKeyRef": {"name": "optuna-db", "key": "password"}}
+    assert created_secret_keys("optuna-db") == {"password"}
+    (variable,) = [n for n, v in env.items() if v == secret]
+    # Kubernetes expands $(VAR) only from variables defined earlier in the list.
+    assert names.index(variable) < names.index("ORTHO_OPTUNA_STORAGE")
+    url = urlparse(env["ORTHO_OPTUNA_STORAGE"].replace(f"$({variable})", "pw"))
+    service = one("Service", "mlflow-postgres")
+    assert (url.scheme, url.username, url.password, url.hostname, url.port, url.path) == (
+        "postgresql+psycopg2", "optuna", "pw", service["metadata"]["name"],
+        service["spec"]["ports"][0]["port"], "/optuna")
+    assert re.search(r"CREATE USER optuna PASSWORD :'password';\s+"
+                     r"CREATE DATABASE optuna OWNER optuna;", init_script())
+    monkeypatch.setenv("ORTHO_OPTUNA_STORAGE", url.geturl())
+    tracking = one("ConfigMap", "ortho-tracking")["data"]["tracking-uri"]
+    assert storage_url(None, tracking) == url.geturl()
+
+
+def init_script() -> str:
+    """The script PostgreSQL's image runs at its first start (ConfigMap optuna-db-init)."""
+    statefulset = one("StatefulSet", "mlflow-postgres")["spec"]["template"]["spec"]
+    (container,) = statefulset["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "init"]
+    assert mount["mountPath"] == "/docker-entrypoint-initdb.d"
+    (volume,) = [v for v in statefulset["volumes"] if v["name"] == "init"]
+    assert volume["configMap"]["defaultMode"] == 0o555  # run, not sourced by the entrypoint
+    (script,) = one("ConfigMap", volume["configMap"]["name"])["data"].values()
+    return script
+
+
+@pytest.mark.cluster
+def test_the_init_script_makes_a_studies_database_closed_to_others(postgres, tmp_path) -> None:
+    """Run as PostgreSQL's image runs it (its superuser and database in the environment), on
+    a real server: Optuna then keeps a study there as user optuna, who may not open the
+    database MLflow's server uses, and no other user but a superuser may open the studies'.
+    The password holds a quote: psql's :'password' makes it a literal, not SQL."""
+    import optuna
+    import psycopg2
+
+    password = "it's-a-secret"
+    mlflow_db = urlparse(postgres.create_database("mlflow_of_the_init_script")).path[1:]
+    script = tmp_path / "optuna.sh"
+    script.write_text(init_script())
+    script.chmod(0o555)
+    env = {"PATH": f"{postgres_bindir()}:{os.environ['PATH']}", "POSTGRES_USER": postgres.user,
+           "POSTGRES_DB": mlflow_db, "OPTUNA_PASSWORD": password, "PGHOST": "127.0.0.1",
+           "PGPORT": str(postgres.port), "PGPASSWORD": postgres.password}
+    done = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    studies = (f"postgresql+psycopg2://optuna:{quote(password, safe='')}@127.0.0.1:"
+               f"{postgres.port}/optuna")
+    optuna.create_study(storage=studies, study_name="s").optimize(lambda t: 1.0, n_trials=1)
+    assert len(optuna.load_study(study_name="s", storage=studies).trials) == 1
+
+    def connect(user: str, secret: str, database: str) -> None:
+        psycopg2.connect(host="127.0.0.1", port=postgres.port, user=user, password=secret,
+                         dbname=database).close()
+
+    admin = psycopg2.connect(host="127.0.0.1", port=postgres.port, user=postgres.user,
+                             password=postgres.password, dbname="postgres")
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute("CREATE USER someone_else PASSWORD 'x'")
+    admin.close()
+    connect("someone_else", "x", "postgres")  # a database left open: the user can log in
+    for user, secret, database in (("optuna", password, mlflow_db),
+                                   ("someone_else", "x", "optuna")):
+        with pytest.raises(psycopg2.OperationalError, match="permission denied"):
+            connect(user, secret, database)
+
+
 # Ray token authentication --------------------------------------------------------------
 
 def test_every_ray_pod_runs_with_the_token_of_a_documented_secret(tmp_path: Path) -> None:
@@ -182,13 +270,15 @@ def test_submitter_is_a_labelled_ray_client() -> None:
 
 # NetworkPolicies ------------------------------------------------------------------------
 
-def test_only_the_mlflow_server_reaches_postgres() -> None:
+def test_only_the_mlflow_server_and_the_ray_head_reach_postgres() -> None:
     postgres = template_labels("StatefulSet", "mlflow-postgres")
     mlflow = template_labels("Deployment", "mlflow")
+    pods = ray_pods()
     assert may_connect(mlflow, postgres, 5432)
+    assert may_connect(pods["head"], postgres, 5432)  # the Optuna studies' database
     assert not may_connect(mlflow, postgres, 22)
-    for source in (*ray_pods().values(), (NAMESPACE, {}), (NAMESPACE, MLFLOW_CLIENT),
-                   (NAMESPACE, RAY_CLIENT), ("default", mlflow[1])):
+    for source in (pods["worker"], (NAMESPACE, {}), (NAMESPACE, MLFLOW_CLIENT),
+                   (NAMESPACE, RAY_CLIENT), ("default", mlflow[1]), ("default", pods["head"][1])):
         assert not may_connect(source, postgres, 5432), source
 
 

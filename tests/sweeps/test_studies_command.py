@@ -194,7 +194,8 @@ def test_a_masked_recorded_storage_needs_the_real_url(monkeypatch):
         sweep_storage(recorded, None, "20261126-000000-abcd")
     assert err.value.field == "optuna_storage"
     given = "postgresql://ortho:secret@127.0.0.1:5433/optuna"
-    assert sweep_storage(recorded, given, "20261126-000000-abcd") == given
+    opened = "postgresql+psycopg2://ortho:secret@127.0.0.1:5433/optuna"  # the driver installed
+    assert sweep_storage(recorded, given, "20261126-000000-abcd") == opened
     monkeypatch.setenv("ORTHO_OPTUNA_STORAGE", given)
-    assert sweep_storage(recorded, None, "20261126-000000-abcd") == given
-    assert sweep_storage("postgresql://db.internal/optuna", "", "x") == given
+    assert sweep_storage(recorded, None, "20261126-000000-abcd") == opened
+    assert sweep_storage("postgresql://db.internal/optuna", "", "x") == opened
