@@ -179,8 +179,8 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
             tags[contract.OPTUNA_STORAGE] = tracking.redact(study_url)
         texts = {tracking.RESOLVED_ARTIFACT: spec.text,
                  f"{tracking.SPEC_ARTIFACT_DIR}/{source.name}": source.read_text()}
-        ref = tracker.start_sweep(tracker.experiment_id(spec.name), sweep_id, tags, texts,
-                                  start_time=begun_at)
+        experiment = tracker.experiment_id(spec.name, home_path)
+        ref = tracker.start_sweep(experiment, sweep_id, tags, texts, start_time=begun_at)
         print(f"sweep {sweep_id}: {spec.name}/{profile}, {count(plan.n_configs, 'configuration')}"
               f" in {count(plan.n_tune_trials, 'trial')}; {_where(uri, study_url, sweep_id)}",
               file=stream, flush=True)

@@ -134,14 +134,15 @@ class Tracker:
 
     # -- experiments and sweeps ---------------------------------------------------------
 
-    def experiment_id(self, name: str) -> str:
-        """The id of experiment ``name``, created (artifacts beside a SQLite store) or
+    def experiment_id(self, name: str, home: Path | None = None) -> str:
+        """The id of experiment ``name``, created (artifacts beside a SQLite store, or under
+        ``home`` for another database: :func:`~sweeps.tracking.uri.artifact_location`) or
         restored from the trash if need be."""
         with self._locked():
             exp = self.call(self.client.get_experiment_by_name, name)
             if exp is None:
                 return self.call(self.client.create_experiment, name,
-                                 artifact_location=artifact_location(self.uri, name))
+                                 artifact_location=artifact_location(self.uri, name, home))
             if exp.lifecycle_stage == "deleted":
                 self.call(self.client.restore_experiment, exp.experiment_id)
             return exp.experiment_id

@@ -10,6 +10,8 @@ variables or credentials are ever logged: a URI printed by ``sweeps`` goes throu
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sweeps.contract import home_dir, redact, sqlite_path, tracking_uri
 
 __all__ = ["artifact_location", "home_dir", "quote", "redact", "sqlite_path", "tracking_uri"]
@@ -27,8 +29,19 @@ def quote(value: str) -> str:
     return f'"{value}"' if "'" in value else f"'{value}'"
 
 
-def artifact_location(uri: str, experiment: str) -> str | None:
+DATABASES = ("postgresql", "postgres", "mysql", "mssql")
+"""Schemes of the databases MLflow tracks into directly (besides SQLite), any driver named."""
+
+
+def artifact_location(uri: str, experiment: str, home: Path | None = None) -> str | None:
     """Where a new experiment keeps its artifacts: beside a SQLite database
-    (``<dir>/artifacts/<experiment>``); a server decides for itself (None)."""
+    (``<dir>/artifacts/<experiment>``); for another database tracked directly (MLflow would
+    take ``./mlruns`` of whatever directory the driver runs in) under the sweeps' ``home``
+    (``<home>/artifacts/<experiment>``); a server or a file store decides for itself (None)."""
     db = sqlite_path(uri)
-    return (db.parent / "artifacts" / experiment).as_uri() if db is not None else None
+    if db is not None:
+        return (db.parent / "artifacts" / experiment).as_uri()
+    scheme = uri.partition("://")[0].partition("+")[0]
+    if home is not None and scheme in DATABASES:
+        return (home / "artifacts" / experiment).as_uri()
+    return None

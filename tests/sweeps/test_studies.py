@@ -148,12 +148,15 @@ def test_a_packed_optuna_sweep_tracks_each_member_and_its_study(tmp_path, monkey
 
 @pytest.mark.cluster
 @pytest.mark.usefixtures(toy_ray.__name__)
-def test_runs_and_studies_in_postgresql_by_the_urls_users_write(tmp_path, postgres, capsys):
+def test_runs_and_studies_in_postgresql_by_the_urls_users_write(tmp_path, postgres, capsys,
+                                                                 monkeypatch):
     """A cluster's sweep tracks into PostgreSQL and keeps its studies there, both named as
     users write them (``postgresql://user:password@host/db``, no driver: SQLAlchemy 2.1 would
     take psycopg 3, which is not installed). The sweep finishes; the parent run records the
     studies' URL with psycopg2 named and the password masked, and that URL, the password given
-    back, opens the study in ``optuna.load_study``; ``ortho sweep studies`` lists it."""
+    back, opens the study in ``optuna.load_study``; ``ortho sweep studies`` lists it. The
+    artifacts go under the home, not into ``./mlruns`` of the working directory (MLflow's
+    default for a database tracked directly)."""
     def bare(uri: str) -> str:
         return uri.replace("postgresql+psycopg2://", "postgresql://")
 
@@ -162,9 +165,12 @@ def test_runs_and_studies_in_postgresql_by_the_urls_users_write(tmp_path, postgr
     path = write_spec(tmp_path, fixed={"steps": 1}, space={"x": {"low": 0.0, "high": 1.0}},
                       pack_size=2, search={"kind": "optuna", "sampler": "tpe", "n_trials": 4,
                                            "seed": 0})
+    monkeypatch.chdir(tmp_path)
     final = run_sweep(str(path), "smoke", home=tmp_path / "home", tracking_uri=runs_url,
                       optuna_storage=studies_url, stream=io.StringIO())
     assert final.state == "finished" and final.done == 4
+    assert not (tmp_path / "mlruns").exists()
+    assert (tmp_path / "home" / "artifacts" / "toy").is_dir()
 
     t = tracking.tracker(runs_url)
     record = t.find_sweep(final.sweep_id)
