@@ -177,7 +177,9 @@ def database_url(uri: str) -> str:
     :data:`POSTGRES_DRIVER`, since SQLAlchemy 2.1 reads it as psycopg 3, which this package
     does not install (MLflow would fail on "No module named 'psycopg'", Optuna on "Failed to
     import DB access module"). Any other URI, a named driver included, is returned as it is.
-    Users write and see the URI as they gave it; only MLflow's and Optuna's engines get this."""
+    A tracking URI is shown as the user gave it and only MLflow's engine gets this form; an
+    Optuna storage is recorded in it (:func:`sweeps.studies.storage_url`), so that the URL a
+    parent run records opens as it is in ``optuna.load_study``."""
     scheme, sep, rest = uri.partition("://")
     return f"{POSTGRES_DRIVER}://{rest}" if sep and scheme in ("postgresql", "postgres") else uri
 
