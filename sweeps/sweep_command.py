@@ -70,6 +70,14 @@ SUBMIT_EXCLUDES = ["/ortho-runs/", "/.git/", "/data/", "*.egg-info/", "__pycache
 """Paths of the checkout not shipped with a job (gitignore syntax: a leading ``/`` anchors
 a folder at the checkout's root, so that ``/data/`` leaves ``ortho_core/data/`` in)."""
 
+AGENT_NOT_READY = "No available agent to submit job"
+"""What Ray's job API answers (HTTP 500, "please try again later") when no node's job agent
+has registered within its own 10 s: on a cluster that has just started, or a busy head."""
+AGENT_WAIT_SECONDS = 60.0
+"""How long ``ortho sweep submit`` keeps trying again after that answer."""
+AGENT_RETRY_SECONDS = 5.0
+"""Seconds between those tries."""
+
 
 HELP = {
     "sweep": """\
@@ -95,7 +103,8 @@ Paths given to the job are the cluster's: --home, --storage, --data-dir and --py
 places on its nodes. The tracking URI reaches the job in its environment, not on its command
 line, and is printed with its password masked. A cluster with token authentication is
 reached as "ray job" reaches it (RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or
-~/.ray/auth_token).
+~/.ray/auth_token). A cluster that answers it has no job agent ready yet (one just started)
+is asked again every 5 s for up to a minute.
 
 Exit status: 0 when the job succeeded, 1 when it failed, 2 for bad input.""",
     "resume": """\
@@ -366,6 +375,23 @@ async def _follow(client: Any, job_id: str) -> None:
         print(lines, end="", flush=True)
 
 
+def _submit(client: Any, request: dict[str, Any], metadata: dict[str, str]) -> str:
+    """Submit the job; while the cluster answers that no job agent is ready, try again every
+    :data:`AGENT_RETRY_SECONDS` for up to :data:`AGENT_WAIT_SECONDS`, saying so."""
+    import time
+
+    deadline = time.monotonic() + AGENT_WAIT_SECONDS
+    while True:
+        try:
+            return client.submit_job(**request, metadata=metadata)
+        except Exception as err:
+            if AGENT_NOT_READY not in str(err) or time.monotonic() >= deadline:
+                raise
+            print(f"the cluster has no job agent ready yet; trying again in "
+                  f"{AGENT_RETRY_SECONDS:g} s", file=sys.stderr, flush=True)
+            time.sleep(AGENT_RETRY_SECONDS)
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     """``ortho sweep submit``: check the spec here, submit, follow the logs."""
     import asyncio
@@ -383,8 +409,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     request = job_request(args, PROJECT_ROOT)
     try:
         client = JobSubmissionClient(args.address)
-        job_id = client.submit_job(**request, metadata={"ortho.spec": args.spec,
-                                                         "ortho.profile": args.profile})
+        job_id = _submit(client, request, {"ortho.spec": args.spec,
+                                           "ortho.profile": args.profile})
     except Exception as err:  # connection, authentication, upload: Ray's own wording
         raise SubmitError(redact(f"cannot submit to {args.address}: {err}")) from err
     print(redact(f"submitted job {job_id} to {args.address}: {request['entrypoint']}"),

@@ -212,6 +212,43 @@ def test_submit_prints_no_credentials(monkeypatch, capsys):
     assert request["runtime_env"]["env_vars"]["ORTHO_TRACKING_URI"] == uri  # the job needs it
 
 
+class _BusyJobClient(_FakeJobClient):
+    """A cluster whose job agent registers only after Ray's job API has refused twice."""
+
+    refusals: ClassVar[int] = 0
+
+    def submit_job(self, **request: Any) -> str:
+        if _BusyJobClient.refusals < 2:
+            _BusyJobClient.refusals += 1
+            raise RuntimeError("Request failed with status code 500: No available agent to "
+                               "submit job, please try again later.")  # Ray's own wording
+        return super().submit_job(**request)
+
+
+@pytest.mark.parametrize("waits", [True, False])
+def test_submit_tries_again_while_the_clusters_job_agent_is_not_ready(monkeypatch, capsys,
+                                                                       waits):
+    from ray import job_submission
+
+    from sweeps import sweep_command
+
+    monkeypatch.setattr(job_submission, "JobSubmissionClient", _BusyJobClient)
+    monkeypatch.setattr(sweep_command, "AGENT_RETRY_SECONDS", 0.01)
+    monkeypatch.setattr(sweep_command, "AGENT_WAIT_SECONDS", 30.0 if waits else 0.0)
+    _BusyJobClient.refusals, _FakeJobClient.submitted = 0, {}
+    status = main(["sweep", "submit", "synthetic-max-length", "--profile", "smoke",
+                   "--address", "http://127.0.0.1:8265", "--no-wait"])
+    out, err = capsys.readouterr()
+    if waits:
+        assert status == 0 and "submitted job raysubmit_1" in out
+        assert err.count("the cluster has no job agent ready yet; trying again") == 2
+        assert _FakeJobClient.submitted["entrypoint"].startswith("python -m sweeps.cli")
+    else:
+        assert status == 1 and _FakeJobClient.submitted == {}
+        assert "cannot submit to http://127.0.0.1:8265: Request failed with status code 500: " \
+               "No available agent to submit job" in err
+
+
 @pytest.mark.parametrize(("option", "field"), [("--tracking-uri", "tracking_uri"),
                                                ("--optuna-storage", "optuna_storage")])
 def test_submit_refuses_a_password_for_the_jobs_environment(monkeypatch, capsys, option,
