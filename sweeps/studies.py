@@ -126,7 +126,7 @@ def _storage(url: str | None) -> Any:
     if url is None:
         return None
     try:
-        return optuna.storages.get_storage(contract.database_url(url))
+        return optuna.storages.get_storage(url)
     except Exception as err:  # a malformed URL, a missing driver, an unreachable database
         raise ConfigError("optuna_storage", f"an Optuna storage URL this driver can open "
                           f"({redact(str(err))})", redact(url)) from err

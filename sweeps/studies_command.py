@@ -54,8 +54,9 @@ class StudySummary:
 
 
 def sweep_storage(recorded: str, explicit: str | None, sweep_id: str) -> str:
-    """The storage URL of sweep ``sweep_id``'s studies: ``explicit``, else
-    ``$ORTHO_OPTUNA_STORAGE``, else ``recorded`` (its parent run's tag). ``ConfigError``
+    """The storage URL of sweep ``sweep_id``'s studies, as it opens
+    (:func:`sweeps.contract.database_url`): ``explicit``, else ``$ORTHO_OPTUNA_STORAGE``, else
+    ``recorded`` (its parent run's tag). ``ConfigError``
     for a grid sweep (field ``sweep``), for a recorded URL whose credentials were masked
     with neither given, and for a SQLite file that does not exist (field
     ``optuna_storage``), since opening one would create an empty storage."""
@@ -70,7 +71,7 @@ def sweep_storage(recorded: str, explicit: str | None, sweep_id: str) -> str:
                           f"{sweep_id} recorded its storage with the credentials masked",
                           recorded)
     else:
-        url = recorded
+        url = contract.database_url(recorded)  # recorded bare before the driver was named
     db = contract.sqlite_path(url)
     if db is not None and not db.exists():
         raise ConfigError("optuna_storage", f"the storage of sweep {sweep_id}'s studies "
@@ -86,7 +87,7 @@ def load_summaries(url: str, sweep_id: str) -> list[StudySummary]:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     prefix = contract.STUDY_NAME.format(sweep_id=sweep_id, cell="")
     try:
-        storage = optuna.storages.get_storage(contract.database_url(url))
+        storage = optuna.storages.get_storage(url)
         names = [n for n in optuna.get_all_study_names(storage)
                  if n.startswith(prefix) and n.removeprefix(prefix).isdigit()]
     except Exception as err:  # a malformed URL, a missing driver, an unreachable database
