@@ -29,12 +29,12 @@ calls are timed alternately. One thread, as a sweep's
 trial of one CPU has, unless ``--threads``; ``--cpu-time`` on a busy machine.
 
 A second table bounds what any packing could reach on this core: the time the pack of K
-spends in its matrix products alone (``aten::mm``, ``bmm``, ``addmm``, ``baddbmm``, their self
-time under ``torch.profiler``, which the native SRNN loops' ATen calls report too), and the
-speed-up over the members alone that packing would give if everything else in the iteration
-(elementwise work, the update, the interpreter) cost nothing. Those products are the FLOPs
-of K members, which packing cannot share, so a ratio under a target there means no pack of
-that size reaches it on this machine.
+spends in its matrix products alone (``aten::mm``, ``bmm``, ``addmm``, ``baddbmm`` and their
+in-place forms, their self time under ``torch.profiler``, which the native SRNN loops' ATen
+calls report too), and the speed-up over the members alone that packing would give if
+everything else in the iteration (elementwise work, the update, the interpreter) cost nothing.
+Those products are the FLOPs of K members, which packing cannot share, so a ratio under a
+target there means no pack of that size reaches it on this machine.
 """
 
 from __future__ import annotations
@@ -121,8 +121,10 @@ def synthetic_row(length: int) -> Row:
     return Row(f"synthetic T = {length}", packs, lambda k: ["srnn"] * k, {"srnn": packs[0]})
 
 
-MATMULS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm"})
-"""The profiler's names of the matrix products the steps call."""
+MATMULS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_", "aten::baddbmm",
+                     "aten::baddbmm_"})
+"""The profiler's names of the matrix products the steps call, the in-place forms included
+(the SRNN's backward accumulates its weight gradients with ``baddbmm_`` and ``addmm_``)."""
 
 
 def matmul_seconds(step: Callable[[], None], min_time: float) -> float:
