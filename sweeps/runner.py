@@ -199,6 +199,9 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
 
     Configurations with a FINISHED run are not trained again; every other run of the sweep
     is deleted and its configuration trained anew, so each configuration ends with one run.
+    A sweep that finished with every configuration done is left as it is (its times and
+    rate stay those of the run that finished it): nothing starts, and the Progress returned
+    says ``finished``.
     A sweep whose driver is still alive is refused (``ConfigError``, field ``sweep``) unless
     ``force``. Its Optuna cells continue their studies in ``optuna_storage`` (default as for
     :func:`run_sweep`; a study missing there: ``ConfigError``, field ``optuna_storage``).
@@ -241,6 +244,11 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
                         done=len(values))
     for value in values.values():
         progress.offer(value)
+    if record.status == "FINISHED" and plan.n_todo == 0:
+        print(f"sweep {record.ref.sweep_id}: {spec.name}/{spec.profile} has finished, "
+              f"{count(plan.n_configs, 'configuration')} done; nothing to resume",
+              file=stream, flush=True)
+        return dataclasses.replace(progress, state="finished", per_hour=record.per_hour)
     refuse_client_with_local_store(address, uri)
     with ray_session(address) as embedded:
         if embedded:

@@ -320,6 +320,27 @@ def test_a_sweep_whose_driver_is_alive_is_resumed_only_when_forced(tmp_path):
     assert t.find_sweep(first.sweep_id).driver == tracking.driver_tag()
 
 
+def test_a_finished_sweep_is_left_as_it_finished(tmp_path):
+    """Resuming a sweep that finished with every configuration done starts nothing and
+    changes nothing MLflow holds: its parent run keeps the end time and rate of the run that
+    finished it."""
+    home = new_home(tmp_path)
+    first = run_sweep(str(write_spec(tmp_path, space={"x": [0.2, 0.9]})), "smoke", home=home,
+                      stream=io.StringIO())
+    t = tracker_of(home)
+    ref = t.find_sweep(first.sweep_id).ref
+    before = t.client.get_run(ref.parent_run_id)
+    out = io.StringIO()
+    final = resume_sweep(first.sweep_id, home=home, stream=out)
+    assert "has finished, 2 configurations done; nothing to resume" in out.getvalue()
+    assert (final.state, final.done, final.failed) == ("finished", 2, 0)
+    assert final.per_hour == pytest.approx(before.data.metrics[contract.CONFIGS_PER_HOUR])
+    after = t.client.get_run(ref.parent_run_id)
+    assert (after.info.status, after.info.end_time, after.data.metrics) == (
+        before.info.status, before.info.end_time, before.data.metrics)
+    assert len(t.configurations(ref)) == 2
+
+
 def test_resume_without_an_unfinished_sweep_says_so(tmp_path):
     from sweeps.lookup import SweepNotFound
 
