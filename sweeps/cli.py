@@ -12,9 +12,10 @@ packages are found through the ``ortho.commands`` entry-point group, so that ``s
 never imports ``analysis``; they are loaded only when the command is not one of
 :data:`BUILT_IN` (so ``ortho train`` and ``ortho sweep`` never import ``analysis``), and each
 command imports what it needs (Ray, MLflow, pandas, torch) when it runs, so that ``--help``
-answers at once. Any ``ConfigError``, and any argument the parser rejects, becomes exit
-status 2 with a one-line message on stderr that names the field (or the argument);
-the credentials of any URI in an error message are masked (:func:`sweeps.contract.redact`).
+answers at once. Any ``ConfigError`` or :class:`~sweeps.contract.LocationError`, and any
+argument the parser rejects, becomes exit status 2 with a one-line message on stderr that
+names the field (or the argument); the credentials of any URI in an error message are masked
+(:func:`sweeps.contract.redact`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import NoReturn
 
 from ortho_core.errors import ConfigError, OrthoError
 from sweeps import data_command, sweep_command, train_command
-from sweeps.contract import redact
+from sweeps.contract import LocationError, redact
 
 BUILT_IN: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "train": train_command.register,
@@ -91,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except ConfigError as err:
+    except (ConfigError, LocationError) as err:
         print(one_line(redact(f"ortho {args.command}: invalid {err}")), file=sys.stderr)
         return 2
     except OrthoError as err:

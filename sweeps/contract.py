@@ -22,7 +22,6 @@ import os
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 SWEEP_ID = "ortho.sweep_id"
 """Parent and child: the sweep's id."""
@@ -134,10 +133,31 @@ DIRECTION_NAMES: dict[str, str] = {
 """``direction`` -> G's name of the descent direction."""
 
 
+class LocationError(ValueError):
+    """A store location the user gave that cannot be used (``home``, ``tracking_uri``): the
+    field, what was expected and the value, worded as ``ortho_core``'s ``ConfigError`` (which
+    this standard-library-only module cannot import). The ``ortho`` command answers both with
+    exit status 2 before anything is opened."""
+
+    def __init__(self, field: str, expected: str, value: object) -> None:
+        self.field, self.expected, self.value = field, expected, value
+        super().__init__(f"{field}: expected {expected} (got {value!r})")
+
+
 def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
-    """The sweeps' home: ``home``, else ``$ORTHO_HOME``, else ``./ortho-runs``; absolute."""
+    """The sweeps' home: ``home``, else ``$ORTHO_HOME``, else ``./ortho-runs``; absolute.
+    :class:`LocationError` (``home``) when it names something other than a folder."""
     raw = home if home is not None else os.environ.get("ORTHO_HOME") or "ortho-runs"
-    return Path(raw).expanduser().resolve()
+    path = Path(raw).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise LocationError("home", "a folder (or a path where one can be made), not a file",
+                            str(path))
+    return path
+
+
+TRACKING_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mssql", "http", "https")
+"""The schemes of the tracking URIs MLflow 3 opens (a database, with an optional ``+driver``,
+or a tracking server); MLflow refuses its old file store (``./mlruns``, ``file:``)."""
 
 
 def tracking_uri(uri: str | None, home: Path) -> str:
@@ -145,20 +165,23 @@ def tracking_uri(uri: str | None, home: Path) -> str:
 
     ``uri`` None falls back to ``$ORTHO_TRACKING_URI``, then to the embedded store
     ``sqlite:///<home>/mlflow.db`` (``$MLFLOW_TRACKING_URI`` is not consulted: with no flags
-    everything stays under ``home``). A relative SQLite path or a plain path is made absolute
-    against this process's working directory; server URIs (``http://``, ``https://``,
-    ``postgresql://``, ...) pass unchanged.
+    everything stays under ``home``). A relative SQLite path is made absolute against this
+    process's working directory; other URIs (``http://``, ``https://``, ``postgresql://``,
+    ...) pass unchanged. A URI of none of :data:`TRACKING_SCHEMES` (a plain path, ``file:``,
+    a typo) is a :class:`LocationError` (``tracking_uri``).
     """
     uri = uri or os.environ.get("ORTHO_TRACKING_URI") or None
     if uri is None:
         return f"sqlite:///{home / 'mlflow.db'}"
-    if uri.startswith("sqlite:///"):
+    scheme, sep, _ = uri.partition("://")
+    if not sep or scheme.split("+")[0].lower() not in TRACKING_SCHEMES \
+            or (scheme == "sqlite" and not uri.startswith("sqlite:///")):
+        raise LocationError("tracking_uri", "an MLflow store: sqlite:///PATH, "
+                            "postgresql://USER@HOST/DB, mysql://..., or a tracking server's "
+                            "http(s)://HOST:PORT", redact(uri))
+    if scheme == "sqlite":
         path = uri[len("sqlite:///"):]
         return f"sqlite:///{Path(path).expanduser().resolve()}"
-    if uri.startswith("file:"):
-        return Path(urlparse(uri).path).expanduser().resolve().as_uri()
-    if "://" not in uri:
-        return str(Path(uri).expanduser().resolve())
     return uri
 
 

@@ -68,9 +68,7 @@ def refuse_client_with_local_store(address: str | None, uri: str) -> None:
     """Refuse a Ray Client address (``ray://``) with a store on this machine's disk:
     this process would write the sweep here while its writer writes on the cluster's head
     (``ConfigError`` naming ``address``)."""
-    on_disk = tracking.sqlite_path(uri) is not None or uri.startswith("file:") or \
-        "://" not in uri
-    if address and address.startswith("ray://") and on_disk:
+    if address and address.startswith("ray://") and tracking.sqlite_path(uri) is not None:
         raise ConfigError("address", "a cluster address the driver runs on (`auto` on the "
                           "head), or `ortho sweep submit`; with a Ray Client connection pass "
                           "--tracking-uri of a tracking server both this machine and the head "

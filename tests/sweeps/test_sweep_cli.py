@@ -46,12 +46,30 @@ def test_defaults():
       "--profile", "huge"], "profiles"),
     (["sweep", "submit", "synthetic-max-length", "--address", "http://127.0.0.1:9",
       "--data-dir", "data"], "data_dir"),
+    (["sweep", "run", "synthetic-max-length", "--tracking-uri", "foo://bar"],
+     "invalid tracking_uri: expected an MLflow store"),
+    (["sweep", "status", "--tracking-uri", "mlruns"], "invalid tracking_uri"),
+    (["sweep", "resume", "--tracking-uri", "file:///tmp/mlruns"], "invalid tracking_uri"),
+    (["report", "synthetic-max-length", "--tracking-uri", "sqlite://m.db"],
+     "invalid tracking_uri"),
 ])
 def test_bad_input_exits_2_before_any_work(argv, message, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     assert message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # no ortho-runs, nothing tracked
+
+
+@pytest.mark.parametrize("argv", [
+    ["sweep", "run", "synthetic-max-length", "--profile", "smoke"], ["sweep", "status"],
+    ["sweep", "resume"], ["sweep", "studies"], ["report", "synthetic-max-length"]])
+def test_a_home_that_is_a_file_is_bad_input(argv, tmp_path, capsys):
+    home = tmp_path / "home"
+    home.write_text("not a folder")
+    assert main([*argv, "--home", str(home)]) == 2
+    assert f"invalid home: expected a folder (or a path where one can be made), not a file " \
+           f"(got '{home}')" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["home"]
 
 
 def test_bad_spec_file_names_field_and_line(tmp_path, monkeypatch, capsys):

@@ -15,7 +15,7 @@ import pytest
 
 from ortho_core.reporting import Outcome, Result
 from sweeps import tracking
-from sweeps.contract import database_url, read_expected_cells
+from sweeps.contract import LocationError, database_url, read_expected_cells
 from sweeps.tracking import layout
 from tests.conftest import Store
 
@@ -29,7 +29,11 @@ def test_tracking_uri_is_absolute(tmp_path, monkeypatch):
     assert tracking.tracking_uri("sqlite:///x/m.db", home) == f"sqlite:///{tmp_path}/x/m.db"
     assert tracking.tracking_uri("sqlite:////abs/m.db", home) == "sqlite:////abs/m.db"
     assert tracking.tracking_uri("http://127.0.0.1:5000", home) == "http://127.0.0.1:5000"
-    assert tracking.tracking_uri("file:runs", home) == (tmp_path / "runs").as_uri()
+    for refused in ("file:runs", "mlruns", "foo://bar", "sqlite://m.db"):
+        with pytest.raises(LocationError, match="tracking_uri: expected an MLflow "
+                           "store") as err:
+            tracking.tracking_uri(refused, home)
+        assert err.value.value == refused
     monkeypatch.setenv("ORTHO_TRACKING_URI", "http://server:5000")
     assert tracking.tracking_uri(None, home) == "http://server:5000"
     assert tracking.tracking_uri("sqlite:////abs/m.db", home) == "sqlite:////abs/m.db"
