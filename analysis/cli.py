@@ -25,6 +25,7 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,33 @@ def _help(name: str) -> dict[str, object]:
             "formatter_class": argparse.RawDescriptionHelpFormatter}
 
 
+def out_folder(text: str) -> Path:
+    """``--out``: a folder, or a path where one can be made. Checked when the command line is
+    read, since ``reproduce`` writes its pages only after every sweep has run."""
+    path = Path(text).expanduser()
+    nearest = path.resolve()
+    while not nearest.exists():
+        nearest = nearest.parent
+    if not nearest.is_dir():
+        raise argparse.ArgumentTypeError(f"expected a folder, or a path where one can be made "
+                                         f"(got {text!r}: {nearest} is a file)")
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"expected a folder this user can write in (got "
+                                         f"{text!r}: {nearest} is not writable)")
+    return path
+
+
+def port_number(text: str) -> int:
+    """``--port``: a TCP port, 1 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535 (got {text!r})")
+    return port
+
+
 def register_report(sub: argparse._SubParsersAction) -> None:
     """Add ``ortho report`` to the ``ortho`` parser."""
     p = sub.add_parser("report", help="tables and figures of a spec's sweep, from MLflow",
@@ -83,7 +111,8 @@ def register_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=(*FORMATS, "html"), default="md",
                    help="table format (default md); html: one self-contained page with the "
                    "figures, written under --out (default: this folder)")
-    p.add_argument("--out", type=Path, help="write tables and PNG figures under this folder")
+    p.add_argument("--out", type=out_folder,
+                   help="write tables and PNG figures under this folder")
     _store_arguments(p)
     p.add_argument("--refresh", action="store_true",
                    help="read every run from MLflow again instead of the parquet cache")
@@ -94,7 +123,7 @@ def register_ui(sub: argparse._SubParsersAction) -> None:
     """Add ``ortho ui`` to the ``ortho`` parser."""
     p = sub.add_parser("ui", help="the MLflow UI on the default store, on 127.0.0.1",
                        **_help("ui"))
-    p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
+    p.add_argument("--port", type=port_number, default=5000, help="port (default 5000)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1: this machine only)")
     _store_arguments(p)
@@ -114,7 +143,7 @@ def register_reproduce(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--address", help="an existing Ray cluster (default: an embedded Ray on "
                    "127.0.0.1)")
     _store_arguments(p)
-    p.add_argument("--out", type=Path, default=Path("reports"),
+    p.add_argument("--out", type=out_folder, default=Path("reports"),
                    help="where the pages go: OUT/PAPER.html (default ./reports)")
     p.add_argument("--skip-missing-data", action="store_true",
                    help="leave out the specs whose dataset is not here and run the rest "
@@ -179,24 +208,49 @@ def ui_command(tracking_uri: str, host: str, port: int) -> tuple[list[str], dict
 
 
 def run_ui(args: argparse.Namespace) -> int:
-    """Run the MLflow UI until it exits or this command is interrupted (the server is then
-    stopped, not left behind); returns the server's exit status."""
+    """Run the MLflow UI until this command is interrupted (the server is then stopped, not
+    left behind). A server that stops by itself has failed: its exit status, or 1 where it
+    gave 0."""
     from analysis.store import open_store, resolve_tracking_uri
 
     uri = resolve_tracking_uri(args.tracking_uri, args.home)
     open_store(uri)
+    check_listen(args.host, args.port)
     argv, env = ui_command(uri, args.host, args.port)
     print(f"MLflow UI on http://{args.host}:{args.port} for {redact(uri)} (Ctrl-C stops it)",
           file=sys.stderr)
     server = subprocess.Popen(argv, env=env)
     previous = signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
-        return server.wait()
+        code = server.wait()
+        print(f"ortho ui: the MLflow UI stopped by itself (exit status {code}); its output "
+              "above says why", file=sys.stderr)
+        return code or 1
     finally:
         signal.signal(signal.SIGTERM, previous)
         if server.poll() is None:
             server.terminate()
             server.wait(timeout=30)
+
+
+def check_listen(host: str, port: int) -> None:
+    """``ConfigError`` naming ``host`` or ``port`` where the UI could not listen (MLflow's
+    server prints a traceback there and exits 0): the address must resolve and the port be
+    free there now."""
+    from ortho_core.errors import ConfigError
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port,
+                                                             type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as err:
+        raise ConfigError("host", "an address or name of this machine", host) from err
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind(address)
+        except OSError as err:
+            raise ConfigError("port", f"a port free on {host} ({err.strerror.lower()})",
+                              port) from err
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:

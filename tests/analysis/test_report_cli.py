@@ -4,6 +4,7 @@ statuses; and the report of a REAL smoke sweep checked cell by cell against its 
 from __future__ import annotations
 
 import math
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -112,7 +113,8 @@ def test_exit_2_names_what_exists(uri: str, tmp_path: Path, capsys) -> None:
 
 
 def test_ui_runs_mlflow_on_loopback_with_one_worker(store: Store, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture) -> None:
     calls = []
 
     class Server:
@@ -126,7 +128,8 @@ def test_ui_runs_mlflow_on_loopback_with_one_worker(store: Store, tmp_path: Path
             return 0
 
     monkeypatch.setattr(cli.subprocess, "Popen", Server)
-    assert main(["ui", "--tracking-uri", store.uri, "--port", "5077"]) == 0
+    assert main(["ui", "--tracking-uri", store.uri, "--port", "5077"]) == 1  # ended by itself
+    assert "the MLflow UI stopped by itself (exit status 0)" in capsys.readouterr().err
     (argv, env), = calls
     assert argv == [sys.executable, "-m", "mlflow", "ui", "--host", "127.0.0.1", "--port",
                     "5077", "--workers", "1"]
@@ -134,6 +137,43 @@ def test_ui_runs_mlflow_on_loopback_with_one_worker(store: Store, tmp_path: Path
     assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
     assert main(["ui", "--home", str(tmp_path / "nothing")]) == 2
     assert len(calls) == 1
+
+
+def test_ui_refuses_where_it_cannot_listen_before_starting_mlflow(
+        store: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """A port out of range, a port in use, or a host that does not resolve is bad input (exit
+    2 naming it); MLflow's server would print a traceback there and exit 0."""
+    monkeypatch.setattr(cli.subprocess, "Popen", lambda *a, **k: pytest.fail("server started"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["ui", "--tracking-uri", store.uri, "--port", "99999"])
+    assert exit_.value.code == 2
+    assert "argument --port: expected a port from 1 to 65535 (got '99999')" in \
+        capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["ui", "--tracking-uri", store.uri, "--port", str(port)]) == 2
+        assert f"invalid port: expected a port free on 127.0.0.1 (address already in use) " \
+               f"(got {port})" in capsys.readouterr().err
+    assert main(["ui", "--tracking-uri", store.uri, "--host", "no-such-host.invalid"]) == 2
+    assert "invalid host: expected an address or name of this machine" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["report", "orth-pretrain-convergence"],
+                                     ["reproduce", "manchev"]])
+def test_an_out_folder_that_cannot_be_made_is_bad_input(command: list[str], tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for out in (blocker, blocker / "below"):
+        with pytest.raises(SystemExit) as exit_:
+            main([*command, "--home", str(tmp_path), "--out", str(out)])
+        assert exit_.value.code == 2
+        assert (f"argument --out: expected a folder, or a path where one can be made (got "
+                f"'{out}': {blocker} is a file)") in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["a-file"]
 
 
 def test_the_cli_module_loads_no_heavy_library_before_a_command_runs() -> None:
