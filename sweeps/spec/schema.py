@@ -14,7 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, PlainValidator, PrivateAttr, field_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    PlainValidator,
+    PrivateAttr,
+    Strict,
+    field_validator,
+)
 
 from ortho_core import experiments
 from sweeps.spec.source import SpecSource
@@ -41,10 +48,14 @@ def _at_least(low: float, strict: bool, kind: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-PositiveInt = Annotated[int, _at_least(0, True, "an integer")]
-NonNegativeInt = Annotated[int, _at_least(0, False, "an integer")]
-PositiveFloat = Annotated[float, _at_least(0, True, "a number")]
-NonNegativeFloat = Annotated[float, _at_least(0, False, "a number")]
+StrictInt = Annotated[int, Strict()]
+"""An integer as YAML writes one: ``true`` is not 1 (pydantic's lax mode would take it)."""
+StrictFloat = Annotated[float, Strict()]
+"""A number as YAML writes one (an integer included); ``true`` is not 1.0."""
+PositiveInt = Annotated[StrictInt, _at_least(0, True, "an integer")]
+NonNegativeInt = Annotated[StrictInt, _at_least(0, False, "an integer")]
+PositiveFloat = Annotated[StrictFloat, _at_least(0, True, "a number")]
+NonNegativeFloat = Annotated[StrictFloat, _at_least(0, False, "a number")]
 
 
 def _pack_size(value: Any) -> Any:
@@ -83,7 +94,7 @@ class Search(StrictModel):
     """Optuna sampler (optuna only; default tpe). ``grid`` needs ``choice`` dimensions only."""
     n_trials: PositiveInt | None = None
     """Optuna trials per cell (optuna only; required there)."""
-    seed: int | None = None
+    seed: StrictInt | None = None
     """Seed of the Optuna sampler (optuna only; default 0), so a sweep proposes the same points
     when rerun."""
 
@@ -120,7 +131,7 @@ class Scheduler(StrictModel):
     """Whether larger or smaller ``metric_step`` is better."""
     grace_period: PositiveInt = 1
     """Training steps a trial runs before it can be stopped."""
-    reduction_factor: float = 4.0
+    reduction_factor: StrictFloat = 4.0
     """Fraction 1/reduction_factor of trials continues past each rung (> 1)."""
     max_t: PositiveInt | None = None
     """Training steps after which every trial stops (default: the trainer's own budget)."""
