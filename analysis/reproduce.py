@@ -196,13 +196,19 @@ def missing_data_error(paper_key: str, profile: str, entries: Sequence[dict]) ->
 
 def run_child(argv: list[str], env: dict[str, str]) -> int:
     """Run a sweep's child process in its own process group with this terminal's output,
-    passing each Ctrl-C (SIGINT) on to it once; its exit status."""
+    passing each Ctrl-C (SIGINT) on to it once, and a SIGTERM to this process on to it as a
+    Ctrl-C (its sweep then ends interrupted, to be resumed, instead of running on without
+    this process); its exit status."""
     child = subprocess.Popen(argv, env=env, process_group=0)
-    while True:
-        try:
-            return child.wait()
-        except KeyboardInterrupt:
-            child.send_signal(signal.SIGINT)
+    previous = signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGINT))
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:
+                child.send_signal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def execute(step: Step, profile: str, where: Where, number: str) -> None:

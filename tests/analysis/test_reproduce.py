@@ -8,6 +8,9 @@ from __future__ import annotations
 import base64
 import html
 import re
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -84,6 +87,32 @@ def test_missing_data_stops_before_any_work(env: None, tmp_path: Path,
     page = (out / "kutsuna.html").read_text()
     assert "not run here: needs mnist" in page and "<img" not in page
     assert not home.exists()
+
+
+def test_a_terminated_reproduction_interrupts_its_sweep_rather_than_orphan_it(
+        tmp_path: Path) -> None:
+    """SIGTERM to ``ortho reproduce`` reaches its sweep's child (in a process group of its
+    own, so a terminal's signals pass it by) as a Ctrl-C: the child ends interrupted, and
+    the parent with the child's status, instead of leaving the sweep running without it."""
+    marker = tmp_path / "interrupted"
+    child = ("import signal, sys, time, pathlib\n"
+             "def stop(*_):\n"
+             f"    pathlib.Path({str(marker)!r}).write_text('SIGINT')\n"
+             "    sys.exit(130)\n"
+             "signal.signal(signal.SIGINT, stop)\n"
+             f"pathlib.Path({str(tmp_path / 'ready')!r}).write_text('')\n"
+             "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import sys; from analysis.reproduce import run_child; "
+                               f"sys.exit(run_child([sys.executable, '-c', {child!r}], {{}}))"],
+                              cwd=Path(__file__).resolve().parents[2])
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "ready").exists():
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.05)
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=30) == 130
+    assert marker.read_text() == "SIGINT"
 
 
 def test_an_interrupt_before_the_first_sweep_made_its_store_exits_130(
