@@ -113,8 +113,11 @@ class Provenance:
         """One line: ``spec S · profile P · sweep ID · N runs → C configurations (...)``."""
         counts = ", ".join(f"{n} {k}" for k, n in self.outcomes.items() if n)
         of = "" if self.n_expected is None else f" of {self.n_expected} expected"
+        runs = "1 run" if self.n_runs == 1 else f"{self.n_runs} runs"
+        configurations = ("1 configuration" if self.n_configurations == 1
+                          else f"{self.n_configurations} configurations")
         return (f"spec {self.spec} · profile {self.profile} · sweep {self.sweep_id} · "
-                f"{self.n_runs} runs → {self.n_configurations} configurations{of}"
+                f"{runs} → {configurations}{of}"
                 + (f" ({counts})" if counts else ""))
 
 
@@ -161,7 +164,8 @@ class Table:
                 "no configuration of it." if outside else "")
         if not n:
             return "All cells complete." + tail
-        return (f"Partial sweep: {n} cell(s) incomplete — {MARK} drawn from an incomplete "
+        entries = "1 table entry" if n == 1 else f"{n} table entries"
+        return (f"Partial sweep: {entries} incomplete — {MARK} drawn from an incomplete "
                 f"set of configurations, '{MISSING}' = no configuration finished." + tail)
 
     def render(self, fmt: Format) -> str:

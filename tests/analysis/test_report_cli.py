@@ -52,7 +52,7 @@ def test_report_prints_markdown_of_the_latest_sweep(uri: str, capsys) -> None:
 def test_sweep_option_selects_an_older_sweep(uri: str, capsys) -> None:
     assert main(["report", SPEC, "--sweep", "sw-0", "--tracking-uri", uri]) == 0
     out = capsys.readouterr().out
-    assert "profile smoke · sweep sw-0 · 1 runs → 1 configurations of 1 expected" in out
+    assert "profile smoke · sweep sw-0 · 1 run → 1 configuration of 1 expected" in out
     pub = TABLE_I[("temporal_order", "plain")]
     assert ["Temporal Order", "SRNN", "20", str(pub.max_len), "0.1", format(pub.lr, "g"), "–",
             "–", "1/1"] in md_rows(out)

@@ -53,7 +53,7 @@ def test_markdown_pads_columns_and_right_aligns_numbers() -> None:
         "| Adding         |      80 | 0.001 |",
         "| Temporal Order |     40† | 0.01† |",
         "| Permutation    | missing |     – |", "",
-        "Partial sweep: 3 cell(s) incomplete — † drawn from an incomplete set of "
+        "Partial sweep: 3 table entries incomplete — † drawn from an incomplete set of "
         "configurations, 'missing' = no configuration finished.",
         "- A note.", ""])
 
