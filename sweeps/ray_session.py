@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ortho_core.errors import ConfigError
+from sweeps.tracking.liveness import check_reachable
 
 T = TypeVar("T")
 
@@ -243,6 +244,19 @@ def ray_session(address: str | None) -> Iterator[bool]:
         yield address is None
     finally:
         ray.shutdown()
+
+
+def check_address(address: str | None) -> None:
+    """``ConfigError`` naming ``address`` when nothing answers at a cluster's ``HOST:PORT``
+    (or ``ray://HOST:PORT``): ``ray.init`` would retry for about a minute, printing only its
+    own warnings. The embedded Ray (None) and ``auto`` are left alone; an address of another
+    form is left to Ray."""
+    if address is None or address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if sep and host and port.isdigit():
+        check_reachable("address", "a running Ray cluster's address", host, int(port),
+                        address)
 
 
 def check_resources(cpu: float, gpu: float) -> None:

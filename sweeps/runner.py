@@ -52,7 +52,13 @@ from ortho_core.errors import ConfigError
 from sweeps import contract, naming, pack_size, preflight, provenance, tracking
 from sweeps.lookup import SweepNotFound, find, new_sweep_id, open_store, refuse_alive
 from sweeps.plan import Plan, build_plan, fill_slots
-from sweeps.ray_session import beside_ray_start, check_resources, ray_session, trial_slots
+from sweeps.ray_session import (
+    beside_ray_start,
+    check_address,
+    check_resources,
+    ray_session,
+    trial_slots,
+)
 from sweeps.spec import ResolvedSpec, load_spec, resolve
 from sweeps.status import Progress, count, format_line, from_mlflow, studies_line
 from sweeps.tracking.liveness import check_server
@@ -151,6 +157,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     refuse_client_with_local_store(address, uri)
     preflight.check_data(spec, address)  # a missing or corrupt dataset: before Ray starts
     check_server(uri)  # seconds, not MLflow's minutes of retries, before Ray starts
+    check_address(address)  # likewise, not Ray's minute of retries
     study_url = _study_url(spec, optuna_storage, uri)
     code = provenance.current(PROJECT_ROOT)
     opening = beside_ray_start(lambda: tracking.tracker(uri))
@@ -248,6 +255,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
               file=stream, flush=True)
         return dataclasses.replace(progress, state="finished", per_hour=record.per_hour)
     refuse_client_with_local_store(address, uri)
+    check_address(address)
     with ray_session(address) as embedded:
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)

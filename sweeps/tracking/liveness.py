@@ -101,11 +101,39 @@ def _why(err: BaseException) -> str:
     return text[:200] + ("..." if len(text) > 200 else "")
 
 
+DATABASE_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}
+"""The port of a database server whose URI names none, by scheme (without ``+driver``)."""
+
+
+def check_reachable(field: str, what: str, host: str, port: int, shown: str) -> None:
+    """``ConfigError`` naming ``field`` (value ``shown``) unless a TCP connection to
+    ``host:port`` opens within :data:`CHECK_TIMEOUT_S`: what a server there must at least
+    do, checked before a client that retries for minutes (SQLAlchemy, Ray) is pointed at
+    it. ``what`` says what should be there, e.g. "a database server"."""
+    try:
+        socket.create_connection((host, port), timeout=CHECK_TIMEOUT_S).close()
+    except OSError as err:
+        why = (f"no answer within {CHECK_TIMEOUT_S:.0f} s" if isinstance(err, TimeoutError)
+               else (err.strerror or str(err)).lower())
+        raise ConfigError(field, f"{what} that answers ({why} at {host}:{port})",
+                          shown) from None
+
+
 def check_server(uri: str) -> None:
-    """Ask the tracking server ``uri`` (``http(s)://``; other stores are left alone) for
-    one experiment, with :data:`CHECK_RETRIES` quick retries; ``ConfigError`` naming
-    ``tracking_uri`` (the URI's credentials masked) when it cannot be reached, refuses the
-    request or answers an error."""
+    """Ask the tracking server ``uri`` (``http(s)://``) for one experiment, with
+    :data:`CHECK_RETRIES` quick retries; ``ConfigError`` naming ``tracking_uri`` (the URI's
+    credentials masked) when it cannot be reached, refuses the request or answers an error.
+    A database server's URI (``postgresql://``, ``mysql://``, ...) is checked by a connection
+    to its host and port (:func:`check_reachable`); SQLite is left alone."""
+    scheme = uri.partition("://")[0].split("+")[0]
+    if scheme in DATABASE_PORTS:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(uri)
+        if parts.hostname:  # none: a local socket, named in the query
+            check_reachable("tracking_uri", "a database server", parts.hostname,
+                            parts.port or DATABASE_PORTS[scheme], redact(uri))
+        return
     if not uri.startswith(("http://", "https://")):
         return
     from mlflow.utils.credentials import get_default_host_creds

@@ -1,7 +1,8 @@
 """A tracking server that cannot be reached, or answers only errors, stops ``ortho sweep run``,
 ``resume`` and ``status`` within seconds with one line naming ``tracking_uri`` and exit status
 2 (issue 14, item 5), not with a traceback after MLflow's minutes of retries; no Ray is
-started for it. Run in this process (``sweeps.cli.main``)."""
+started for it. So does a database server whose port is closed, and a Ray cluster address
+where nothing answers (naming ``address``). Run in this process (``sweeps.cli.main``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from ortho_core import experiments
+from ortho_core.errors import ConfigError
 from sweeps.cli import main
+from sweeps.ray_session import check_address
 from tests.servers import free_port
 from tests.sweeps.helpers import TOY_MODULE, write_spec
 
@@ -85,3 +88,40 @@ def test_a_server_answering_errors_is_one_line_without_its_password(
     assert len(err) == 1, err
     assert "invalid tracking_uri" in err[0] and "server errors" in err[0]
     assert "hunter2" not in err[0] and "user:***@127.0.0.1" in err[0]
+
+
+@pytest.mark.parametrize("command", ["run", "resume", "status"])
+def test_a_database_server_that_does_not_answer_is_one_line_and_exit_2(
+        command: str, toy_spec: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A PostgreSQL URI whose port is closed: SQLAlchemy would retry for about a minute."""
+    port = free_port()
+    uri = f"postgresql://user:hunter2@127.0.0.1:{port}/mlflow"
+    argv = {"run": ["sweep", "run", str(toy_spec), "--profile", "smoke"],
+            "resume": ["sweep", "resume"], "status": ["sweep", "status"]}[command]
+    status, err, elapsed = _run([*argv, "--tracking-uri", uri, "--home", str(tmp_path)], capsys)
+    assert status == 2 and elapsed < MARGIN_S
+    assert err == [f"ortho sweep: invalid tracking_uri: expected a database server that "
+                   f"answers (connection refused at 127.0.0.1:{port}) (got "
+                   f"'postgresql://user:***@127.0.0.1:{port}/mlflow')"]
+    assert not (tmp_path / "ray").exists()
+
+
+@pytest.mark.parametrize("form", ["{host}:{port}", "ray://{host}:{port}"])
+def test_a_cluster_address_where_nothing_answers_is_one_line_and_exit_2(
+        form: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Ray itself would retry the address for about a minute, printing its own warnings."""
+    port = free_port()
+    address = form.format(host="127.0.0.1", port=port)
+    with pytest.raises(ConfigError) as err:
+        check_address(address)
+    assert str(err.value) == (f"address: expected a running Ray cluster's address that answers "
+                              f"(connection refused at 127.0.0.1:{port}) (got {address!r})")
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
+    status, lines, elapsed = _run(["sweep", "run", str(write_spec(tmp_path)), "--profile",
+                                   "smoke", "--address", f"127.0.0.1:{port}", "--home",
+                                   str(tmp_path / "home")], capsys)
+    assert status == 2 and elapsed < MARGIN_S
+    assert lines == [f"ortho sweep: invalid {err.value}".replace(address, f"127.0.0.1:{port}")]
+    assert not (tmp_path / "home").exists()
