@@ -190,3 +190,15 @@ def test_an_unknown_name_is_exit_2_naming_the_field(ortho, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "dataset" in err and "imagenet" in err and "mnist" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_data_dir_that_cannot_be_made_is_exit_2_before_any_download(served, ortho, tmp_path,
+                                                                       monkeypatch, capsys):
+    folder, base = served
+    serve_mnist(folder, base, monkeypatch)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert ortho("data", "download", "mnist", "--data-dir", str(blocker / "data")) == 2
+    err = capsys.readouterr().err
+    assert err == (f"ortho data: invalid data_dir: expected a folder, or a path where one can "
+                   f"be made (not a directory) (got '{blocker / 'data'}')\n")
