@@ -181,15 +181,21 @@ def _fetch(entries: Sequence[dict]) -> list[str]:
     return sorted({cmd for e in entries for cmd in e["datasets"].values() if cmd})
 
 
-def missing_data_error(paper_key: str, profile: str, entries: Sequence[dict]) -> DataError:
+def missing_data_error(paper_key: str, profile: str, entries: Sequence[dict],
+                       others: bool) -> DataError:
     """The error that stops a reproduction whose specs lack data (field: the first missing
-    file), after each spec's own message on stderr: the datasets and what to do."""
+    file), after each spec's own message on stderr: the datasets and what to do. ``others``:
+    whether specs that have their data would run (then ``--skip-missing-data`` is offered)."""
     for e in entries:
         print(f"{e['spec']} needs {_datasets(e)}: {e['missing']}", file=sys.stderr)
     fetch = _fetch(entries)
+    by_hand = sorted({name for e in entries for name, cmd in e["datasets"].items()
+                      if cmd is None})
     todo = (f"; fetch them with `{' && '.join(fetch)}`" if fetch else "") + (
+        f"; copy {', '.join(by_hand)} from the project's data folder into the data directory "
+        "(`ortho data` cannot fetch them)" if by_hand else "") + (
         f", or run the other specs now with `ortho reproduce {paper_key} --profile {profile} "
-        "--skip-missing-data`")
+        "--skip-missing-data`" if others else "")
     return DataError(entries[0]["file"], "the datasets of " + ", ".join(
         f"{e['spec']} ({_datasets(e)})" for e in entries) + todo)
 
@@ -319,7 +325,9 @@ def reproduce(paper_key: str, profile: str, where: Where, out: Path,
     lacking = [ready[s.spec] for steps in plans.values() for s in steps
                if s.action != "reuse" and ready[s.spec]["missing"]]
     if lacking and not skip_missing_data:
-        raise missing_data_error(paper_key, profile, lacking)
+        others = any(s.action != "reuse" and not ready[s.spec]["missing"]
+                     for steps in plans.values() for s in steps)
+        raise missing_data_error(paper_key, profile, lacking, others)
     outcomes = []
     for paper in papers:
         steps = plans[paper.key]

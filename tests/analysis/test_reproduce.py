@@ -78,6 +78,7 @@ def test_missing_data_stops_before_any_work(env: None, tmp_path: Path,
     err = capsys.readouterr().err
     assert f"{SPEC} needs mnist" in err
     assert "train-images-idx3-ubyte.gz" in err and "`ortho data download mnist`" in err
+    assert "--skip-missing-data" not in err  # kutsuna's one spec lacks it: nothing else to run
     assert not home.exists() and not out.exists()
 
     assert main([*base, "--skip-missing-data"]) == 0
@@ -87,6 +88,23 @@ def test_missing_data_stops_before_any_work(env: None, tmp_path: Path,
     page = (out / "kutsuna.html").read_text()
     assert "not run here: needs mnist" in page and "<img" not in page
     assert not home.exists()
+
+
+def test_missing_data_says_which_datasets_no_command_fetches(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    entries = [{"spec": "polyphonic-music", "datasets": {"jsb_chorales": None},
+                "missing": "no such file", "file": "data/music/JSB Chorales.pickle"},
+               {"spec": "ff-mnist", "datasets": {"mnist": "ortho data download mnist"},
+                "missing": "no such file", "file": "data/mnist/train-images-idx3-ubyte.gz"}]
+    err = reproduce.missing_data_error("all", "cpu", entries, others=True)
+    assert err.field == "data/music/JSB Chorales.pickle"
+    assert err.expected == (
+        "the datasets of polyphonic-music (jsb_chorales), ff-mnist (mnist); fetch them with "
+        "`ortho data download mnist`; copy jsb_chorales from the project's data folder into "
+        "the data directory (`ortho data` cannot fetch them), or run the other specs now with "
+        "`ortho reproduce all --profile cpu --skip-missing-data`")
+    assert capsys.readouterr().err.splitlines() == [
+        "polyphonic-music needs jsb_chorales: no such file", "ff-mnist needs mnist: no such file"]
 
 
 def test_a_terminated_reproduction_interrupts_its_sweep_rather_than_orphan_it(
