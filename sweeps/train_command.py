@@ -85,16 +85,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, list[str]]:
-    """``["lr=0.1,0.01", "task=adding"]`` -> ``{"lr": ["0.1", "0.01"], "task": ["adding"]}``."""
+    """``["lr=0.1,0.01", "task=adding"]`` -> ``{"lr": ["0.1", "0.01"], "task": ["adding"]}``.
+    A key set twice, or a value listed twice, is a ``ConfigError`` naming the key (the last
+    one would win silently, or two members would train the same configuration)."""
     out: dict[str, list[str]] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise ConfigError("--set", "KEY=VALUE", pair)
         values = [v.strip() for v in value.split(",")]
         if any(v == "" for v in values):
-            raise ConfigError(key.strip(), "a non-empty value (or comma-separated values)", value)
-        out[key.strip()] = values
+            raise ConfigError(key, "a non-empty value (or comma-separated values)", value)
+        if key in out:
+            raise ConfigError(key, "one --set of it (list its values as one, comma-separated)",
+                              f"{','.join(out[key])} and {value}")
+        if len(set(values)) < len(values):
+            raise ConfigError(key, "distinct values", value)
+        out[key] = values
     return out
 
 

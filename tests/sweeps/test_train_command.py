@@ -38,6 +38,8 @@ class Terminal(io.StringIO):
         (["synthetic", "--set", "hidden=2.5"], "hidden"),
         (["synthetic", "--set", "seq_len=10,20"], "seq_len"),  # a pack must share its shape
         (["synthetic", "--set", "lr"], "--set"),
+        (["synthetic", "--set", "lr=0.1", "--set", "lr=0.2"], "lr"),  # not the last silently
+        (["synthetic", "--set", "lr=0.1,0.1"], "lr"),  # not two members alike
     ],
 )
 def test_bad_input_exits_2_naming_the_field(args, field, capsys):
