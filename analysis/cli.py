@@ -121,7 +121,7 @@ def register_report(sub: argparse._SubParsersAction) -> None:
 
 def register_ui(sub: argparse._SubParsersAction) -> None:
     """Add ``ortho ui`` to the ``ortho`` parser."""
-    p = sub.add_parser("ui", help="the MLflow UI on the default store, on 127.0.0.1",
+    p = sub.add_parser("ui", help="the MLflow UI on a store (default ./ortho-runs), on 127.0.0.1",
                        **_help("ui"))
     p.add_argument("--port", type=port_number, default=5000, help="port (default 5000)")
     p.add_argument("--host", default="127.0.0.1",
