@@ -56,6 +56,7 @@ from sweeps.ray_session import (
     beside_ray_start,
     check_address,
     check_resources,
+    quiet_environment,
     ray_session,
     trial_slots,
 )
@@ -213,6 +214,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     """
     begun = time.monotonic()
     stream = stream or sys.stdout
+    quiet_environment()  # no download bar for the spec fetched below
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
     tracker = open_store(uri, sweep_id)
