@@ -333,7 +333,7 @@ def test_run_status_resume_from_the_command_line(tmp_path, capsys):
     assert status[1] == "  outcomes: solved 1, unsolved 1"
 
     assert main(["sweep", "resume", sweep_id, "--home", str(home)]) == 0
-    assert "2 of 2 configurations done, 0 to run in 0 trials" in capsys.readouterr().out
+    assert "has finished, 2 configurations done; nothing to resume" in capsys.readouterr().out
     assert main(["sweep", "resume", "--home", str(home)]) == 1  # nothing unfinished
     assert "no unfinished sweep" in capsys.readouterr().err
     assert Path(home / "mlflow.db").exists()
