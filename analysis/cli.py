@@ -249,8 +249,8 @@ def check_listen(host: str, port: int) -> None:
         try:
             probe.bind(address)
         except OSError as err:
-            raise ConfigError("port", f"a port free on {host} ({err.strerror.lower()})",
-                              port) from err
+            why = (err.strerror or str(err)).lower()
+            raise ConfigError("port", f"a port free on {host} ({why})", port) from err
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:

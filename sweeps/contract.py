@@ -174,12 +174,13 @@ def tracking_uri(uri: str | None, home: Path) -> str:
     if uri is None:
         return f"sqlite:///{home / 'mlflow.db'}"
     scheme, sep, _ = uri.partition("://")
-    if not sep or scheme.split("+")[0].lower() not in TRACKING_SCHEMES \
-            or (scheme == "sqlite" and not uri.startswith("sqlite:///")):
+    kind = scheme.split("+")[0].lower()
+    if not sep or kind not in TRACKING_SCHEMES \
+            or (kind == "sqlite" and not uri.startswith("sqlite:///")):
         raise LocationError("tracking_uri", "an MLflow store: sqlite:///PATH, "
                             "postgresql://USER@HOST/DB, mysql://..., or a tracking server's "
                             "http(s)://HOST:PORT", redact(uri))
-    if scheme == "sqlite":
+    if kind == "sqlite":
         path = uri[len("sqlite:///"):]
         return f"sqlite:///{Path(path).expanduser().resolve()}"
     return uri

@@ -92,7 +92,7 @@ def download(name: str, data_dir: str | Path | None = None) -> Path:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as err:  # a file on the way, or no permission: before any download
         raise ConfigError("data_dir", "a folder, or a path where one can be made "
-                          f"({err.strerror.lower()})", str(root)) from None
+                          f"({(err.strerror or str(err)).lower()})", str(root)) from None
     for published in DOWNLOADS[name]:
         target = root / published.relpath
         _fetch(published, target)

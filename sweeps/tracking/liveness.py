@@ -125,7 +125,7 @@ def check_server(uri: str) -> None:
     credentials masked) when it cannot be reached, refuses the request or answers an error.
     A database server's URI (``postgresql://``, ``mysql://``, ...) is checked by a connection
     to its host and port (:func:`check_reachable`); SQLite is left alone."""
-    scheme = uri.partition("://")[0].split("+")[0]
+    scheme = uri.partition("://")[0].split("+")[0].lower()
     if scheme in DATABASE_PORTS:
         from urllib.parse import urlsplit
 
