@@ -30,6 +30,25 @@ def test_smoke_profile_end_to_end(smoke_home: Path, tmp_path: Path, capsys) -> N
         assert row["best"] == pytest.approx(100 * mine["metrics.best_train_error"].min())
     orth = frame[(frame["params.variant"] == "orth") & (frame["params.dataset"] == "two_class")]
     assert (orth["metrics.act_grad_spread_init"] < 1e-4).all()
+    f3 = report.f3_table(runs)
+    spiral = frame[frame["params.dataset"] == "spiral"]
+    assert f3.rows and sum(int(row[-2].text().split("/")[1]) for row in f3.rows) == len(spiral)
+    for row in f3.rows:
+        variant = {name: v for v, name in report.NAMES.items()}[row[0].text()]
+        mine = spiral[(spiral["params.variant"] == variant)
+                      & (spiral["params.layers"].astype(str) == str(row[1].value))
+                      & (spiral["params.hidden"].astype(str) == str(row[2].value))]
+        if row[3].value is not None:
+            mine = mine[mine["params.block"].astype(str) == str(row[3].value)]
+        errors = mine["metrics.best_train_error"]
+        assert row[6].value == pytest.approx(100 * errors.min())
+        assert row[-2].text() == f"{int((errors <= report.TRAINED).sum())}/{len(mine)}"
+    f4 = report.f4_rows(runs)
+    assert set(f4) == {"relu", "orth"}
+    for variant, values in f4.items():
+        mine = frame[(frame["params.variant"] == variant) & (frame["params.dataset"] == "mnist")]
+        assert values["best"] == pytest.approx(100 * mine["metrics.best_test_error"].min())
+        assert values["median"] == pytest.approx(100 * mine["metrics.best_test_error"].median())
     assert main(["report", "deep-orthogonal", "--home", str(smoke_home), "--out",
                  str(tmp_path / "out")]) == 0
     text = capsys.readouterr().out
@@ -52,3 +71,16 @@ def test_f3_verdict_compares_trained_fractions_either_side_of_3() -> None:
     assert report.f3_verdict(cells).startswith("Verdict: differs")
     cells.loc[3, "error"] = 40.0
     assert report.f3_verdict(cells).startswith("Verdict: as N")
+
+
+def _f4(relu_best: float | None, orth_best: float, baseline: float | None) -> dict:
+    return {"relu": {"best": relu_best, "baseline": baseline},
+            "orth": {"best": orth_best, "baseline": baseline}}
+
+
+def test_f4_verdict_needs_the_relu_net_stuck_and_the_orthogonal_net_10_points_better() -> None:
+    assert report.f4_verdict(_f4(88.0, 60.0, 88.65)).startswith("Verdict: as N")
+    assert report.f4_verdict(_f4(80.0, 60.0, 88.65)).startswith("Verdict: differs")  # learns
+    assert report.f4_verdict(_f4(88.0, 79.0, 88.65)).startswith("Verdict: differs")  # < 10
+    assert report.f4_verdict(_f4(99.5, 80.0, None)).startswith("Verdict: as N")  # base 100 %
+    assert report.f4_verdict(_f4(None, 60.0, 88.65)).startswith("Verdict: none")

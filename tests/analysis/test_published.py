@@ -1,22 +1,27 @@
 """The published-values modules: pure data (importable without pandas or matplotlib), keyed by
-what the reports look up, and the only place in the tree that states a published number."""
+what the reports look up, and agreeing with the ``paper`` profiles that follow them."""
 
 from __future__ import annotations
 
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
-from analysis.published import kutsuna, manchev
+import analysis.published
+from analysis.published import kutsuna, manchev, nosarzewski
 from analysis.reports.ff_mnist import FF_MODELS
 from analysis.reports.lcw_tables import MODELS as K_MODELS
 from analysis.reports.max_length import MODELS, PROBLEMS
+from sweeps.spec import load_spec, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_published_modules_are_pure_data() -> None:
-    code = ("import sys, analysis.published.manchev, analysis.published.kutsuna; "
+    names = [m.name for m in pkgutil.iter_modules(analysis.published.__path__)]
+    assert {"galvan", "kutsuna", "manchev", "nosarzewski"} <= set(names)
+    code = (f"import sys, {', '.join(f'analysis.published.{n}' for n in names)}; "
             "print(sorted(m for m in ('pandas', 'numpy', 'matplotlib', 'mlflow') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
@@ -49,3 +54,22 @@ def test_kutsuna_statements_name_known_networks_and_models() -> None:
     assert {key[3] for key in kutsuna.PUBLISHED} <= set(K_MODELS)
     assert f"+{100 * kutsuna.LCW_OVERHEAD:.0f} %" in kutsuna.PUBLISHED[
         ("sigmoid", 100, 128, "lcw")]
+
+
+def test_deep_orthogonal_paper_profile_is_nosarzewskis_protocol() -> None:
+    """The ``paper`` profile of ``deep-orthogonal`` trains the nets §6 describes, as
+    :mod:`analysis.published.nosarzewski` states them for the report."""
+    cells = [c.params for c in resolve(load_spec("deep-orthogonal"), "paper").cells()]
+    assert {c["lr"] for c in cells} == {nosarzewski.PAPER_PROTOCOL["lr"]}
+    assert {c["momentum"] for c in cells} == {nosarzewski.PAPER_PROTOCOL["momentum"]}
+    two_class = [c for c in cells if c["dataset"] == "two_class"]
+    assert {c["hidden"] for c in two_class} == {nosarzewski.F1_HIDDEN}
+    assert {c["layers"] for c in two_class if c["variant"] == "orth"} == {
+        nosarzewski.F1_ORTH_DEPTH}
+    relu_depths = {c["layers"] for c in two_class if c["variant"] == "relu"}
+    assert min(relu_depths) < nosarzewski.F1_RELU_VANISH_DEPTH <= max(relu_depths)
+    spiral = [c for c in cells if c["dataset"] == "spiral"]
+    assert {c["weight_decay"] for c in spiral} == {nosarzewski.F3_WEIGHT_DECAY}
+    mnist = [c for c in cells if c["dataset"] == "mnist"]
+    assert {(c["hidden"], c["layers"]) for c in mnist} == {
+        (nosarzewski.F4_HIDDEN, nosarzewski.F4_INTERNAL + 2)}  # sign-flip first and last

@@ -241,6 +241,7 @@ def test_report_of_a_real_smoke_sweep_matches_its_runs(smoke_home: Path, tmp_pat
     assert table.complete
 
     data, used, _ = max_length.fig2_data(runs, Histories(client, runs))
+    assert used is not None and set(data["variant"]) == set(max_length.MODELS)  # every model
     for variant, run_id in data.groupby("variant")["run_id"].first().items():
         lengths = {m.step: m.value for m in client.get_metric_history(run_id, "seq_len")}
         for metric in max_length.FIG2_METRICS:

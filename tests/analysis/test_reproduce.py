@@ -55,14 +55,12 @@ def test_every_spec_belongs_to_one_paper() -> None:
     (["reproduce", "lamport"], "argument paper"),
     (["reproduce", "galvan", "--profile", "laptop"], "argument --profile"),
 ])
-def test_bad_input_exits_2_at_once(argv: list[str], named: str, tmp_path: Path,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
-    start = time.monotonic()
+def test_bad_input_exits_2_before_any_work(argv: list[str], named: str, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main([*argv, "--home", str(tmp_path)])
     assert exit_.value.code == 2
     assert named in capsys.readouterr().err
-    assert time.monotonic() - start < 5
     assert not list(tmp_path.iterdir())
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import psycopg2
 import pytest
@@ -61,9 +60,7 @@ def test_process_set_stops_descendants_that_ignore_sigterm() -> None:
     processes = ProcessSet({parent.pid})
     pids = processes.pids()
     assert len(pids) == 2 and parent.pid in pids
-    start = time.monotonic()
     processes.stop(grace=0.5)
-    assert time.monotonic() - start < 5
     parent.wait(5)
     assert processes.pids() == set()
     assert parent.returncode == -signal.SIGTERM

@@ -141,7 +141,8 @@ def test_standardised_test_split_uses_its_own_statistics(shared_data):
 
 
 def test_standardisation_equals_m_codes_sklearn_scale(shared_data):
-    scale = pytest.importorskip("sklearn.preprocessing").scale
+    from sklearn.preprocessing import scale
+
     x, _ = load_mnist("test", preprocessing="standardise")
     torch.testing.assert_close(x, torch.from_numpy(scale(raw_pixels(shared_data, "test"))),
                                check_dtype=False, rtol=1e-6, atol=1e-6)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -42,12 +41,9 @@ def test_every_command_is_covered():
 
 @pytest.mark.parametrize("path", list(COMMANDS), ids=lambda p: " ".join(p) or "ortho")
 def test_help_is_for_users(path, capsys):
-    started = time.monotonic()
     with pytest.raises(SystemExit) as exit_:
         main([*path, "--help"])
-    seconds = time.monotonic() - started
     assert exit_.value.code == 0
-    assert seconds < 2.0
     text = capsys.readouterr().out
     description = COMMANDS[path].description or ""
     assert len(description.split()) >= 8, "says what the command does"
@@ -63,13 +59,11 @@ def test_every_default_is_stated(path):
             assert "default" in (action.help or ""), (path, action.dest)
 
 
-def test_help_answers_at_once_from_a_fresh_process():
+def test_help_from_a_fresh_process_lists_the_commands_of_other_packages():
     """The whole command line, with the commands of the other packages, in a new process
     (the in-process tests above find its modules imported already; test_cli_imports.py
-    checks that building it imports no heavy package)."""
-    started = time.monotonic()
+    checks that building it imports no heavy package, which keeps it quick)."""
     proc = subprocess.run([sys.executable, "-m", "sweeps.cli", "--help"], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - started < 2.0
     assert "Examples:" in proc.stdout and "the MLflow UI" in proc.stdout  # a plugin command

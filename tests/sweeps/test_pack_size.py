@@ -54,26 +54,46 @@ def test_knee_is_the_smallest_pack_within_tolerance_of_the_best():
     assert pack_size.knee({1: 100, 2: 95}) == 1
 
 
-def test_clock_measures_configs_iterations_per_second():
-    """The toy trainer sleeps 0.02 s after each of its steps 0..4: timed from step 1, two
-    members train 3 iterations each in at least 3 sleeps, so at most 2 / 0.02 = 100 per
-    second."""
+class FakeTime:
+    """A clock that only moves when something sleeps: the rates below are exact."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def fake_time(monkeypatch) -> FakeTime:
+    """The clock of :mod:`sweeps.pack_size` and the sleep of the toy trainer, made one."""
+    fake = FakeTime()
+    monkeypatch.setattr(pack_size, "time", fake)
+    monkeypatch.setattr(toy_experiment, "time", fake)
+    return fake
+
+
+def test_clock_measures_configs_iterations_per_second(fake_time):
+    """The toy trainer reports steps 0..4 with a sleep of 0.02 s after each: timed from step 1
+    (t = 0.02) to step 4 (t = 0.08), two members train 3 iterations each in 0.06 s."""
     configs = [toy_experiment.Config(x=x, steps=5, sleep=0.02) for x in (0.1, 0.2)]
-    rate = pack_size.measure(toy_experiment, configs)
-    assert rate is not None and 50 < rate <= 100
+    assert pack_size.measure(toy_experiment, configs) == pytest.approx(100.0)
 
 
-def test_clock_starts_at_the_first_report_after_training_began():
+def test_clock_starts_at_the_first_report_after_training_began(fake_time):
     """A report at step 0 precedes the first iterations and their one-off costs (here a
-    0.3 s pause): timed from it, 30 iterations would take over 0.3 s (under 100 per second)."""
+    0.3 s pause): timed from the report at step 10, 20 iterations take 0.02 s; timed from
+    step 0 they would be 30 in 0.32 s (94 per second)."""
     clock = pack_size.Clock()
     clock(Report(member=0, step=0, metrics={}))
-    time.sleep(0.3)
+    fake_time.sleep(0.3)
     for step in (10, 20, 30):
         clock(Report(member=0, step=step, metrics={}))
-        time.sleep(0.01)
-    rate = clock.rate()
-    assert rate is not None and rate > 500  # 20 iterations in about 0.02 s
+        fake_time.sleep(0.01)
+    assert clock.rate() == pytest.approx(1000.0)
 
 
 def test_extrapolate_a_fixed_part_and_a_part_per_member():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ortho_core.data.checksums import MNIST
+from ortho_core.experiments import data_check
 from sweeps import preflight, runner
 from sweeps.cli import main
 from sweeps.spec import load_spec, resolve
@@ -67,8 +68,18 @@ def test_intact_data_is_checked_once_per_file_and_a_cluster_is_left_to_its_nodes
         tmp_path, monkeypatch):
     spec = resolve(load_spec("ff-mnist"), "smoke")
     monkeypatch.setenv("ORTHO_DATA_DIR", DATA_DIR)
+    verified: list[Path] = []
+    real_verify = data_check.verify
+
+    def counted(path: Path, *args: object) -> None:
+        verified.append(path)
+        real_verify(path, *args)
+
+    monkeypatch.setattr(data_check, "verify", counted)
     assert preflight.check_data(spec, None) == len(MNIST)
     assert len(spec.cells()) > 1  # many configurations, one check of each file
+    assert sorted(p.name for p in verified) == sorted(
+        Path(f.relpath).name for f in MNIST.values())
     monkeypatch.setenv("ORTHO_DATA_DIR", str(tmp_path / "nowhere"))
     assert preflight.check_data(spec, "auto") == 0  # the nodes' files, not this machine's
     synthetic = resolve(load_spec("synthetic-max-length"), "smoke")

@@ -156,6 +156,10 @@ def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
     assert record.per_hour == pytest.approx(
         len(finished_before) / metrics[contract.RUN_SECONDS] * 3600)
 
+    def trained(x: float) -> int:
+        return toy_experiment.attempts(toy_experiment.Config(x=x, counter_dir=str(counters)))
+
+    trained_before = {x: trained(x) for x in [FAILING, *XS]}
     out = io.StringIO()
     begun = time.monotonic()
     final = resume_sweep(home=home, stream=out)  # the latest interrupted sweep
@@ -176,12 +180,12 @@ def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
     assert all(r.info.status == "FINISHED" for r in after)
     for r in after:
         x = float(r.data.params["x"])
-        trained = toy_experiment.attempts(toy_experiment.Config(x=x, counter_dir=str(counters)))
         if x in finished_before:  # kept, and not trained again
             assert r.info.run_id == finished_before[x]
-            assert trained == 1
-        elif x == FAILING:  # failed, then retried by the resume
-            assert trained == 2
+            assert trained(x) == trained_before[x] == 1
+        else:  # failed, killed or never started: trained once by the resume
+            assert trained(x) == trained_before[x] + 1
+    assert trained(FAILING) == 2  # failed once, then retried
     assert tracker_of(home).find_sweep(record.ref.sweep_id).status == "FINISHED"
     assert tracker_of(home).find_sweep(unfinished=True) is None
 

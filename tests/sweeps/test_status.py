@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from ortho_core.reporting import Outcome, Result
-from sweeps import contract, tracking
+from sweeps import contract, tracking, tune_progress
 from sweeps.status import Progress, estimate, format_line, from_mlflow, rate, state_of
 from sweeps.testing import drive_from, start_sweep
 from sweeps.tune_progress import ProgressCallback
@@ -25,13 +25,16 @@ def _progress() -> Progress:
     return Progress(sweep_id="s", label="toy/smoke", metric="score", mode="max", total=3)
 
 
-def test_the_progress_callback_beats_every_interval():
+def test_the_progress_callback_beats_every_interval(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(tune_progress.time, "monotonic", lambda: now[0])
     beats: list[float] = []
     callback = ProgressCallback(_progress(), io.StringIO(), beat=lambda: beats.append(1),
                                 beat_interval=0.2)
+    now[0] += 0.19
     callback.on_step_end(0, [])
     assert beats == []  # not before an interval has passed
-    time.sleep(0.25)
+    now[0] += 0.02
     callback.on_step_end(1, [])
     callback.on_step_end(2, [])
     assert beats == [1]

@@ -27,7 +27,7 @@ from sweeps.sweep_command import (
     job_spec_argument,
 )
 from sweeps.testing import drive_from, start_sweep
-from tests.sweeps.helpers import DATA_DIR, new_home, store, toy_ray, write_spec
+from tests.sweeps.helpers import DATA_DIR, child_runs, new_home, store, toy_ray, write_spec
 
 
 def test_defaults():
@@ -321,8 +321,10 @@ def test_run_status_resume_from_the_command_line(tmp_path, capsys):
         contract.RUN_SECONDS]
     assert 0 < seconds <= wall
     assert parent.per_hour == pytest.approx(2 / seconds * 3600)
-    # the parent run spans the command (Ray's start included), as the printed time does
-    assert begun_at <= parent.start_time < begun_at + 1
+    # the parent run spans the command, from before the first trial to after the last
+    children = child_runs(home, sweep_id)
+    assert begun_at <= parent.start_time <= min(c.info.start_time for c in children) / 1000
+    assert parent.end_time >= max(c.info.end_time for c in children) / 1000
     assert parent.end_time - parent.start_time == pytest.approx(seconds, abs=0.5)
     assert out[-1].endswith(f", {rate(parent.per_hour)}")
 
