@@ -65,6 +65,21 @@ CAVEATS: dict[tuple[str, str], dict[Key, str]] = {
 """(spec, profile) -> claim -> why it fails there."""
 
 
+PROFILE_CAVEATS: dict[str, str] = {
+    "smoke": "the smoke profile only checks that the whole path runs, in seconds (a few "
+             "iterations, short sequences, a few hundred samples); no published result can "
+             "show in it: the cpu profile (`--profile cpu`, at most 30 minutes an experiment) "
+             "is the smallest that tests the papers' claims",
+}
+"""profile -> why every claim that does not hold under it fails there (where no caveat of
+:data:`CAVEATS` says more)."""
+
+
 def caveats(spec: str, profile: str) -> dict[Key, str]:
     """The caveats of ``spec`` under ``profile`` (empty when it has none)."""
     return CAVEATS.get((spec, profile), {})
+
+
+def profile_caveat(profile: str) -> str:
+    """The caveat of every failing claim under ``profile`` ("" when it has none)."""
+    return PROFILE_CAVEATS.get(profile, "")

@@ -86,15 +86,19 @@ def beats(source: str, text: str, values: Mapping[str, float | None],
 
 def ordered(source: str, text: str, values: Mapping[str, float | None],
             order: Sequence[str], fmt: str = ".2f", unit: str = "",
-            partial: bool = False) -> Claim:
-    """Holds when the values of ``order`` never decrease along it (``SRNN ≤ OPEN ≤ OINIT``);
-    not measured when one of them has no value."""
+            partial: bool = False, rising: bool = False) -> Claim:
+    """Holds when the values of ``order`` never decrease along it (``SRNN ≤ OPEN ≤ OINIT``)
+    and, with ``rising``, the last is above the first: a claim that the order's end gains
+    (the published values do) is not borne out by a tie of all; not measured when one of
+    them has no value."""
     shown = {k: values.get(k) for k in order}
     said = evidence(shown, fmt, unit)
     if not all(_known(v) for v in shown.values()):
         return judge(source, text, None, said, partial)
     numbers = [float(v) for v in shown.values()]  # type: ignore[arg-type]
-    ok = all(a <= b for a, b in pairwise(numbers))
+    ok = all(a <= b for a, b in pairwise(numbers)) and (numbers[-1] > numbers[0] or not rising)
+    if rising and numbers[-1] == numbers[0]:
+        said += " (a tie: no model went further)"
     return judge(source, text, ok, said, partial)
 
 
@@ -109,15 +113,17 @@ def from_verdict(source: str, text: str, verdict: str) -> Claim:
     return judge(source, text, ok, said.rstrip(".") or head)
 
 
-def explain(claims: Sequence[Claim], caveats: Mapping[tuple[str, str], str]) -> list[Claim]:
+def explain(claims: Sequence[Claim], caveats: Mapping[tuple[str, str], str],
+            otherwise: str = "") -> list[Claim]:
     """``claims`` with the caveat of each failing one whose (source, start of its text) is a
-    key of ``caveats``; claims that hold or are not measured are returned unchanged, so a
-    caveat never hides a result: it is shown only beside the failure it explains."""
+    key of ``caveats``, else ``otherwise`` (a profile's caveat for all its failures); claims
+    that hold or are not measured are returned unchanged, so a caveat never hides a result:
+    it is shown only beside the failure it explains."""
     def caveat(claim: Claim) -> str:
         if claim.status != FAILS:
             return ""
         return next((why for (source, text), why in caveats.items()
-                     if claim.source == source and claim.text.startswith(text)), "")
+                     if claim.source == source and claim.text.startswith(text)), otherwise)
 
     return [replace(c, caveat=caveat(c)) for c in claims]
 

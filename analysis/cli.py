@@ -12,7 +12,11 @@ listing the files it wrote. ``ui`` runs the MLflow UI on the store in the foregr
 to 127.0.0.1 unless told otherwise, with one worker and MLflow's job execution off
 (STACK.md: ready in about 4 s, about 490 MiB). The store's URI reaches the server through its
 environment (``MLFLOW_BACKEND_STORE_URI``), never its command line, which every user of the
-machine can read, and is printed with its credentials masked.
+machine can read, and is printed with its credentials masked. The server runs in a process
+group of its own, so that Ctrl-C reaches this command only, which then stops the server with
+one SIGTERM (a terminal's SIGINT reaching uvicorn too, followed by that SIGTERM, printed its
+asyncio traceback); it logs warnings only (this command prints the address), without
+starlette's deprecation of the WSGI middleware MLflow imports (:data:`UI_WARNINGS`).
 
 ``sweeps`` builds the ``ortho`` parser from :func:`register_report` and :func:`register_ui`,
 so this module imports only the standard library and the light registry at load time; the
@@ -196,21 +200,30 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+UI_WARNINGS = "ignore:starlette.middleware.wsgi is deprecated:UserWarning"
+"""The ``PYTHONWARNINGS`` filter that silences, in the MLflow server only, starlette's
+``StarletteDeprecationWarning`` about its WSGI middleware, which MLflow imports (nothing a
+user of ``ortho ui`` can act on); every other warning shows as before."""
+
+
 def ui_command(tracking_uri: str, host: str, port: int) -> tuple[list[str], dict[str, str]]:
     """The ``mlflow ui`` command line and environment for ``ortho ui``: the store's URI,
     which may hold a password, in the environment only (``mlflow ui`` reads
-    ``--backend-store-uri`` from ``MLFLOW_BACKEND_STORE_URI``)."""
+    ``--backend-store-uri`` from ``MLFLOW_BACKEND_STORE_URI``); uvicorn logging warnings
+    only, and :data:`UI_WARNINGS` after any filters the user set."""
     argv = [sys.executable, "-m", "mlflow", "ui", "--host", host, "--port", str(port),
-            "--workers", "1"]
+            "--workers", "1", "--uvicorn-opts", "--log-level warning"]
+    warnings = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), UI_WARNINGS]))
     env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": database_url(tracking_uri),
-           "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
+           "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true",
+           "PYTHONWARNINGS": warnings}
     return argv, env
 
 
 def run_ui(args: argparse.Namespace) -> int:
-    """Run the MLflow UI until this command is interrupted (the server is then stopped, not
-    left behind). A server that stops by itself has failed: its exit status, or 1 where it
-    gave 0."""
+    """Run the MLflow UI until this command is interrupted (the server, in a process group
+    of its own, is then stopped, not left behind). A server that stops by itself has failed:
+    its exit status, or 1 where it gave 0."""
     from analysis.store import open_store, resolve_tracking_uri
 
     uri = resolve_tracking_uri(args.tracking_uri, args.home)
@@ -219,15 +232,17 @@ def run_ui(args: argparse.Namespace) -> int:
     argv, env = ui_command(uri, args.host, args.port)
     print(f"MLflow UI on http://{args.host}:{args.port} for {redact(uri)} (Ctrl-C stops it)",
           file=sys.stderr)
-    server = subprocess.Popen(argv, env=env)
-    previous = signal.signal(signal.SIGTERM, _exit_on_signal)
+    server = subprocess.Popen(argv, env=env, process_group=0)
+    previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM,
+                                                                     signal.SIGHUP)}
     try:
         code = server.wait()
         print(f"ortho ui: the MLflow UI stopped by itself (exit status {code}); its output "
               "above says why", file=sys.stderr)
         return code or 1
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if server.poll() is None:
             server.terminate()
             server.wait(timeout=30)
@@ -254,6 +269,8 @@ def check_listen(host: str, port: int) -> None:
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:
-    """Turn SIGTERM into ``SystemExit`` so that ``run_ui`` stops its server first."""
+    """Turn SIGTERM or SIGHUP (the terminal closed: it no longer reaches the server, in a
+    process group of its own) into ``SystemExit`` so that ``run_ui`` stops its server
+    first."""
     raise SystemExit(128 + signum)
 

@@ -136,7 +136,9 @@ def claims_html(claims: Sequence[Claim]) -> str:
 
 
 def _duration(seconds: float) -> str:
-    whole = max(0, round(seconds))
+    if seconds < 59.95:
+        return f"{max(0.0, seconds):.1f} s"
+    whole = round(seconds)
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"
@@ -156,7 +158,7 @@ def provenance_items(runs: SweepRuns) -> dict[str, str]:
         rate = f"{sweep.per_hour:,.0f}" if sweep.per_hour >= 10 else f"{sweep.per_hour:.2g}"
         wall += f"; {rate} configurations finished per hour by the command that ran it"
     hosts = frame["hostname"].dropna() if "hostname" in frame else pd.Series(dtype=object)
-    machines = ", ".join(f"{h} ({n} configurations)"
+    machines = ", ".join(f"{h} ({n} configuration{'' if n == 1 else 's'})"
                          for h, n in hosts.value_counts().sort_index().items()) or "not tagged"
     outcomes = ", ".join(f"{n} {k}" for k, n in runs.outcomes.items() if n) or "none"
     return {"spec": sweep.spec, "profile": sweep.profile, "sweep id": sweep.sweep_id,
@@ -177,16 +179,23 @@ def _label(row: pd.Series, keys: Sequence[str]) -> str:
     return " ".join(parts)
 
 
+def _name(row: pd.Series, keys: Sequence[str]) -> str:
+    name = row.get("run_name")
+    return name if isinstance(name, str) and name else _label(row, keys)
+
+
 def runs_html(runs: SweepRuns, ui: str = DEFAULT_UI) -> str:
     """Links that open the sweep's parent run and each configuration's run in ``ortho ui``,
-    each labelled with the params that vary within the sweep and its outcome."""
+    each labelled with its run name (what varies where it varies: ``OPEN α=0.01 λ=1``,
+    :mod:`sweeps.naming`), or the params that vary within the sweep for a run read without
+    its name (a report cache written before names were read), and its outcome."""
     sweep, frame = runs.sweep, runs.runs
     keys = [c.removeprefix("params.") for c in frame.columns if c.startswith("params.")
             and c.removeprefix("params.") not in _NOT_NAMED
             and frame[c].astype(str).nunique() > 1]
     rows = "".join(
         f'<tr><td><a href="{escape(run_url(ui, sweep.experiment_id, str(r["run_id"])))}">'
-        f'{escape(str(r["run_id"])[:12])}</a></td><td>{escape(_label(r, keys))}</td>'
+        f'{escape(str(r["run_id"])[:12])}</a></td><td>{escape(_name(r, keys))}</td>'
         f'<td>{escape(str(r["outcome"]))}</td></tr>' for _, r in frame.iterrows())
     parent = escape(run_url(ui, sweep.experiment_id, sweep.parent_run_id))
     return (f'<p class="prov">Open in <code>ortho ui</code>: <a href="{parent}">the sweep\'s '

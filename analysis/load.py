@@ -45,7 +45,7 @@ OUTCOMES = (*DONE, "failed", "incomplete")
 interrupted without an ``ortho.outcome`` tag."""
 
 RAW_COLUMNS = ["run_id", "trial_key", "status", "outcome_tag", "start_time", "end_time",
-               "node", "parent_run_id", "hostname"]
+               "node", "parent_run_id", "hostname", "run_name"]
 """Columns of :func:`raw_frame` before the ``params.*`` and ``metrics.*`` ones."""
 
 _INT = re.compile(r"[+-]?\d+")
@@ -216,7 +216,7 @@ def raw_frame(runs: Iterable[Run]) -> pd.DataFrame:
             "status": run.info.status, "outcome_tag": tags.get(contract.OUTCOME),
             "start_time": run.info.start_time, "end_time": run.info.end_time,
             "node": tags.get(contract.NODE), "parent_run_id": tags.get(contract.PARENT),
-            "hostname": tags.get(contract.HOSTNAME)}
+            "hostname": tags.get(contract.HOSTNAME), "run_name": run.info.run_name}
         record.update({f"params.{k}": v for k, v in run.data.params.items()})
         record.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
         records.append(record)
@@ -225,6 +225,14 @@ def raw_frame(runs: Iterable[Run]) -> pd.DataFrame:
     for col in ("start_time", "end_time"):
         frame[col] = pd.to_numeric(frame[col]).astype("float64")
     return frame
+
+
+def no_runs(spec: str, profile: str) -> SweepRuns:
+    """A sweep of ``spec`` under ``profile`` that holds no runs: what the report of a spec
+    that did not run is built from (its claims then all not measured)."""
+    sweep = Sweep(spec=spec, sweep_id="", profile=profile, spec_sha256="", git_sha="",
+                  n_configs=None, parent_run_id="", status="", experiment_id="", start_time=0)
+    return SweepRuns(sweep=sweep, runs=select_latest(raw_frame([])), n_runs=0)
 
 
 def select_latest(raw: pd.DataFrame) -> pd.DataFrame:

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
 from analysis.cache import RunCache
-from analysis.caveats import caveats
-from analysis.claims import Claim, claims_markdown, explain
+from analysis.caveats import caveats, profile_caveat
+from analysis.claims import NOT_MEASURED, Claim, claims_markdown, explain
 from analysis.expected import expected_configurations
 from analysis.figures import Figure
-from analysis.load import Histories, SweepRuns, load_sweep
+from analysis.load import Histories, SweepRuns, load_sweep, no_runs
 from analysis.reports import REPORTS
 from analysis.store import cache_dir, open_store, resolve_tracking_uri
 from analysis.tables import SUFFIX, Format, Provenance, Table
@@ -54,7 +54,8 @@ class Report:
         return tables + "\n" + claims_markdown(self.claims)
 
     def write(self, out_dir: str | Path, fmt: Format = "md") -> list[Path]:
-        """Write each table as ``<name>.<suffix>`` and each figure as ``<name>.png`` under
+        """Write each table as ``<name>.<suffix>``, each figure as ``<name>.png`` and the
+        verdict lines as ``verdicts.md`` (in any format: they are sentences) under
         ``out_dir``; returns the paths written."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -64,6 +65,10 @@ class Report:
             path.write_text(table.render(fmt), encoding="utf-8")
             written.append(path)
         written += [figure.save(out) for figure in self.figures]
+        if self.claims:
+            path = out / "verdicts.md"
+            path.write_text(claims_markdown(self.claims), encoding="utf-8")
+            written.append(path)
         return written
 
 
@@ -98,6 +103,14 @@ def provenance(runs: SweepRuns) -> Provenance:
                       n_expected=n_expected)
 
 
+def claims_not_run(spec: str, profile: str, why: str) -> list[Claim]:
+    """The claims ``spec``'s report states, each not measured because ``why``: those of a
+    spec that a reproduction left out, so that its paper's page still lists and counts them."""
+    report = builder(spec)(no_runs(spec, profile), None)
+    return [replace(c, status=NOT_MEASURED, evidence=why, partial=False, caveat="")
+            for c in report.claims]
+
+
 def build_report(spec: str, sweep_id: str | None = None, tracking_uri: str | None = None,
                  home: str | Path | None = None, figures: bool = False,
                  use_cache: bool = True) -> Report:
@@ -114,5 +127,6 @@ def build_report(spec: str, sweep_id: str | None = None, tracking_uri: str | Non
     cache = RunCache(cache_dir(uri, home)) if use_cache else None
     runs = load_sweep(client, spec, sweep_id, cache=cache, tracking_uri=uri)
     report = build(runs, Histories(client, runs, cache) if figures else None)
-    report.claims = explain(report.claims, caveats(runs.sweep.spec, runs.sweep.profile))
+    report.claims = explain(report.claims, caveats(runs.sweep.spec, runs.sweep.profile),
+                            profile_caveat(runs.sweep.profile))
     return report

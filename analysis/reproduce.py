@@ -275,13 +275,17 @@ def summary(counts: Counter[str]) -> str:
 def write_page(outcome: Outcome, profile: str, where: Where, out: Path,
                seconds: float) -> Path:
     """Build the reports of ``outcome``'s steps and write ``<out>/<paper>.html``."""
-    from analysis.html import render_page, render_section
+    from analysis.html import claims_html, render_page, render_section
+    from analysis.report import claims_not_run
 
     sections = []
     for step, report in reports(outcome.steps, where):
         if isinstance(report, str):
+            claims = claims_not_run(step.spec, profile, "its spec did not run here")
+            outcome.verdicts.update(c.status for c in claims)
             sections.append(f'<section id="{escape(step.spec)}"><h2>{escape(step.spec)}</h2>'
-                            f'<p class="notes">{escape(report)}</p></section>')
+                            f'<p class="notes">{escape(report)}</p>{claims_html(claims)}'
+                            "</section>")
             continue
         outcome.verdicts.update(c.status for c in report.claims)
         outcome.verdicts.update("explained" for c in report.claims if c.caveat)

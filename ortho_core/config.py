@@ -124,8 +124,8 @@ def from_dict(cls: type[C], values: Mapping[str, Any]) -> C:
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     for key in values:
-        if key not in known:
-            raise ConfigError(key, "a known key: " + ", ".join(sorted(known)), values[key])
+        if key not in known:  # the key is what is wrong: no value quoted after the list
+            raise ConfigError(key, "a known key: " + ", ".join(sorted(known)))
     kwargs = {k: _convert(k, hints[k], v) for k, v in values.items()}
     return cls(**kwargs)
 

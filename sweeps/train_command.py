@@ -12,7 +12,10 @@ as a table.
 One member's failure never ends the pack (:mod:`ortho_core.experiments.isolation`): an
 ``oinit`` member whose pre-training does not converge ends ``failed`` with its error while
 the others train. The exit status is 0 when every member trained, 1 when some failed (named
-on stderr; their errors are in the summary or the JSON), 2 for bad input.
+on stderr; their errors are in the summary or the JSON), 2 for bad input, 130 when
+interrupted: Ctrl-C ends with what each member had reached by then on stderr
+(:func:`reached_text`: its last step and the latest metrics it reported), as nothing of an
+interrupted training is kept anywhere else.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import shutil
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ortho_core import experiments
@@ -43,6 +46,9 @@ PROGRESS_KEYS = ("seq_len", "train_loss", "val_error", "test_accuracy", "spectra
 """Metrics shown on a progress line when the experiment reports any of them; otherwise the
 first ``PROGRESS_WIDTH`` metrics of the report are shown."""
 PROGRESS_WIDTH = 6
+REACHED_PREFIXES = ("val_", "test_")
+"""Besides :data:`PROGRESS_KEYS`, the metrics an interrupted run shows for each member (its
+latest validation and test numbers)."""
 LINE_INTERVAL = 10.0
 """Seconds between progress lines where stderr is no terminal (CI logs, pipes)."""
 MEANING_WIDTH = 40
@@ -59,7 +65,11 @@ Settings not given keep their defaults (--keys lists them). A value with commas 
 pack: every combination is trained, e.g. --set lr=0.1,0.01 --set variant=open,oinit trains
 four configurations. A configuration that fails does not stop the others.
 
-Exit status: 0 when every configuration trained, 1 when some failed, 2 for bad input."""
+Ctrl-C stops it and prints what each configuration had reached (its last step and latest
+metrics).
+
+Exit status: 0 when every configuration trained, 1 when some failed, 2 for bad input, 130
+when interrupted."""
 """What ``ortho train --help`` says (user text)."""
 
 HELP_EXAMPLES = """\
@@ -131,6 +141,7 @@ class ProgressPrinter:
     line at most every ``interval`` seconds (the first report at once), so that logs stay
     short. :meth:`close` takes the bar away; :meth:`ended` prints how the members ended (a
     trainer reports no member's end before the pack's, so solved and done are counted then).
+    :attr:`reached` keeps each member's latest step and metrics for an interrupted run.
     """
 
     def __init__(self, n_members: int, stream: TextIO | None = None,
@@ -145,6 +156,9 @@ class ProgressPrinter:
         self.start = time.monotonic()
         self._last = -float("inf")
         self._diverged: set[int] = set()
+        self.reached: dict[int, Report] = {}
+        """Each member's latest report, its metrics merged over every report it made (a
+        metric some reports leave out keeps its latest value)."""
         desc = f"pack of {n_members}" if n_members > 1 else None
         bar = tqdm(desc=desc, unit="step", file=self.stream, leave=False, miniters=0,
                    disable=None, **bar_columns(self.stream))
@@ -160,6 +174,9 @@ class ProgressPrinter:
         return diverged + who + shown
 
     def __call__(self, report: Report) -> None:
+        before = self.reached.get(report.member)
+        merged = {**before.metrics, **report.metrics} if before else dict(report.metrics)
+        self.reached[report.member] = Report(report.member, report.step, merged)
         if all(math.isfinite(v) for v in report.metrics.values()):
             self._diverged.discard(report.member)
         else:
@@ -220,6 +237,30 @@ def summary_text(experiment: str, configs: Sequence[Any], results: Sequence[Resu
     return "\n".join(lines)
 
 
+def reached_metrics(metrics: Mapping[str, float]) -> str:
+    """``metrics`` as an interrupted run shows them: those of :data:`PROGRESS_KEYS` and the
+    validation and test ones (:data:`REACHED_PREFIXES`), else the first
+    :data:`PROGRESS_WIDTH` of them."""
+    keys = [k for k in PROGRESS_KEYS if k in metrics]
+    keys += [k for k in metrics if k.startswith(REACHED_PREFIXES) and k not in keys]
+    keys = keys or list(metrics)[:PROGRESS_WIDTH]
+    return " ".join(f"{k}={metrics[k]:.4g}" for k in keys)
+
+
+def reached_text(experiment: str, names: Sequence[str], reached: Mapping[int, Report],
+                 seconds: float) -> str:
+    """What each member of an interrupted pack had reached after ``seconds``, from its latest
+    report in ``reached`` (by member index; :attr:`ProgressPrinter.reached`): its step and
+    metrics, or that it had reported nothing yet."""
+    lines = [f"ortho train {experiment}: stopped after {seconds:.1f} s; reached so far:"]
+    for i, name in enumerate(names):
+        report = reached.get(i)
+        state = ("nothing reported yet" if report is None
+                 else f"step {report.step} {reached_metrics(report.metrics)}".rstrip())
+        lines.append(f"  [{i}] {name}: {state}")
+    return "\n".join(lines)
+
+
 def keys_table(module: Any, columns: int) -> str:
     """The experiment's config keys, defaults and meanings as an aligned table whose meaning
     column is wrapped to fit ``columns`` characters (at least :data:`MEANING_WIDTH`)."""
@@ -240,15 +281,20 @@ def run(args: argparse.Namespace) -> int:
         print(keys_table(experiments.get(args.experiment), shutil.get_terminal_size().columns))
         return 0
     module, configs = build_pack(args.experiment, args.overrides)
+    keys = list(parse_overrides(args.overrides))
     started = time.monotonic()
     progress = ProgressPrinter(len(configs))
     try:
         results = train_isolated(module.train, configs, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        print(reached_text(args.experiment, member_names(configs, keys), progress.reached,
+                           time.monotonic() - started), file=sys.stderr, flush=True)
+        raise  # the command line says "interrupted" and exits 130
     finally:
         progress.close()
     progress.ended(results)
     seconds = time.monotonic() - started
-    keys = list(parse_overrides(args.overrides))
     if args.json:
         doc = [{"name": n, "config": to_dict(c), "outcome": r.outcome.value,
                 "summary": r.summary} | ({"error": r.error} if r.error is not None else {})

@@ -32,19 +32,19 @@ def data_dir(path: PathLike | None = None, *, must_exist: bool = True) -> Path:
     download command passes ``must_exist=False`` because it creates the directory.
     """
     if path is not None:
-        source = "the data_dir argument"
+        source = "chosen by the data_dir argument"
         chosen = Path(path)
     elif os.environ.get(ENV_VAR):
-        source = f"${ENV_VAR}"
+        source = f"named by ${ENV_VAR}"
         chosen = Path(os.environ[ENV_VAR])
     else:
-        source = f"the default (${ENV_VAR} is not set)"
+        source = f"the default, as ${ENV_VAR} is not set"
         chosen = DEFAULT_DIR
     chosen = chosen.expanduser()
     if must_exist and not chosen.is_dir():
         raise DataError(
             str(chosen),
-            f"an existing directory holding the datasets (named by {source}); set {ENV_VAR} "
+            f"an existing directory holding the datasets ({source}); set {ENV_VAR} "
             f"to the directory that holds mnist/, cifar-10-batches-py/, ..., or create this "
             f"one with `ortho data download NAME --data-dir {chosen}`",
         )

@@ -83,12 +83,12 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
     at their low end (first choice). The spec is validated whole: every other profile's
     resolved form is checked the same way, so that a bad value a profile happens to override
     is still found; such an error names its profile. Raises :class:`SpecError` naming the
-    field and line.
+    field and line, or ``ConfigError`` naming ``profile`` for a profile the spec lacks.
     """
     source = spec.source
-    if profile not in spec.profiles:
-        raise source.error(("profiles",), "one of the profiles " + ", ".join(spec.profiles),
-                           profile)
+    if profile not in spec.profiles:  # the command line's fault, not the file's
+        raise ConfigError("profile", f"one of the profiles {source.file} defines: "
+                          + ", ".join(spec.profiles), profile)
     try:
         config_cls = experiments.get(spec.experiment).Config
     except ImportError as err:

@@ -20,6 +20,7 @@ from sweeps.contract import (
     OPTUNA_STORAGE,
     OUTCOME,
     PROFILE,
+    RUN_SECONDS,
     SPEC,
     SPEC_SHA256,
     SUMMARY,
@@ -64,6 +65,9 @@ class SweepRecord:
     """Configurations finished per hour by the run of its driver that ended it
     (:data:`~sweeps.contract.CONFIGS_PER_HOUR`); None while it is RUNNING (a value logged then
     would be an earlier run's) or when no driver ended it."""
+    run_seconds: float | None = None
+    """The wall time of that run (:data:`~sweeps.contract.RUN_SECONDS`), which
+    :attr:`per_hour` is over: shorter than the sweep's span once it was resumed."""
 
     @property
     def alive(self) -> bool:
@@ -75,6 +79,7 @@ def sweep_record(run: Any) -> SweepRecord:
     """The :class:`SweepRecord` of a sweep's parent run (an MLflow ``Run``)."""
     tags = run.data.tags
     beat = tags.get(HEARTBEAT)
+    ended = run.data.metrics if run.info.status != "RUNNING" else {}
     return SweepRecord(
         ref=SweepRef(run.info.experiment_id, tags[SWEEP_ID], run.info.run_id),
         spec=tags.get(SPEC, ""), profile=tags.get(PROFILE, ""),
@@ -85,8 +90,7 @@ def sweep_record(run: Any) -> SweepRecord:
         mode=tags.get(MODE, "max"), driver=tags.get(DRIVER, ""),
         heartbeat=float(beat) if beat else None,
         optuna_storage=tags.get(OPTUNA_STORAGE, ""),
-        per_hour=run.data.metrics.get(CONFIGS_PER_HOUR) if run.info.status != "RUNNING"
-        else None)
+        per_hour=ended.get(CONFIGS_PER_HOUR), run_seconds=ended.get(RUN_SECONDS))
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pandas as pd
 import pytest
 
 from analysis import claims as cl
-from analysis.html import DEFAULT_UI, render_page, render_section, run_url
+from analysis.html import DEFAULT_UI, _duration, render_page, render_section, run_url, runs_html
 from analysis.published.manchev import TABLE_I, TABLE_II
 from analysis.report import build_report
 from analysis.reports import max_length, pixel_mnist
@@ -197,6 +198,12 @@ def test_claim_helpers_judge_orders_and_missing_values() -> None:
     assert cl.beats("X", "b beats c", values, ["b"], ["c"]).status == cl.NOT_MEASURED
     assert cl.ordered("X", "a ≤ b", values, ["a", "b"]).status == cl.HOLDS
     assert cl.ordered("X", "b ≤ a", values, ["b", "a"]).status == cl.FAILS
+    ties = {"a": 10.0, "b": 10.0, "d": 20.0}
+    assert cl.ordered("X", "a ≤ b", ties, ["a", "b"]).status == cl.HOLDS
+    tie = cl.ordered("X", "a ≤ b", ties, ["a", "b"], rising=True)
+    assert (tie.status, tie.evidence) == (cl.FAILS, "a 10.00, b 10.00 (a tie: no model went "
+                                                    "further)")
+    assert cl.ordered("X", "a ≤ b ≤ d", ties, ["a", "b", "d"], rising=True).status == cl.HOLDS
     claim = cl.from_verdict("N-F4", "claim", "Verdict: differs from N — ReLU 3.0 %.")
     assert (claim.status, claim.evidence) == (cl.FAILS, "ReLU 3.0 %")
     assert cl.from_verdict("N-F4", "c", "Verdict: none — no run.").status == cl.NOT_MEASURED
@@ -215,6 +222,38 @@ def test_a_page_gathers_several_sections(html_report) -> None:
     assert page.startswith("<!DOCTYPE html>") and page.count("<section ") == 2
     assert "<dt>paper</dt><dd>M</dd>" in page
     assert f"spec {SPEC} · profile cpu · sweep sw-1" in page
+
+
+def test_a_profile_caveat_explains_every_failure_no_claim_caveat_explains() -> None:
+    from analysis.caveats import profile_caveat
+
+    claims = [cl.judge("M-T1", "SRNN ≤ OINIT", False, "10, 10"),
+              cl.judge("M-T3", "OPEN beats FF", False, "10 %, 10 %"),
+              cl.judge("M-T3", "OINIT beats FF", True, "57 %, 10 %"),
+              cl.judge("M-T2", "OPEN beats SRNN", None, "not run")]
+    smoke = cl.explain(claims, {("M-T3", "OPEN beats"): "fewer epochs"},
+                       profile_caveat("smoke"))
+    assert smoke[0].caveat.startswith("the smoke profile only checks that the whole path runs")
+    assert smoke[1].caveat == "fewer epochs"
+    assert [c.caveat for c in smoke[2:]] == ["", ""]  # a result, and nothing measured
+    assert profile_caveat("cpu") == profile_caveat("paper") == ""
+    assert cl.explain(claims, {}, profile_caveat("cpu"))[0].caveat == ""
+
+
+def test_run_labels_are_run_names_else_the_params_that_vary(html_report) -> None:
+    _page, report = html_report
+    frame = report.runs.runs.copy()
+    frame["run_name"] = [f"OPEN α={lr:g}" for lr in frame["params.lr"]]
+    named = runs_html(replace(report.runs, runs=frame))
+    assert all(f"<td>OPEN α={lr:g}</td>" in named for lr in frame["params.lr"])
+    unnamed = runs_html(replace(report.runs, runs=frame.drop(columns="run_name")))
+    assert "<td>OPEN α=" not in unnamed and "variant=" in unnamed
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(0.42, "0.4 s"), (59.9, "59.9 s"),
+                                               (61, "1 min 01 s"), (3_725, "1 h 02 min")])
+def test_durations_read_at_their_scale(seconds: float, text: str) -> None:
+    assert _duration(seconds) == text
 
 
 def test_a_caveat_shows_under_its_failure_and_is_counted() -> None:

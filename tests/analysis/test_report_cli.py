@@ -4,6 +4,8 @@ statuses; and the report of a REAL smoke sweep checked cell by cell against its 
 from __future__ import annotations
 
 import math
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from analysis import cli
+from analysis.claims import claims_markdown
 from analysis.html import provenance_items
 from analysis.load import Histories, load_sweep
 from analysis.published.manchev import PRETRAIN, TABLE_I
@@ -21,6 +24,7 @@ from analysis.reports import max_length
 from analysis.tables import SUFFIX
 from sweeps.cli import main
 from tests.analysis.conftest import PRETRAIN_SPEC, SPEC, Store, copy_store
+from tests.servers import START_TIMEOUT, _http_ok, _wait_until, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,15 +70,29 @@ def test_out_writes_tables_and_figures_and_says_where(uri: str, tmp_path: Path, 
     assert main(["report", SPEC, "--tracking-uri", uri, "--format", fmt,
                  "--out", str(out_dir)]) == 0
     out = capsys.readouterr().out
-    names = [f"max-length{SUFFIX[fmt]}", "fig2-spectral-radius.png", "max-length-bars.png"]
+    names = [f"max-length{SUFFIX[fmt]}", "fig2-spectral-radius.png", "max-length-bars.png",
+             "verdicts.md"]
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(names)
-    assert out.endswith(f"wrote 3 files under {out_dir}:\n"
+    assert out.endswith(f"wrote 4 files under {out_dir}:\n"
                         + "".join(f"  {n}\n" for n in names))
-    table = build_report(SPEC, tracking_uri=uri, use_cache=False).tables[0]
+    report = build_report(SPEC, tracking_uri=uri, use_cache=False, figures=True)
+    table = report.tables[0]
     assert (out_dir / names[0]).read_text(encoding="utf-8") == table.render(fmt)
     assert table.render(fmt) in out
-    for png in names[1:]:
+    for png in names[1:3]:
         assert (out_dir / png).read_bytes()[:4] == b"\x89PNG"
+    verdicts = (out_dir / "verdicts.md").read_text(encoding="utf-8")
+    assert verdicts == claims_markdown(report.claims) and "M-F2 · " in verdicts
+
+
+def test_without_figures_the_figures_claim_is_listed_as_not_measured(uri: str, capsys) -> None:
+    """The terminal report reads no history: M-F2, judged on Fig. 2, is named and says how
+    to have it judged, so that every claim of the spec is listed either way."""
+    assert main(["report", SPEC, "--tracking-uri", uri]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("- M-")]
+    assert [line[2:6] for line in lines] == ["M-T1"] * 4 + ["M-F2"]
+    assert lines[-1].startswith(f"- M-F2 · not measured — {max_length.FIG2_CLAIM}: ")
+    assert "`ortho report --out DIR`" in lines[-1]
 
 
 def test_pretrain_report(uri: str, capsys) -> None:
@@ -118,8 +136,8 @@ def test_ui_runs_mlflow_on_loopback_with_one_worker(store: Store, tmp_path: Path
     calls = []
 
     class Server:
-        def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-            calls.append((argv, env))
+        def __init__(self, argv: list[str], env: dict[str, str], **options: object) -> None:
+            calls.append((argv, env, options))
 
         def wait(self) -> int:
             return 0
@@ -130,13 +148,42 @@ def test_ui_runs_mlflow_on_loopback_with_one_worker(store: Store, tmp_path: Path
     monkeypatch.setattr(cli.subprocess, "Popen", Server)
     assert main(["ui", "--tracking-uri", store.uri, "--port", "5077"]) == 1  # ended by itself
     assert "the MLflow UI stopped by itself (exit status 0)" in capsys.readouterr().err
-    (argv, env), = calls
+    (argv, env, options), = calls
     assert argv == [sys.executable, "-m", "mlflow", "ui", "--host", "127.0.0.1", "--port",
-                    "5077", "--workers", "1"]
+                    "5077", "--workers", "1", "--uvicorn-opts", "--log-level warning"]
     assert env["MLFLOW_BACKEND_STORE_URI"] == store.uri  # not on the command line
     assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    assert env["PYTHONWARNINGS"] == cli.UI_WARNINGS
+    assert options == {"process_group": 0}  # Ctrl-C reaches `ortho ui` only
     assert main(["ui", "--home", str(tmp_path / "nothing")]) == 2
     assert len(calls) == 1
+
+
+def test_ctrl_c_stops_the_ui_and_its_server_with_one_line(store: Store,
+                                                          tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the terminal's foreground process group) once the UI answers: exit
+    status 130 and ``interrupted``, with no traceback of the server, no shutdown log and no
+    starlette deprecation warning; the server is gone with the command."""
+    port = free_port()
+    log = tmp_path / "ui.err"
+    with log.open("w") as err:
+        ui = subprocess.Popen([sys.executable, "-m", "sweeps.cli", "ui", "--tracking-uri",
+                               store.uri, "--port", str(port)], cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    try:
+        _wait_until(lambda: _http_ok(f"http://127.0.0.1:{port}/health"), "ortho ui",
+                    lambda: ui.poll() is None, log, START_TIMEOUT)
+        started = log.read_text()
+        os.killpg(ui.pid, signal.SIGINT)  # as a terminal sends Ctrl-C
+        assert ui.wait(timeout=60) == 130
+    finally:
+        if ui.poll() is None:
+            ui.terminate()  # `ortho ui` stops its server on SIGTERM
+            ui.wait(timeout=60)
+    printed = log.read_text()
+    assert "Traceback" not in printed and "Warning" not in printed, printed
+    assert printed[len(started):] == "ortho ui: interrupted\n"
+    assert not _http_ok(f"http://127.0.0.1:{port}/health")
 
 
 def test_ui_refuses_where_it_cannot_listen_before_starting_mlflow(
@@ -252,5 +299,5 @@ def test_report_of_a_real_smoke_sweep_matches_its_runs(smoke_home: Path, tmp_pat
 
     out_dir = tmp_path / "report"
     assert main(["report", SPEC, "--home", str(smoke_home), "--out", str(out_dir)]) == 0
-    assert f"wrote 3 files under {out_dir}" in capsys.readouterr().out
+    assert f"wrote 4 files under {out_dir}" in capsys.readouterr().out
     assert (out_dir / "max-length.md").read_text(encoding="utf-8") == table.to_markdown()

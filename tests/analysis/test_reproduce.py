@@ -18,8 +18,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from analysis import reproduce
+from analysis.load import no_runs
 from analysis.papers import PAPERS, PROFILES
 from analysis.published import kutsuna
+from analysis.report import builder
 from sweeps.cli import main
 from sweeps.spec import available_specs
 from sweeps.spec.schema import PROFILES as SPEC_PROFILES
@@ -85,7 +87,18 @@ def test_missing_data_stops_before_any_work(env: None, tmp_path: Path,
                                   "`ortho data download mnist`")
     page = (out / "kutsuna.html").read_text()
     assert "not run here: needs mnist" in page and "<img" not in page
+    # the claims of the spec left out are listed and counted, each not measured
+    claims = build_report_of_no_runs(SPEC)
+    assert len(claims) > 1
+    assert f"kutsuna: 0 hold, 0 do not, {len(claims)} not measured; wrote " in "\n".join(printed)
+    assert page.count('<li class="not-measured">') == len(claims)
+    assert page.count("its spec did not run here") == len(claims)
     assert not home.exists()
+
+
+def build_report_of_no_runs(spec: str) -> list:
+    """The claims the report of ``spec`` states (built on a sweep of no runs)."""
+    return builder(spec)(no_runs(spec, "smoke"), None).claims
 
 
 def test_missing_data_says_which_datasets_no_command_fetches(

@@ -160,6 +160,28 @@ def test_an_ended_sweep_is_finished_or_interrupted(sweep):
     assert os.getpid() == int(t.find_sweep("s").driver.rpartition(":")[2])
 
 
+def test_a_resumed_sweep_names_the_run_its_rate_is_over():
+    """The rate is that of the run that ended the sweep, over its own wall time: where that is
+    shorter than the sweep's span (a resume), both are named; otherwise the line is as
+    before."""
+    def line(elapsed: float, run_seconds: float | None) -> str:
+        return format_line(Progress(sweep_id="s", label="toy/smoke", metric="score", mode="max",
+                                    total=6, done=6, elapsed=elapsed, state="finished",
+                                    per_hour=950.0, run_seconds=run_seconds))
+
+    assert line(32.0, 11.4).endswith(", finished in 32s, the last run's 11s: "
+                                     "950 configurations/h")
+    assert line(32.0, 31.8).endswith(", finished in 32s, 950 configurations/h")
+    assert line(32.0, None).endswith(", finished in 32s, 950 configurations/h")
+
+
+def test_mlflow_gives_the_last_runs_wall_time(sweep):
+    t, ref = sweep
+    t.end_sweep(ref, "FINISHED", {contract.CONFIGS_PER_HOUR: 950.0, contract.RUN_SECONDS: 11.4})
+    p = from_mlflow(t, t.find_sweep("s"))
+    assert (p.per_hour, p.run_seconds) == (950.0, 11.4)
+
+
 @pytest.mark.parametrize(("per_hour", "text"), [
     (2057.4, "2,057 configurations/h"), (10.0, "10 configurations/h"),
     (3.42, "3.4 configurations/h"), (0.25, "0.25 configurations/h")])

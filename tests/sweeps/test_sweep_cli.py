@@ -41,9 +41,11 @@ def test_defaults():
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["sweep", "run", "no-such-spec"], "invalid spec: expected the name of a shipped spec"),
-    (["sweep", "run", "synthetic-max-length", "--profile", "huge"], "profiles"),
+    (["sweep", "run", "synthetic-max-length", "--profile", "huge"],
+     "invalid profile: expected one of the profiles synthetic-max-length.yaml defines: smoke, "
+     "cpu, paper (got 'huge')"),
     (["sweep", "submit", "synthetic-max-length", "--address", "http://127.0.0.1:9",
-      "--profile", "huge"], "profiles"),
+      "--profile", "huge"], "invalid profile: expected one of the profiles"),
     (["sweep", "submit", "synthetic-max-length", "--address", "http://127.0.0.1:9",
       "--data-dir", "data"], "data_dir"),
     (["sweep", "run", "synthetic-max-length", "--tracking-uri", "foo://bar"],

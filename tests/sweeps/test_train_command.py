@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -11,9 +12,13 @@ import time
 
 import pytest
 
+from ortho_core import experiments
+from ortho_core.experiments import synthetic
 from ortho_core.reporting import Report
 from sweeps.cli import main
 from sweeps.train_command import ProgressPrinter
+from tests.sweeps import toy_experiment
+from tests.sweeps.helpers import TOY_MODULE
 
 
 class Terminal(io.StringIO):
@@ -46,6 +51,38 @@ def test_bad_input_exits_2_naming_the_field(args, field, capsys):
     assert main(["train", *args]) == 2
     err = capsys.readouterr().err
     assert f"invalid {field}:" in err
+
+
+def test_an_unknown_key_is_named_and_the_known_ones_listed(capsys):
+    """The message quotes no value: the key is what is wrong, and it leads the message."""
+    assert main(["train", "synthetic", "--set", "nosuchkey=1"]) == 2
+    known = sorted(f.name for f in dataclasses.fields(synthetic.Config) if f.init)
+    assert capsys.readouterr().err == ("ortho train: invalid nosuchkey: expected a known key: "
+                                       + ", ".join(known) + "\n")
+
+
+def test_ctrl_c_prints_what_each_member_reached_then_interrupted(monkeypatch, capsys):
+    """A trainer interrupted after some reports: each member's last step and latest metrics
+    (a metric left out of its last report keeps its earlier value), then exit status 130."""
+
+    def interrupted(configs, reporter):
+        reporter(Report(0, 10, {"train_loss": 0.5, "val_error": 0.25, "other": 1.0}))
+        reporter(Report(1, 10, {"loss": 0.75}))
+        reporter(Report(0, 20, {"train_loss": 0.125}))
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
+    monkeypatch.setattr(toy_experiment, "train", interrupted)
+    assert main(["train", "toy", "--json", "--set", "x=0.1,0.2,0.3"]) == 130
+    out, err = capsys.readouterr()
+    assert out == ""  # no summary, no JSON: nothing ended
+    head, *members, last = err.splitlines()[-5:]
+    assert head.startswith("ortho train toy: stopped after ")
+    assert head.endswith(" s; reached so far:")
+    assert members == ["  [0] x=0.1: step 20 train_loss=0.125 val_error=0.25",
+                       "  [1] x=0.2: step 10 loss=0.75",
+                       "  [2] x=0.3: nothing reported yet"]
+    assert last == "ortho train: interrupted"
 
 
 def test_keys_lists_every_field_with_its_meaning_in_a_table(capsys):

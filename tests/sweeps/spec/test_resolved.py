@@ -8,6 +8,7 @@ import importlib.util
 import pytest
 import yaml
 
+from ortho_core.errors import ConfigError
 from sweeps.spec import SpecError, load_spec, resolve
 from tests.sweeps.spec.helpers import BASE, OPTUNA, cells_of, write
 
@@ -28,11 +29,13 @@ def test_resolved_text_and_hash(tmp_path):
         "max_seq_len_solved", "max", "grid", None)
 
 
-def test_unknown_profile(tmp_path):
+def test_unknown_profile_names_the_profile_asked_for_not_the_file(tmp_path):
     spec = load_spec(write(tmp_path, BASE))
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(ConfigError) as info:
         resolve(spec, "gpu")
-    assert (info.value.field, info.value.line, info.value.value) == ("profiles", 18, "gpu")
+    assert not isinstance(info.value, SpecError)
+    assert str(info.value) == (f"profile: expected one of the profiles {spec.source.file} defines: "
+                               f"{', '.join(spec.profiles)} (got 'gpu')")
 
 
 def test_optuna_dimensions_are_checked_at_both_ends(tmp_path):
