@@ -24,6 +24,7 @@ import argparse
 import itertools
 import json
 import math
+import re
 import shutil
 import sys
 import time
@@ -261,13 +262,25 @@ def reached_text(experiment: str, names: Sequence[str], reached: Mapping[int, Re
     return "\n".join(lines)
 
 
+_LITERAL = re.compile(r"``(.+?)``")
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
+
+
+def plain_text(doc: str) -> str:
+    """A field docstring's reStructuredText as a terminal shows it: ````x```` as x, a
+    cross-reference ``:func:`~a.b.c``` as c (``~``: its last part) or a.b.c, on one line."""
+    doc = _LITERAL.sub(r"\1", doc)
+    doc = _ROLE.sub(lambda m: m.group(2).rpartition(".")[2] if m.group(1) else m.group(2), doc)
+    return " ".join(doc.split())
+
+
 def keys_table(module: Any, columns: int) -> str:
     """The experiment's config keys, defaults and meanings as an aligned table whose meaning
     column is wrapped to fit ``columns`` characters (at least :data:`MEANING_WIDTH`)."""
     from tabulate import tabulate
 
     docs = field_docs(module.Config)
-    rows = [(key, repr(value), " ".join(docs.get(key, "").split()))
+    rows = [(key, repr(value), plain_text(docs.get(key, "")))
             for key, value in to_dict(module.Config()).items()]
     used = max(len(r[0]) for r in rows) + max(len(r[1]) for r in rows) + 4
     return tabulate(rows, headers=("key", "default", "meaning"), tablefmt="simple",

@@ -16,7 +16,7 @@ from ortho_core import experiments
 from ortho_core.experiments import synthetic
 from ortho_core.reporting import Report
 from sweeps.cli import main
-from sweeps.train_command import ProgressPrinter
+from sweeps.train_command import ProgressPrinter, plain_text
 from tests.sweeps import toy_experiment
 from tests.sweeps.helpers import TOY_MODULE
 
@@ -95,6 +95,18 @@ def test_keys_lists_every_field_with_its_meaning_in_a_table(capsys):
     assert rows["lr"].split()[1] == "0.01"
     assert rows["lr"].index("α: SGD learning rate") == meaning_at  # aligned under its header
     assert rows["task"].split()[1] == "'temporal_order'"
+    text = "\n".join(lines)
+    assert "``" not in text and ":func:`" not in text and ":meth:`" not in text  # plain text
+    assert "(see stream_seed)" in " ".join(text.split())
+
+
+@pytest.mark.parametrize(("doc", "plain"), [
+    ("``adding`` or\n    ``xor``", "adding or xor"),
+    ("see :func:`~ortho_core.a.stream_seed` and :mod:`ortho_core.data`",
+     "see stream_seed and ortho_core.data"),
+])
+def test_docstring_markup_reads_as_plain_text(doc, plain):
+    assert plain_text(doc) == plain
 
 
 def _report(step: int, member: int = 0) -> Report:
