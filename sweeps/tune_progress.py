@@ -9,7 +9,9 @@ terminal that reports no size (a pseudo-terminal without one) gets a bar of
 :data:`~sweeps.status.FALLBACK_SIZE`, instead of none.
 Elsewhere :func:`sweeps.status.format_line` is printed when trials end (at most every
 ``min_interval`` seconds) and at least every ``print_every`` seconds. Counts are of
-configurations, not of Tune trials (a trial trains a pack of them).
+configurations, not of Tune trials (a trial trains a pack of them). A Ctrl-C is answered at
+once with :data:`STOPPING` (Tune stops its trials gracefully, which takes seconds, and its
+own message is among the logs a sweep keeps quiet).
 
 This is the one module of the progress display that imports Ray (it subclasses Tune's
 ``Callback``); the formatting and ``ortho sweep status`` live in :mod:`sweeps.status`.
@@ -18,7 +20,9 @@ This is the one module of the progress display that imports Ray (it subclasses T
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +51,11 @@ def failure_line(trial: Any) -> str:
     return lines[-1] if lines else "unknown error"
 
 
+STOPPING = ("stopping: the trials in flight end now and their runs stay resumable (this "
+            "takes a few seconds)")
+"""What a sweep prints the moment it is interrupted."""
+
+
 class ProgressCallback(Callback):
     """Shows ``progress`` while Tune runs (the module docstring) and calls ``beat`` (the
     driver's heartbeat in MLflow, :meth:`sweeps.tracking.Tracker.heartbeat`) every
@@ -71,6 +80,8 @@ class ProgressCallback(Callback):
         without their final report)."""
         self._printed_at = time.monotonic()
         self._changed = False
+        self.experiment_ended = False
+        """Whether Tune's fit has ended (a Ctrl-C then stops nothing: no :data:`STOPPING`)."""
         bar = tqdm(total=progress.total, initial=progress.done, unit="config",
                    desc=progress.label, file=self._out, smoothing=0, leave=False,
                    disable=None, **bar_columns(self._out))
@@ -107,6 +118,23 @@ class ProgressCallback(Callback):
             print(format_line(p), file=self._out, flush=True)
         self._printed_at = time.monotonic()
         self._changed = False
+
+    def setup(self, **info: Any) -> None:
+        """Answer the first Ctrl-C at once (:data:`STOPPING`), then let Tune's handler, which
+        Tune installed before this runs, stop the sweep as it does."""
+        tune_handler = signal.getsignal(signal.SIGINT)
+        if not callable(tune_handler) or threading.current_thread() is not threading.main_thread():
+            return
+
+        def announce(signum: int, frame: Any) -> None:
+            if not self.experiment_ended:  # Tune leaves its handler installed after fit
+                if self.bar is not None:
+                    self.bar.write(STOPPING, file=self._out)
+                else:
+                    print(STOPPING, file=self._out, flush=True)
+            tune_handler(signum, frame)
+
+        signal.signal(signal.SIGINT, announce)
 
     def close(self) -> None:
         """Take the bar off the terminal (the caller prints the final line)."""
@@ -158,4 +186,5 @@ class ProgressCallback(Callback):
             self.print_line(trials)
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        self.experiment_ended = True
         self.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -39,6 +40,23 @@ def test_the_progress_callback_beats_every_interval(monkeypatch):
     callback.on_step_end(2, [])
     assert beats == [1]
     assert callback.__getstate__()["beat"] is None  # Tune pickles callbacks: no tracker
+
+
+def test_a_ctrl_c_is_answered_at_once_then_left_to_tune(monkeypatch):
+    """Tune installs its SIGINT handler before the callbacks' setup: the callback puts its
+    line in front of it, and prints nothing once Tune's fit has ended."""
+    tune_calls: list[int] = []
+    monkeypatch.setattr(signal, "getsignal", lambda sig: lambda s, f: tune_calls.append(s))
+    installed: dict[int, object] = {}
+    monkeypatch.setattr(signal, "signal", lambda sig, handler: installed.setdefault(sig, handler))
+    out = io.StringIO()
+    callback = ProgressCallback(_progress(), out)
+    callback.setup(stop=None, num_samples=1, total_num_samples=1)
+    installed[signal.SIGINT](signal.SIGINT, None)
+    assert out.getvalue() == tune_progress.STOPPING + "\n" and tune_calls == [signal.SIGINT]
+    callback.on_experiment_end([])
+    installed[signal.SIGINT](signal.SIGINT, None)
+    assert out.getvalue().count("stopping") == 1 and len(tune_calls) == 2
 
 
 def test_a_failed_heartbeat_is_logged_and_the_sweep_goes_on(caplog):
