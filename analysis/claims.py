@@ -97,7 +97,7 @@ def ordered(source: str, text: str, values: Mapping[str, float | None],
         return judge(source, text, None, said, partial)
     numbers = [float(v) for v in shown.values()]  # type: ignore[arg-type]
     ok = all(a <= b for a, b in pairwise(numbers)) and (numbers[-1] > numbers[0] or not rising)
-    if rising and numbers[-1] == numbers[0]:
+    if rising and len(set(numbers)) == 1:
         said += " (a tie: no model went further)"
     return judge(source, text, ok, said, partial)
 

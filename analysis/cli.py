@@ -232,10 +232,11 @@ def run_ui(args: argparse.Namespace) -> int:
     argv, env = ui_command(uri, args.host, args.port)
     print(f"MLflow UI on http://{args.host}:{args.port} for {redact(uri)} (Ctrl-C stops it)",
           file=sys.stderr)
-    server = subprocess.Popen(argv, env=env, process_group=0)
     previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM,
                                                                      signal.SIGHUP)}
+    server = None
     try:
+        server = subprocess.Popen(argv, env=env, process_group=0)
         code = server.wait()
         print(f"ortho ui: the MLflow UI stopped by itself (exit status {code}); its output "
               "above says why", file=sys.stderr)
@@ -243,7 +244,7 @@ def run_ui(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if server.poll() is None:
+        if server is not None and server.poll() is None:
             server.terminate()
             server.wait(timeout=30)
 

@@ -107,8 +107,7 @@ def claims_not_run(spec: str, profile: str, why: str) -> list[Claim]:
     """The claims ``spec``'s report states, each not measured because ``why``: those of a
     spec that a reproduction left out, so that its paper's page still lists and counts them."""
     report = builder(spec)(no_runs(spec, profile), None)
-    return [replace(c, status=NOT_MEASURED, evidence=why, partial=False, caveat="")
-            for c in report.claims]
+    return [replace(c, status=NOT_MEASURED, evidence=why) for c in report.claims]
 
 
 def build_report(spec: str, sweep_id: str | None = None, tracking_uri: str | None = None,

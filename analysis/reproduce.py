@@ -281,7 +281,8 @@ def write_page(outcome: Outcome, profile: str, where: Where, out: Path,
     sections = []
     for step, report in reports(outcome.steps, where):
         if isinstance(report, str):
-            claims = claims_not_run(step.spec, profile, "its spec did not run here")
+            claims = claims_not_run(step.spec, profile, "its spec did not run here"
+                                    if step.missing else "no report of its sweep here")
             outcome.verdicts.update(c.status for c in claims)
             sections.append(f'<section id="{escape(step.spec)}"><h2>{escape(step.spec)}</h2>'
                             f'<p class="notes">{escape(report)}</p>{claims_html(claims)}'

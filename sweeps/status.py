@@ -127,6 +127,12 @@ def rate(per_hour: float) -> str:
     return f"{value} configurations/h"
 
 
+RESUMED_GAP_S = 2.0
+"""How much longer than the run that ended it a sweep's span must be to show it was resumed:
+more than the moments between that run's timing and MLflow's end time, less than any earlier
+run (Ray's start alone takes seconds)."""
+
+
 def format_line(p: Progress) -> str:
     """The one-line summary of ``p``."""
     parts = [f"{p.done}/{p.total} done" + (f" ({p.failed} failed)" if p.failed else "")]
@@ -141,7 +147,7 @@ def format_line(p: Progress) -> str:
             parts.append(f"about {duration(p.eta)} left")
     if p.per_hour is not None:
         last = p.run_seconds
-        resumed = last is not None and duration(last) != duration(p.elapsed)
+        resumed = last is not None and p.elapsed - last >= RESUMED_GAP_S
         parts.append(f"the last run's {duration(last)}: {rate(p.per_hour)}" if resumed
                      else rate(p.per_hour))
     return f"sweep {p.sweep_id} {p.label}: " + ", ".join(parts)

@@ -167,9 +167,7 @@ class ProgressPrinter:
         """The bar on a terminal; None where lines are printed instead."""
 
     def _shown(self, report: Report) -> str:
-        keys = [k for k in PROGRESS_KEYS if k in report.metrics]
-        keys = keys or list(report.metrics)[:PROGRESS_WIDTH]
-        shown = " ".join(f"{k}={report.metrics[k]:.4g}" for k in keys)
+        shown = shown_metrics(report.metrics)
         diverged = f"{len(self._diverged)} diverged, " if self._diverged else ""
         who = f"member {report.member}/{self.n_members} " if self.n_members > 1 else ""
         return diverged + who + shown
@@ -238,12 +236,11 @@ def summary_text(experiment: str, configs: Sequence[Any], results: Sequence[Resu
     return "\n".join(lines)
 
 
-def reached_metrics(metrics: Mapping[str, float]) -> str:
-    """``metrics`` as an interrupted run shows them: those of :data:`PROGRESS_KEYS` and the
-    validation and test ones (:data:`REACHED_PREFIXES`), else the first
-    :data:`PROGRESS_WIDTH` of them."""
+def shown_metrics(metrics: Mapping[str, float], prefixes: tuple[str, ...] = ()) -> str:
+    """``metrics`` as a progress line shows them: those of :data:`PROGRESS_KEYS` and any
+    whose name starts with one of ``prefixes``, else the first :data:`PROGRESS_WIDTH`."""
     keys = [k for k in PROGRESS_KEYS if k in metrics]
-    keys += [k for k in metrics if k.startswith(REACHED_PREFIXES) and k not in keys]
+    keys += [k for k in metrics if prefixes and k.startswith(prefixes) and k not in keys]
     keys = keys or list(metrics)[:PROGRESS_WIDTH]
     return " ".join(f"{k}={metrics[k]:.4g}" for k in keys)
 
@@ -257,7 +254,8 @@ def reached_text(experiment: str, names: Sequence[str], reached: Mapping[int, Re
     for i, name in enumerate(names):
         report = reached.get(i)
         state = ("nothing reported yet" if report is None
-                 else f"step {report.step} {reached_metrics(report.metrics)}".rstrip())
+                 else f"step {report.step} "
+                 f"{shown_metrics(report.metrics, REACHED_PREFIXES)}".rstrip())
         lines.append(f"  [{i}] {name}: {state}")
     return "\n".join(lines)
 
@@ -268,10 +266,9 @@ _ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
 
 def plain_text(doc: str) -> str:
     """A field docstring's reStructuredText as a terminal shows it: ````x```` as x, a
-    cross-reference ``:func:`~a.b.c``` as c (``~``: its last part) or a.b.c, on one line."""
+    cross-reference ``:func:`~a.b.c``` as c (``~``: its last part) or a.b.c."""
     doc = _LITERAL.sub(r"\1", doc)
-    doc = _ROLE.sub(lambda m: m.group(2).rpartition(".")[2] if m.group(1) else m.group(2), doc)
-    return " ".join(doc.split())
+    return _ROLE.sub(lambda m: m.group(2).rpartition(".")[2] if m.group(1) else m.group(2), doc)
 
 
 def keys_table(module: Any, columns: int) -> str:

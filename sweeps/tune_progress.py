@@ -51,8 +51,8 @@ def failure_line(trial: Any) -> str:
     return lines[-1] if lines else "unknown error"
 
 
-STOPPING = ("stopping: the trials in flight end now and their runs stay resumable (this "
-            "takes a few seconds)")
+STOPPING = ("stopping: the trials in flight end now (a few seconds); what did not finish "
+            "can be resumed")
 """What a sweep prints the moment it is interrupted."""
 
 
@@ -123,16 +123,21 @@ class ProgressCallback(Callback):
         """Answer the first Ctrl-C at once (:data:`STOPPING`), then let Tune's handler, which
         Tune installed before this runs, stop the sweep as it does."""
         tune_handler = signal.getsignal(signal.SIGINT)
-        if not callable(tune_handler) or threading.current_thread() is not threading.main_thread():
-            return
+        if (not callable(tune_handler) or tune_handler is signal.default_int_handler
+                or threading.current_thread() is not threading.main_thread()):
+            return  # no graceful stop to announce (TUNE_DISABLE_SIGINT_HANDLER), or no signals
 
         def announce(signum: int, frame: Any) -> None:
-            if not self.experiment_ended:  # Tune leaves its handler installed after fit
-                if self.bar is not None:
-                    self.bar.write(STOPPING, file=self._out)
-                else:
-                    print(STOPPING, file=self._out, flush=True)
-            tune_handler(signum, frame)
+            try:
+                if not self.experiment_ended:  # Tune leaves its handler installed after fit
+                    if self.bar is not None:
+                        self.bar.write(STOPPING, file=self._out)
+                    else:
+                        print(STOPPING, file=self._out, flush=True)
+            except (OSError, RuntimeError):  # a closed pipe; a write this signal interrupted
+                pass
+            finally:
+                tune_handler(signum, frame)
 
         signal.signal(signal.SIGINT, announce)
 

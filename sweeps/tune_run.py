@@ -106,7 +106,7 @@ def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
     """Run ``plan`` on Tune, on the Ray this process is connected to, the trials tracking
     through a writer on this node (:mod:`sweeps.writer`) with ``run_tags`` on every run and
     the Optuna cells searched by ``studies``; whether it was interrupted before every trial
-    ended with something left to train (:func:`all_finished`)."""
+    ended with something left to train (:func:`all_ended`)."""
     import ray
 
     writer = launch_writer(uri, f"ortho-writer-{run_name}")
@@ -160,16 +160,16 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
     end_stopped_runs(tracker, ref, callback.stopped_early)
     if searcher.exhausted and callback.trials_ended >= searcher.n_suggested:
         return False
-    return not all_finished(tracker, ref, plan.n_configs)
+    return not all_ended(tracker, ref, plan.n_configs)
 
 
-def all_finished(tracker: tracking.Tracker, ref: tracking.SweepRef, n_configs: int) -> bool:
-    """Whether the sweep has a FINISHED run for each of its ``n_configs`` configurations,
-    so a resume would train none. Tune was interrupted (Ctrl-C) before it had counted every
-    trial's end; if the last trial had finished its runs by then, nothing was left to do and
-    the sweep ends as finished, not interrupted."""
-    finished = [r for r in tracker.configurations(ref) if r.info.status == "FINISHED"]
-    return len(finished) >= n_configs
+def all_ended(tracker: tracking.Tracker, ref: tracking.SweepRef, n_configs: int) -> bool:
+    """Whether each of the sweep's ``n_configs`` configurations has a run that ended
+    (FINISHED, or FAILED as the sweep's failures are). Tune was interrupted (Ctrl-C) before it
+    had counted every trial's end; if the last trial had ended its runs by then, the sweep
+    ends as it would have without the Ctrl-C, not as interrupted."""
+    ended = [r for r in tracker.configurations(ref) if r.info.status in ("FINISHED", "FAILED")]
+    return len(ended) >= n_configs
 
 
 def end_stopped_runs(tracker: tracking.Tracker, ref: tracking.SweepRef,

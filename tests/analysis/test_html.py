@@ -204,6 +204,8 @@ def test_claim_helpers_judge_orders_and_missing_values() -> None:
     assert (tie.status, tie.evidence) == (cl.FAILS, "a 10.00, b 10.00 (a tie: no model went "
                                                     "further)")
     assert cl.ordered("X", "a ≤ b ≤ d", ties, ["a", "b", "d"], rising=True).status == cl.HOLDS
+    back = cl.ordered("X", "a ≤ d ≤ b", ties, ["a", "d", "b"], rising=True)
+    assert (back.status, back.evidence) == (cl.FAILS, "a 10.00, d 20.00, b 10.00")  # no tie
     claim = cl.from_verdict("N-F4", "claim", "Verdict: differs from N — ReLU 3.0 %.")
     assert (claim.status, claim.evidence) == (cl.FAILS, "ReLU 3.0 %")
     assert cl.from_verdict("N-F4", "c", "Verdict: none — no run.").status == cl.NOT_MEASURED

@@ -190,6 +190,7 @@ def test_a_resumed_sweep_names_the_run_its_rate_is_over():
     assert line(32.0, 11.4).endswith(", finished in 32s, the last run's 11s: "
                                      "950 configurations/h")
     assert line(32.0, 31.8).endswith(", finished in 32s, 950 configurations/h")
+    assert line(11.52, 11.47).endswith(", finished in 12s, 950 configurations/h")  # MLflow's end
     assert line(32.0, None).endswith(", finished in 32s, 950 configurations/h")
 
 

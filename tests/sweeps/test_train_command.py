@@ -101,7 +101,7 @@ def test_keys_lists_every_field_with_its_meaning_in_a_table(capsys):
 
 
 @pytest.mark.parametrize(("doc", "plain"), [
-    ("``adding`` or\n    ``xor``", "adding or xor"),
+    ("``adding`` or ``xor``", "adding or xor"),
     ("see :func:`~ortho_core.a.stream_seed` and :mod:`ortho_core.data`",
      "see stream_seed and ortho_core.data"),
 ])

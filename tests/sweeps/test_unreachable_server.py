@@ -64,7 +64,7 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list
 
 
 @pytest.mark.parametrize("command", ["run", "resume", "status"])
-def test_a_closed_port_is_one_line_and_exit_2_within_seconds(
+def test_a_closed_port_is_one_line_and_exit_2_without_retries(
         command: str, toy_spec: Path, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     uri = f"http://127.0.0.1:{free_port()}"
