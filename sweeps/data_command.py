@@ -11,8 +11,10 @@ is moved into place; a file already present with the right md5 is not fetched ag
 a wrong md5 is fetched anew. The layout is the loaders': ``mnist/*.gz`` and ``svhn/*.mat``
 under D, and the CIFAR tarballs in D, extracted there (tarfile's ``data`` filter, which
 refuses links and paths that leave D) into ``cifar-10-batches-py/`` and
-``cifar-100-python/``, whose files are checked against their own md5s. A file that no URL
-delivers intact raises :class:`~ortho_core.errors.DataError` (exit status 2) naming it.
+``cifar-100-python/``, whose files are checked against their own md5s. A file that a URL
+delivers with a wrong md5 (and none intact) raises :class:`~ortho_core.errors.DataError`
+(exit status 2) naming it; one that no URL answers with (no network, servers down) raises
+:class:`DownloadError` (exit status 1), saying why for each URL.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from ortho_core.data.checksums import (
     md5sum,
     verify,
 )
-from ortho_core.errors import ConfigError, DataError
+from ortho_core.errors import ConfigError, DataError, OrthoError
 
 EXTRACTED: dict[Published, tuple[Published, ...]] = {
     CIFAR10_ARCHIVE: CIFAR10["train"] + CIFAR10["test"],
@@ -110,17 +112,39 @@ def _fetch(published: Published, target: Path) -> None:
 
     if _is_intact(target, published):
         return
-    failures = []
+    failures: list[str] = []
+    unreachable = True
     for url in published.urls:
         try:
             print(f"fetching {url}", file=sys.stderr)
             pooch.retrieve(url, known_hash=f"md5:{published.md5}", fname=target.name,
                            path=target.parent, progressbar=sys.stderr.isatty())
             return
-        except (OSError, ValueError) as error:
-            # requests' errors are OSErrors; pooch raises ValueError for a wrong checksum.
+        except OSError as error:  # requests' errors: no answer, or an HTTP error status
+            failures.append(f"{url}: {_why(error)}")
+        except ValueError as error:  # pooch: a wrong checksum
+            unreachable = False
             failures.append(f"{url}: {error}")
+    if unreachable:
+        raise DownloadError(f"could not download {target}: " + "; ".join(failures)
+                            + "; try again once they answer, or place the file there by hand")
     raise DataError(str(target), f"a download with md5 {published.md5}", "; ".join(failures))
+
+
+class DownloadError(OrthoError):
+    """No URL of a file answered with it (no network, servers down): a failure to retry, not
+    bad input (exit status 1)."""
+
+
+def _why(error: OSError) -> str:
+    """Why a URL gave nothing, in a few words where requests' message is a paragraph."""
+    text = str(error)
+    for needle, why in (("NameResolution", "its host does not resolve (no network?)"),
+                        ("Connection refused", "connection refused"),
+                        ("timed out", "no answer (timed out)")):
+        if needle in text:
+            return why
+    return text
 
 
 def _is_intact(path: Path, published: Published) -> bool:

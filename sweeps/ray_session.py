@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ortho_core.errors import ConfigError
+from sweeps.contract import redact
 from sweeps.tracking.liveness import check_reachable
 
 T = TypeVar("T")
@@ -257,6 +258,25 @@ def check_address(address: str | None) -> None:
     if sep and host and port.isdigit():
         check_reachable("address", "a running Ray cluster's address", host, int(port),
                         address)
+
+
+def check_job_server(address: str) -> None:
+    """``ConfigError`` naming ``address`` when nothing answers at the job server
+    ``http(s)://HOST[:PORT]`` that ``ortho sweep submit`` sends its job to (a cluster's
+    dashboard), so that an address with nothing behind it is bad input, told apart from a job
+    that failed. An address of another form is left to Ray."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise ConfigError("address", "a job server's URL http://HOST:PORT",
+                          redact(address)) from None
+    check_reachable("address", "a Ray cluster's job server (its dashboard, port 8265 by "
+                    "default)", parts.hostname, port, redact(address))
 
 
 def check_resources(cpu: float, gpu: float) -> None:

@@ -176,9 +176,11 @@ def serve_dashboard(url: str, host: str, port: int, stream: TextIO) -> None:
     try:
         server = make_server(host, port, app, handler_class=_QuietHandler)
     except OSError as err:
-        field = "port" if err.errno == errno.EADDRINUSE else "host"
-        raise ConfigError(field, f"an address this machine can listen on ({err.strerror or err})",
-                          f"{host}:{port}") from err
+        in_use = err.errno == errno.EADDRINUSE
+        hint = "; --port picks another, --port 0 a free one" if in_use else ""
+        raise ConfigError("port" if in_use else "host",
+                          f"an address this machine can listen on ({err.strerror or err}"
+                          f"{hint})", f"{host}:{port}") from err
     previous = signal.signal(signal.SIGTERM, _stop)
     with server:
         print(f"Optuna dashboard on http://{host}:{server.server_port} (Ctrl-C stops it)",

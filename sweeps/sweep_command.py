@@ -399,7 +399,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     from sweeps.plan import build_plan
-    from sweeps.ray_session import quiet_environment
+    from sweeps.ray_session import check_job_server, quiet_environment
     from sweeps.runner import PROJECT_ROOT
     from sweeps.spec import load_spec, resolve
     from sweeps.tracking import redact
@@ -407,6 +407,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     build_plan(resolve(load_spec(args.spec), args.profile))
     quiet_environment()
     request = job_request(args, PROJECT_ROOT)
+    check_job_server(args.address)
     try:
         client = JobSubmissionClient(args.address)
         job_id = _submit(client, request, {"ortho.spec": args.spec,

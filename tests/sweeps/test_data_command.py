@@ -26,6 +26,7 @@ from ortho_core.data.checksums import DOWNLOADS, MNIST
 from ortho_core.data.cifar import load_cifar
 from ortho_core.data.mnist import load_mnist
 from sweeps import cli, data_command
+from tests.servers import free_port
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -119,6 +120,24 @@ def test_a_corrupted_download_fails_with_exit_2_and_is_not_kept(served, ortho, t
     err = capsys.readouterr().err
     target = root / MNIST["train-labels"].relpath
     assert str(target) in err and MNIST["train-labels"].md5 in err and "hash" in err
+    assert not target.exists()
+
+
+def test_no_answer_is_a_failure_to_retry_saying_why_not_bad_input(ortho, tmp_path,
+                                                                   monkeypatch, capsys):
+    """Every URL of a file refuses the connection (as without a network): exit 1, one reason
+    per URL, nothing kept."""
+    closed = [f"http://127.0.0.1:{free_port()}/train-images-idx3-ubyte.gz" for _ in range(2)]
+    monkeypatch.setitem(MNIST, "train-images", dataclasses.replace(MNIST["train-images"],
+                                                                   urls=tuple(closed)))
+    monkeypatch.setitem(DOWNLOADS, "mnist", tuple(MNIST.values()))
+    root = tmp_path / "data"
+    assert ortho("data", "download", "mnist", "--data-dir", str(root)) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    target = root / MNIST["train-images"].relpath
+    assert last == (f"ortho data: could not download {target}: {closed[0]}: connection refused; "
+                    f"{closed[1]}: connection refused; try again once they answer, or place "
+                    "the file there by hand")
     assert not target.exists()
 
 

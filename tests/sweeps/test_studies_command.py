@@ -185,6 +185,7 @@ def test_bad_input_is_refused_naming_the_field(sweeps, tmp_path):
         status, _, err = _ortho("sweep", "studies", sweeps.optuna_id, "--home", home,
                                 "--dashboard", "--port", port)
     assert status == 2 and "invalid port" in err and f"127.0.0.1:{port}" in err
+    assert "--port picks another, --port 0 a free one" in err
 
 
 def test_a_masked_recorded_storage_needs_the_real_url(monkeypatch):

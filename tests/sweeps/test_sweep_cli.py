@@ -27,6 +27,7 @@ from sweeps.sweep_command import (
     job_spec_argument,
 )
 from sweeps.testing import drive_from, start_sweep
+from tests.servers import free_port
 from tests.sweeps.helpers import DATA_DIR, child_runs, new_home, store, toy_ray, write_spec
 
 
@@ -37,6 +38,18 @@ def test_defaults():
     assert DEFAULT_PROFILE == "cpu"
     args = build_parser().parse_args(["sweep", "status"])
     assert args.sweep is None
+
+
+def test_a_job_server_where_nothing_answers_is_bad_input(tmp_path, monkeypatch, capsys):
+    """Told apart from a job that failed (exit 1): nothing was submitted."""
+    monkeypatch.chdir(tmp_path)
+    port = free_port()
+    assert main(["sweep", "submit", "synthetic-max-length", "--profile", "smoke", "--address",
+                 f"http://127.0.0.1:{port}"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"ortho sweep: invalid address: expected a Ray cluster's job server (its dashboard, "
+        f"port 8265 by default) that answers (connection refused at 127.0.0.1:{port}) (got "
+        f"'http://127.0.0.1:{port}')")
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -215,10 +228,18 @@ class _FakeJobClient:
         return "raysubmit_1"
 
 
-def test_submit_prints_no_credentials(monkeypatch, capsys):
+def _fake_cluster(monkeypatch, client: type) -> None:
+    """Jobs go to ``client``, a fake of Ray's job client, at any address (answering)."""
     from ray import job_submission
 
-    monkeypatch.setattr(job_submission, "JobSubmissionClient", _FakeJobClient)
+    from sweeps import ray_session
+
+    monkeypatch.setattr(job_submission, "JobSubmissionClient", client)
+    monkeypatch.setattr(ray_session, "check_job_server", lambda address: None)
+
+
+def test_submit_prints_no_credentials(monkeypatch, capsys):
+    _fake_cluster(monkeypatch, _FakeJobClient)
     monkeypatch.delenv("ORTHO_OPTUNA_STORAGE", raising=False)
     uri = "http://mlflow.ortho.svc:5000"
     assert main(["sweep", "submit", "synthetic-max-length", "--profile", "smoke",
@@ -248,11 +269,9 @@ class _BusyJobClient(_FakeJobClient):
 @pytest.mark.parametrize("waits", [True, False])
 def test_submit_tries_again_while_the_clusters_job_agent_is_not_ready(monkeypatch, capsys,
                                                                        waits):
-    from ray import job_submission
-
     from sweeps import sweep_command
 
-    monkeypatch.setattr(job_submission, "JobSubmissionClient", _BusyJobClient)
+    _fake_cluster(monkeypatch, _BusyJobClient)
     monkeypatch.setattr(sweep_command, "AGENT_RETRY_SECONDS", 0.01)
     monkeypatch.setattr(sweep_command, "AGENT_WAIT_SECONDS", 30.0 if waits else 0.0)
     _BusyJobClient.refusals, _FakeJobClient.submitted = 0, {}
