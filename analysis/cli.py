@@ -106,11 +106,21 @@ def port_number(text: str) -> int:
     return port
 
 
+def spec_name(text: str) -> str:
+    """The name a spec's sweeps are tracked under: a spec file's stem (``my-runs.yaml`` ->
+    ``my-runs``, as ``ortho sweep run`` names the experiment), else the name as given."""
+    path = Path(text)
+    return path.stem if path.suffix in (".yaml", ".yml") else text
+
+
 def register_report(sub: argparse._SubParsersAction) -> None:
     """Add ``ortho report`` to the ``ortho`` parser."""
     p = sub.add_parser("report", help="tables and figures of a spec's sweep, from MLflow",
                        **_help("report"))
-    p.add_argument("spec", help="spec name: " + ", ".join(sorted(REPORTS)))
+    p.add_argument("spec", type=spec_name,
+                   help="a spec's name or file; these have the papers' tables: "
+                   + ", ".join(sorted(REPORTS)) + " (any other: its configurations ranked by "
+                   "its metric)")
     p.add_argument("--sweep", help="sweep id (default: the spec's latest sweep)")
     p.add_argument("--format", choices=(*FORMATS, "html"), default="md",
                    help="table format (default md); html: one self-contained page with the "

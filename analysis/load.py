@@ -79,6 +79,10 @@ class Sweep:
     per_hour: float | None = None
     """Metric ``configs_per_hour`` of the parent run: configurations finished per hour by
     the run of the driver that last ended the sweep (None while it runs, or never ended)."""
+    metric: str = ""
+    """Tag ``ortho.metric``: the summary metric the spec ranks configurations by."""
+    mode: str = "max"
+    """Tag ``ortho.mode``: whether a larger (``max``) or smaller (``min``) metric is better."""
 
 
 @dataclass
@@ -157,7 +161,8 @@ def _sweep_of(spec: str, run: Run) -> Sweep:
                  parent_run_id=run.info.run_id, status=run.info.status,
                  experiment_id=run.info.experiment_id, start_time=run.info.start_time,
                  per_hour=run.data.metrics.get(contract.CONFIGS_PER_HOUR)
-                 if run.info.status != "RUNNING" else None)
+                 if run.info.status != "RUNNING" else None,
+                 metric=tags.get(contract.METRIC, ""), mode=tags.get(contract.MODE, "max"))
 
 
 def list_specs(client: MlflowClient) -> list[str]:

@@ -25,10 +25,9 @@ from analysis.claims import NOT_MEASURED, Claim, claims_markdown, explain
 from analysis.expected import expected_configurations
 from analysis.figures import Figure
 from analysis.load import Histories, SweepRuns, load_sweep, no_runs
-from analysis.reports import REPORTS
+from analysis.reports import GENERIC, REPORTS
 from analysis.store import cache_dir, open_store, resolve_tracking_uri
 from analysis.tables import SUFFIX, Format, Provenance, Table
-from ortho_core.errors import ConfigError
 
 
 @dataclass
@@ -76,11 +75,9 @@ Builder = Callable[[SweepRuns, Histories | None], Report]
 
 
 def builder(spec: str) -> Builder:
-    """The report builder of ``spec``; ``ConfigError`` (field ``spec``) listing the specs
-    that have one."""
-    if spec not in REPORTS:
-        raise ConfigError("spec", "a spec with a report: " + ", ".join(sorted(REPORTS)), spec)
-    module, _, name = REPORTS[spec].partition(":")
+    """The report builder of ``spec``: its own (:data:`~analysis.reports.REPORTS`), else the
+    generic one that ranks its configurations (:mod:`analysis.reports.generic`)."""
+    module, _, name = REPORTS.get(spec, GENERIC).partition(":")
     return getattr(importlib.import_module(module), name)
 
 
@@ -116,9 +113,8 @@ def build_report(spec: str, sweep_id: str | None = None, tracking_uri: str | Non
     """Load sweep ``sweep_id`` of ``spec`` (default: the latest) from the store and build its
     report; ``figures`` also draws its figures' data (reading metric histories).
 
-    Raises ``ConfigError`` for a spec without a report (field ``spec``), a missing store
-    (``tracking_uri``), a spec without sweeps in the store (``spec``) or an unknown sweep
-    (``sweep``), each listing what exists.
+    Raises ``ConfigError`` for a missing store (``tracking_uri``), a spec without sweeps in
+    the store (``spec``) or an unknown sweep (``sweep``), each listing what exists.
     """
     build = builder(spec)
     uri = resolve_tracking_uri(tracking_uri, home)

@@ -22,3 +22,7 @@ REPORTS: dict[str, str] = {
 }
 """Spec name -> ``module:function`` building its report: ``function(runs, histories) ->
 Report`` (:data:`analysis.report.Builder`)."""
+
+GENERIC = "analysis.reports.generic:generic_report"
+"""The builder of a spec that has none in :data:`REPORTS` (a user's spec): its configurations
+ranked by the spec's metric."""
