@@ -108,9 +108,14 @@ def port_number(text: str) -> int:
 
 def spec_name(text: str) -> str:
     """The name a spec's sweeps are tracked under: a spec file's stem (``my-runs.yaml`` ->
-    ``my-runs``, as ``ortho sweep run`` names the experiment), else the name as given."""
+    ``my-runs``, as ``ortho sweep run`` names the experiment), else the name as given, which
+    must be one a spec file can have (no blanks, separators or control characters)."""
     path = Path(text)
-    return path.stem if path.suffix in (".yaml", ".yml") else text
+    name = path.stem if path.suffix in (".yaml", ".yml") else text
+    if not name or not name.isprintable() or any(c in name for c in " /\\"):
+        raise argparse.ArgumentTypeError(f"expected a spec's name or its .yaml file "
+                                         f"(got {text!r})")
+    return name
 
 
 def register_report(sub: argparse._SubParsersAction) -> None:

@@ -48,3 +48,13 @@ def test_a_users_spec_is_ranked_by_its_metric_best_first(uri: str, tmp_path: Pat
     assert "configurations by loss, smallest first; no published claim is judged" in out
     assert "spec my-runs · profile cpu · sweep mine-1" in out
     assert "Verdicts" not in out
+
+
+@pytest.mark.parametrize("value", ["", "two words", "a/b", "x\x00"])
+def test_a_value_no_spec_could_be_named_is_refused_naming_spec(value: str, tmp_path: Path,
+                                                               capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["report", value, "--home", str(tmp_path / "home")])
+    assert exit_.value.code == 2
+    assert "argument spec: expected a spec's name or its .yaml file" in capsys.readouterr().err
+    assert not (tmp_path / "home").exists()

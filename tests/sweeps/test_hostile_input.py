@@ -380,9 +380,9 @@ def bad_arguments(draw: st.DrawFn, home: str) -> tuple[list[str], tuple[str, ...
         sets = [f"{k}={','.join(map(str, range(w)))}" for k, w in zip(keys, widths,
                                                                        strict=True)]
         return ["train", experiment, *[a for s in sets for a in ("--set", s)]], ("--set",)
-    if kind == "report spec":
+    if kind == "report spec":  # a name a spec of the user's could have: the store tells
         value = draw(OPTION.filter(lambda v: v not in SPECS and not v.startswith("-")))
-        return ["report", value, "--home", home], ("spec",)
+        return ["report", value, "--home", home], ("spec", "tracking_uri")
     if kind == "report format":
         value = draw(OPTION.filter(lambda v: v not in ("md", "latex", "csv", "html")
                                    and not v.startswith("-")))
