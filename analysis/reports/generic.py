@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.load import SweepRuns
+from analysis.load import Histories, SweepRuns
 from analysis.report import Report, provenance
 from analysis.tables import Cell, Table
 
@@ -29,8 +29,9 @@ def ranked(runs: SweepRuns) -> pd.DataFrame:
     return frame.loc[order].assign(_value=values.loc[order])
 
 
-def generic_report(runs: SweepRuns, histories: object = None) -> Report:
-    """One table: every configuration of the sweep, ranked by the spec's metric."""
+def generic_report(runs: SweepRuns, histories: Histories | None = None) -> Report:
+    """One table: every configuration of the sweep, ranked by the spec's metric (no figure:
+    ``histories`` is not read)."""
     sweep = runs.sweep
     metric = sweep.metric or "metric"
     frame = ranked(runs)
