@@ -27,7 +27,7 @@ import pandas as pd
 from analysis.claims import Claim
 from analysis.figures import Figure
 from analysis.load import SweepRuns
-from analysis.report import Report
+from analysis.report import Report, search
 from analysis.tables import Cell, Table
 
 DEFAULT_UI = "http://127.0.0.1:5000"
@@ -161,7 +161,10 @@ def provenance_items(runs: SweepRuns) -> dict[str, str]:
     machines = ", ".join(f"{h} ({n} configuration{'' if n == 1 else 's'})"
                          for h, n in hosts.value_counts().sort_index().items()) or "not tagged"
     outcomes = ", ".join(f"{n} {k}" for k, n in runs.outcomes.items() if n) or "none"
+    how = (f"{search(runs)}; its studies are in {sweep.optuna_storage} (listed by ortho sweep "
+           f"studies {sweep.sweep_id})") if sweep.optuna_storage else "grid"
     return {"spec": sweep.spec, "profile": sweep.profile, "sweep id": sweep.sweep_id,
+            "search": how,
             "spec sha256": sweep.spec_sha256 or "not tagged",
             "git sha": sweep.git_sha or "not tagged", "wall time": wall, "machines": machines,
             "runs": f"{runs.n_runs} MLflow runs → {len(frame)} configurations ({outcomes})",

@@ -83,6 +83,12 @@ class Sweep:
     """Tag ``ortho.metric``: the summary metric the spec ranks configurations by."""
     mode: str = "max"
     """Tag ``ortho.mode``: whether a larger (``max``) or smaller (``min``) metric is better."""
+    optuna_storage: str = ""
+    """Tag ``ortho.optuna_storage``: the Optuna storage of the sweep's studies (credentials
+    masked); empty for a grid sweep."""
+    optuna_sampler: str = ""
+    """Tag ``ortho.optuna_sampler``: the sampler of those studies (empty for a grid sweep, or
+    one tracked before the tag)."""
 
 
 @dataclass
@@ -162,7 +168,9 @@ def _sweep_of(spec: str, run: Run) -> Sweep:
                  experiment_id=run.info.experiment_id, start_time=run.info.start_time,
                  per_hour=run.data.metrics.get(contract.CONFIGS_PER_HOUR)
                  if run.info.status != "RUNNING" else None,
-                 metric=tags.get(contract.METRIC, ""), mode=tags.get(contract.MODE, "max"))
+                 metric=tags.get(contract.METRIC, ""), mode=tags.get(contract.MODE, "max"),
+                 optuna_storage=tags.get(contract.OPTUNA_STORAGE, ""),
+                 optuna_sampler=tags.get(contract.OPTUNA_SAMPLER, ""))
 
 
 def list_specs(client: MlflowClient) -> list[str]:

@@ -28,6 +28,7 @@ from analysis.load import Histories, SweepRuns, load_sweep, no_runs
 from analysis.reports import GENERIC, REPORTS
 from analysis.store import cache_dir, open_store, resolve_tracking_uri
 from analysis.tables import SUFFIX, Format, Provenance, Table
+from sweeps.contract import TRIALS
 
 
 @dataclass
@@ -87,6 +88,28 @@ def expected(runs: SweepRuns) -> pd.DataFrame | None:
     return None if runs.expected_cells is None else expected_configurations(runs.expected_cells)
 
 
+SAMPLER_NAMES = {"tpe": "TPE", "random": "random sampling", "cmaes": "CMA-ES",
+                 "grid": "grid sampler"}
+"""How a report names the Optuna sampler of a sweep's studies (tag ``ortho.optuna_sampler``)."""
+
+
+def search(runs: SweepRuns) -> str:
+    """How Optuna chose the sweep's configurations, ``Optuna TPE, 6 trials in each of 2 cells``
+    (the trials from the cells the spec defines, when known); empty for a grid sweep."""
+    sweep = runs.sweep
+    if not sweep.optuna_storage:
+        return ""
+    sampler = sweep.optuna_sampler
+    text = "Optuna" + (f" {SAMPLER_NAMES.get(sampler, sampler)}" if sampler else "")
+    trials = [int(c[TRIALS]) for c in runs.expected_cells or []]
+    if not trials:
+        return text
+    n = max(trials)
+    cells = sum(t == n for t in trials)
+    return (f"{text}, {n} trial{'' if n == 1 else 's'} in "
+            + ("its cell" if cells == 1 else f"each of {cells} cells"))
+
+
 def provenance(runs: SweepRuns) -> Provenance:
     """The provenance line of a table drawn from ``runs`` (configurations expected: the
     parent run's ``ortho.n_configs``, else the resolved spec's count)."""
@@ -97,7 +120,7 @@ def provenance(runs: SweepRuns) -> Provenance:
     return Provenance(spec=runs.sweep.spec, profile=runs.sweep.profile,
                       sweep_id=runs.sweep.sweep_id, n_runs=runs.n_runs,
                       n_configurations=len(runs.runs), outcomes=runs.outcomes,
-                      n_expected=n_expected)
+                      n_expected=n_expected, search=search(runs))
 
 
 def claims_not_run(spec: str, profile: str, why: str) -> list[Claim]:

@@ -108,9 +108,13 @@ class Provenance:
     ``incomplete``)."""
     n_expected: int | None = None
     """Configurations the resolved spec defines, when known."""
+    search: str = ""
+    """How Optuna chose the configurations (``Optuna TPE, 6 trials in each of 2 cells``);
+    empty for a grid sweep, whose configurations are the spec's."""
 
     def line(self) -> str:
-        """One line: ``spec S · profile P · sweep ID · N runs → C configurations (...)``."""
+        """One line: ``spec S · profile P · sweep ID · N runs → C configurations (...)``, then
+        ``· Optuna …`` for a sweep that searched with Optuna."""
         counts = ", ".join(f"{n} {k}" for k, n in self.outcomes.items() if n)
         of = "" if self.n_expected is None else f" of {self.n_expected} expected"
         runs = "1 run" if self.n_runs == 1 else f"{self.n_runs} runs"
@@ -118,7 +122,8 @@ class Provenance:
                           else f"{self.n_configurations} configurations")
         return (f"spec {self.spec} · profile {self.profile} · sweep {self.sweep_id} · "
                 f"{runs} → {configurations}{of}"
-                + (f" ({counts})" if counts else ""))
+                + (f" ({counts})" if counts else "")
+                + (f" · {self.search}" if self.search else ""))
 
 
 @dataclass

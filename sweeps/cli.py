@@ -85,21 +85,33 @@ def build_parser(plugins: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+ACTION_DESTS = ("sweep_command", "data_action")
+"""The ``dest`` of the built-in commands' own sub-commands (``ortho sweep run``,
+``ortho data download``), whose words name the command in its error lines."""
+
+
+def command_words(args: argparse.Namespace) -> str:
+    """The command that ran, as the user typed it: ``ortho sweep run``, ``ortho report``."""
+    actions = [getattr(args, dest) for dest in ACTION_DESTS if getattr(args, dest, None)]
+    return " ".join(["ortho", args.command, *actions])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ortho`` command line; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(plugins=False) if argv[:1] and argv[0] in BUILT_IN else build_parser()
     args = parser.parse_args(argv)
+    name = command_words(args)
     try:
         return int(args.func(args) or 0)
     except (ConfigError, LocationError) as err:
-        print(one_line(redact(f"ortho {args.command}: invalid {err}")), file=sys.stderr)
+        print(one_line(redact(f"{name}: invalid {err}")), file=sys.stderr)
         return 2
     except OrthoError as err:
-        print(redact(f"ortho {args.command}: {err}"), file=sys.stderr)
+        print(redact(f"{name}: {err}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"ortho {args.command}: interrupted", file=sys.stderr)
+        print(f"{name}: interrupted", file=sys.stderr)
         return 130
 
 

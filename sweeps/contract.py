@@ -74,6 +74,9 @@ HEARTBEAT = "ortho.heartbeat"
 OPTUNA_STORAGE = "ortho.optuna_storage"
 """Parent of a sweep with Optuna cells: the Optuna storage URL holding its studies, its
 credentials masked (one study per cell, named :data:`STUDY_NAME`)."""
+OPTUNA_SAMPLER = "ortho.optuna_sampler"
+"""Parent of a sweep with Optuna cells: the sampler its studies ask (``search.sampler``:
+``tpe``, ``random``, ``cmaes``, ``grid``), which a report names."""
 STUDY_NAME = "{sweep_id}/cell-{cell}"
 """The name of an Optuna cell's study in :data:`OPTUNA_STORAGE` (``str.format`` with the
 sweep's id and the cell's index), for ``optuna.load_study`` or ``optuna-dashboard``."""

@@ -183,6 +183,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
             assert spec.optuna is not None
             studies = create_studies(study_url, sweep_id, plan, spec.optuna, spec.mode)
             tags[contract.OPTUNA_STORAGE] = tracking.redact(study_url)
+            tags[contract.OPTUNA_SAMPLER] = spec.optuna.sampler
         texts = {tracking.RESOLVED_ARTIFACT: spec.text,
                  f"{tracking.SPEC_ARTIFACT_DIR}/{source.name}": source.read_text()}
         experiment = tracker.experiment_id(spec.name, home_path)
@@ -201,7 +202,8 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
                  storage: str | None = None, max_concurrent: int | None = None,
                  optuna_storage: str | None = None, force: bool = False,
                  stream: TextIO | None = None) -> Progress:
-    """Continue sweep ``sweep_id`` (default: the latest one that did not finish).
+    """Continue sweep ``sweep_id`` (default: the latest one that did not finish, else the
+    latest one).
 
     Configurations with a FINISHED run are not trained again; every other run of the sweep
     is deleted and its configuration trained anew, so each configuration ends with one run.
@@ -218,9 +220,10 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
     tracker = open_store(uri, sweep_id)
-    record = find(tracker, sweep_id, unfinished=True)
+    # With every sweep finished, the latest: its failed configurations are retried.
+    record = find(tracker, sweep_id, unfinished=True) or find(tracker, None)
     if record is None:
-        raise SweepNotFound(f"no unfinished sweep in {tracking.redact(uri)}")
+        raise SweepNotFound(f"no sweep in {tracking.redact(uri)}")
     if not force:
         refuse_alive(record)
     with tempfile.TemporaryDirectory() as tmp:

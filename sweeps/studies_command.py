@@ -51,6 +51,9 @@ class StudySummary:
     ``repeated``."""
     best: Any
     """The best COMPLETE trial (``optuna.trial.FrozenTrial``), None before any."""
+    ties: int = 0
+    """Other COMPLETE trials with the best trial's value (Optuna names the first of them;
+    a report may rank them otherwise, e.g. by fewer iterations)."""
 
 
 def sweep_storage(recorded: str, explicit: str | None, sweep_id: str) -> str:
@@ -102,9 +105,16 @@ def load_summaries(url: str, sweep_id: str) -> list[StudySummary]:
     cells = [s.user_attrs.get(CELL_ATTR, {}) for s in studies]
     varying = [k for k in dict.fromkeys(k for c in cells for k in c)
                if len({json.dumps(c.get(k), sort_keys=True) for c in cells}) > 1]
-    return [StudySummary(name=s.study_name, cell={k: c.get(k) for k in varying},
-                         states=_states(s), best=_best(s))
-            for s, c in zip(studies, cells, strict=True)]
+    summaries = []
+    for study, cell in zip(studies, cells, strict=True):
+        best = _best(study)
+        ties = 0 if best is None else sum(
+            t.value == best.value and t.number != best.number for t in study.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+        summaries.append(StudySummary(name=study.study_name,
+                                      cell={k: cell.get(k) for k in varying},
+                                      states=_states(study), best=best, ties=ties))
+    return summaries
 
 
 def _states(study: Any) -> Counter[str]:
@@ -132,7 +142,7 @@ def _point(params: dict[str, Any]) -> str:
 
 def summary_line(summary: StudySummary, metric: str) -> str:
     """One study: ``cell-0 penalty=1: 6 trials (5 complete, 1 failed); best METRIC 10 at
-    lr=0.00443 (trial 3)``."""
+    lr=0.00443 (trial 3)``, or ``(trial 3; 2 more trials tie)`` when others reached it too."""
     name = summary.name.rsplit("/", 1)[-1]
     label = f"{name} {_point(summary.cell)}" if summary.cell else name
     total = sum(summary.states.values())
@@ -142,8 +152,10 @@ def summary_line(summary: StudySummary, metric: str) -> str:
     if summary.best is None:
         return f"  {label}: {trials}; none complete yet"
     best = summary.best
+    tie = ("" if not summary.ties else
+           f"; {summary.ties} more trial{'' if summary.ties == 1 else 's'} tie")
     return (f"  {label}: {trials}; best {metric} {_value(best.value)} at {_point(best.params)} "
-            f"(trial {best.number})")
+            f"(trial {best.number}{tie})")
 
 
 def print_summaries(record: tracking.SweepRecord, url: str, summaries: list[StudySummary],

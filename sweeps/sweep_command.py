@@ -137,7 +137,7 @@ EXAMPLES = {
     "run": "ortho sweep run synthetic-max-length --profile smoke",
     "submit": "ortho sweep submit synthetic-max-length --address http://HEAD:8265 "
               "--tracking-uri postgresql://USER@DBHOST/mlflow",
-    "resume": "ortho sweep resume            # the latest unfinished sweep\n"
+    "resume": "ortho sweep resume            # the latest unfinished sweep, else the latest\n"
               "  ortho sweep resume 20261121-070102-ab12",
     "status": "ortho sweep status            # the latest sweep",
     "studies": "ortho sweep studies --dashboard    # then open http://127.0.0.1:8080",
@@ -236,7 +236,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     resume = commands.add_parser("resume", help="continue an interrupted sweep",
                                  **_help("resume"))
-    resume.add_argument("sweep", nargs="?", help="sweep id (default: the latest unfinished)")
+    resume.add_argument("sweep", nargs="?",
+                        help="sweep id (default: the latest unfinished sweep, else the latest)")
     resume.add_argument("--force", action="store_true",
                         help="resume even a sweep whose driver still runs (its runs in flight "
                         "are deleted and trained again)")

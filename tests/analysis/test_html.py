@@ -131,7 +131,7 @@ def test_page_has_the_verdicts_and_the_provenance(html_report, store: Store) -> 
     assert by_text[fig2] == "fails"  # the built runs' ρ stay below 1
     sweep = report.runs.sweep
     for text in ("sw-1", "cpu", "0" * 40, sweep.spec_sha256, "16 MLflow runs → 14 "
-                 "configurations"):
+                 "configurations", "<dt>search</dt><dd>grid</dd>"):
         assert text in page
     for _trial, run_id in store.runs["sw-1"]:
         assert run_url(DEFAULT_UI, sweep.experiment_id, run_id) in parsed.links or \

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 
+import pandas as pd
 import pytest
 
+from analysis.load import Sweep, SweepRuns
+from analysis.report import search
 from analysis.tables import Cell, Provenance, Table, latex_escape
 
 PROV = Provenance(spec="synthetic-max-length", profile="cpu", sweep_id="sw-1", n_runs=5,
@@ -35,6 +39,28 @@ def test_cell_text_formats_marks_and_empty_values() -> None:
 def test_provenance_line_states_spec_profile_sweep_and_counts() -> None:
     assert PROV.line() == ("spec synthetic-max-length · profile cpu · sweep sw-1 · 5 runs → "
                            "4 configurations of 6 expected (2 solved, 1 failed, 1 incomplete)")
+
+
+def test_provenance_line_names_an_optuna_search_last() -> None:
+    optuna = replace(PROV, search="Optuna TPE, 4 trials in each of 2 cells")
+    assert optuna.line() == PROV.line() + " · Optuna TPE, 4 trials in each of 2 cells"
+
+
+@pytest.mark.parametrize(("storage", "sampler", "cells", "text"), [
+    ("", "", [{"trials": 1}] * 3, ""),  # a grid sweep
+    ("sqlite:///h/optuna.db", "cmaes", [{"trials": 6}] * 2,
+     "Optuna CMA-ES, 6 trials in each of 2 cells"),
+    ("sqlite:///h/optuna.db", "tpe", [{"trials": 1}], "Optuna TPE, 1 trial in its cell"),
+    ("sqlite:///h/optuna.db", "", [{"trials": 5}, {"trials": 5}, {"trials": 5}],
+     "Optuna, 5 trials in each of 3 cells"),  # tracked before the sampler's tag
+    ("sqlite:///h/optuna.db", "tpe", None, "Optuna TPE"),  # tracked before its cells
+])
+def test_search_names_the_sampler_and_the_trials_of_the_cells(storage, sampler, cells,
+                                                              text) -> None:
+    sweep = Sweep(spec="s", sweep_id="s-1", profile="cpu", spec_sha256="", git_sha="",
+                  n_configs=None, parent_run_id="p", status="FINISHED", experiment_id="0",
+                  start_time=0, optuna_storage=storage, optuna_sampler=sampler)
+    assert search(SweepRuns(sweep, pd.DataFrame(), 0, expected_cells=cells)) == text
 
 
 def test_incomplete_cells_are_listed_and_plain_values_become_cells() -> None:

@@ -135,9 +135,9 @@ def test_no_answer_is_a_failure_to_retry_saying_why_not_bad_input(ortho, tmp_pat
     assert ortho("data", "download", "mnist", "--data-dir", str(root)) == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
     target = root / MNIST["train-images"].relpath
-    assert last == (f"ortho data: could not download {target}: {closed[0]}: connection refused; "
-                    f"{closed[1]}: connection refused; try again once they answer, or place "
-                    "the file there by hand")
+    assert last == (f"ortho data download: could not download {target}: {closed[0]}: "
+                    f"connection refused; {closed[1]}: connection refused; try again once they "
+                    "answer, or place the file there by hand")
     assert not target.exists()
 
 
@@ -219,5 +219,5 @@ def test_a_data_dir_that_cannot_be_made_is_exit_2_before_any_download(served, or
     blocker.write_text("")
     assert ortho("data", "download", "mnist", "--data-dir", str(blocker / "data")) == 2
     err = capsys.readouterr().err
-    assert err == (f"ortho data: invalid data_dir: expected a folder, or a path where one can "
-                   f"be made (not a directory) (got '{blocker / 'data'}')\n")
+    assert err == (f"ortho data download: invalid data_dir: expected a folder, or a path "
+                   f"where one can be made (not a directory) (got '{blocker / 'data'}')\n")

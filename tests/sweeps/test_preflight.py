@@ -59,7 +59,7 @@ def test_a_missing_or_corrupt_dataset_exits_2_naming_the_file_before_ray(
     home = tmp_path / "home"
     assert main(["sweep", "run", "ff-mnist", "--profile", "smoke", "--home", str(home)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"ortho sweep: invalid {tmp_path / named}")
+    assert err.startswith(f"ortho sweep run: invalid {tmp_path / named}")
     assert got in err and len(err.strip().splitlines()) == 1
     assert not home.exists()  # nothing tracked
 

@@ -16,7 +16,7 @@ import pytest
 
 from ortho_core.reporting import Outcome
 from sweeps import runner, tracking
-from sweeps.runner import run_sweep
+from sweeps.runner import resume_sweep, run_sweep
 from sweeps.spec import load_spec, resolve, trial_key
 from sweeps.trial import resolve_device, trial_threads
 from sweeps.tune_run import MAX_STAGED, staged_trials, storage_path
@@ -143,6 +143,15 @@ def test_a_raising_trial_is_retried_then_recorded_failed(tmp_path):
         assert toy_experiment.attempts(cfg) == n
     assert runs[0.9].data.tags[tracking.OUTCOME] == "solved"
     assert runs[0.8].data.metrics["score"] == pytest.approx(8.0)
+    # exit status 1 says "resume retries them": a resume without an id, every sweep having
+    # finished, takes the latest and trains its failed configuration alone, once more
+    out = io.StringIO()
+    again = resume_sweep(home=home, stream=out)
+    assert (again.sweep_id, again.done, again.failed) == (final.sweep_id, 4, 1)
+    assert "3 of 4 configurations done, 1 to run" in out.getvalue()
+    for x, n in ((0.2, 2), (0.3, 4), (0.8, 1), (0.9, 1)):
+        assert toy_experiment.attempts(toy_experiment.Config(x=x, counter_dir=str(counters))) == n
+    assert len(child_runs(home, final.sweep_id)) == 4
 
 
 def test_packed_toy_sweep_trains_each_configuration_once(tmp_path):

@@ -12,6 +12,8 @@ import optuna
 import pytest
 
 from analysis.cli import ui_command
+from analysis.html import provenance_items
+from analysis.report import build_report
 from analysis.store import open_store
 from ortho_core import experiments
 from ortho_core.errors import ConfigError
@@ -111,7 +113,8 @@ def test_a_packed_optuna_sweep_tracks_each_member_and_its_study(tmp_path, monkey
     """Two cells, 4 trials each in packs of 2: 8 child runs with their own trial keys, and
     studies in HOME/optuna.db that load_study opens, one COMPLETE trial per member holding
     the member's own score. The sweep's first line and its status name the storage and the
-    studies; Optuna's own line per study created is not printed."""
+    studies, and its report names the search; Optuna's own line per study created is not
+    printed."""
     monkeypatch.delenv("ORTHO_TRACKING_URI", raising=False)
     optuna.logging.set_verbosity(optuna.logging.INFO)
     optuna_logger = logging.getLogger("optuna")  # it does not propagate to the root
@@ -129,6 +132,14 @@ def test_a_packed_optuna_sweep_tracks_each_member_and_its_study(tmp_path, monkey
     url = f"sqlite:///{home}/optuna.db"
     parent = store(home).client.get_run(store(home).find_sweep(final.sweep_id).ref.parent_run_id)
     assert parent.data.tags[contract.OPTUNA_STORAGE] == url
+    assert parent.data.tags[contract.OPTUNA_SAMPLER] == "tpe"
+    report = build_report("toy", home=home)
+    line = report.tables[0].provenance.line()
+    assert "8 configurations of 8 expected" in line
+    assert line.endswith(") · Optuna TPE, 4 trials in each of 2 cells")
+    assert provenance_items(report.runs)["search"] == (
+        f"Optuna TPE, 4 trials in each of 2 cells; its studies are in {url} (listed by ortho "
+        f"sweep studies {final.sweep_id})")
     where = f"Optuna studies in {url}, one study per cell named {final.sweep_id}/cell-<cell>"
     assert where in out.getvalue().splitlines()[0]
     status = format_status(sweep_status(home=home))

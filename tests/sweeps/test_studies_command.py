@@ -27,7 +27,7 @@ from sweeps import tracking
 from sweeps.cli import main
 from sweeps.runner import run_sweep
 from sweeps.studies import KEY_ATTR
-from sweeps.studies_command import sweep_storage
+from sweeps.studies_command import load_summaries, summary_line, sweep_storage
 from tests.browser import WAIT_MS
 from tests.servers import START_TIMEOUT, _wait_until
 from tests.sweeps.helpers import child_runs, new_home, toy_ray, write_spec
@@ -101,6 +101,26 @@ def test_the_summary_gives_each_cells_trials_and_best_point(sweeps):
     assert latest == (0, out, ""), "the latest sweep with studies, not the later grid sweep"
 
 
+def test_a_tie_for_the_best_value_is_told(tmp_path):
+    """Optuna names the first trial with the best value; the line says how many others tie,
+    since a report may rank those otherwise (by fewer iterations)."""
+    url = f"sqlite:///{tmp_path}/optuna.db"
+    study = optuna.create_study(storage=url, study_name="20261127-000000-abcd/cell-0",
+                                direction="maximize")
+    x = optuna.distributions.FloatDistribution(0, 1)
+    for value, point in ((9.0, 0.1), (7.0, 0.2), (9.0, 0.3), (9.0, 0.4)):
+        study.add_trial(optuna.trial.create_trial(params={"x": point}, distributions={"x": x},
+                                                  value=value))
+    [summary] = load_summaries(url, "20261127-000000-abcd")
+    assert summary_line(summary, "score") == (
+        "  cell-0: 4 trials (4 complete); best score 9 at x=0.1 (trial 0; 2 more trials tie)")
+    study.add_trial(optuna.trial.create_trial(params={"x": 0.5}, distributions={"x": x},
+                                              value=10.0))
+    [summary] = load_summaries(url, "20261127-000000-abcd")
+    assert summary_line(summary, "score") == (
+        "  cell-0: 5 trials (5 complete); best score 10 at x=0.5 (trial 4)")
+
+
 def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=10) as response:
         return json.load(response)
@@ -164,10 +184,10 @@ def test_bad_input_is_refused_naming_the_field(sweeps, tmp_path):
     home = str(sweeps.home)
     grid_only = new_home(tmp_path)
     status, _, err = _ortho("sweep", "studies", "--home", str(grid_only))
-    assert status == 1 and err.startswith("ortho sweep: no sweep with Optuna studies in ")
+    assert status == 1 and err.startswith("ortho sweep studies: no sweep with Optuna studies in ")
     status, out, err = _ortho("sweep", "studies", sweeps.grid_id, "--home", home)
     assert status == 2 and out == ""
-    assert err.startswith(f"ortho sweep: invalid sweep: expected a sweep with Optuna cells "
+    assert err.startswith(f"ortho sweep studies: invalid sweep: expected a sweep with Optuna cells "
                           f"({sweeps.grid_id} searches a grid only")
     elsewhere = tmp_path / "other.db"
     optuna.create_study(storage=f"sqlite:///{elsewhere}", study_name="unrelated")

@@ -47,7 +47,7 @@ def test_a_job_server_where_nothing_answers_is_bad_input(tmp_path, monkeypatch, 
     assert main(["sweep", "submit", "synthetic-max-length", "--profile", "smoke", "--address",
                  f"http://127.0.0.1:{port}"]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"ortho sweep: invalid address: expected a Ray cluster's job server (its dashboard, "
+        f"ortho sweep submit: invalid address: expected a Ray cluster's job server (its dashboard, "
         f"port 8265 by default) that answers (connection refused at 127.0.0.1:{port}) (got "
         f"'http://127.0.0.1:{port}')")
 
@@ -120,8 +120,8 @@ def test_an_unknown_sweep_is_bad_input_that_lists_the_sweeps(tmp_path, capsys):
     for action in ("status", "resume"):
         assert main(["sweep", action, "20261121-100000-cccc", "--home", str(home)]) == 2
         err = capsys.readouterr().err
-        assert f"ortho sweep: invalid sweep: expected the id of a sweep in sqlite:///{home}/" \
-            in err
+        assert f"ortho sweep {action}: invalid sweep: expected the id of a sweep in " \
+            f"sqlite:///{home}/" in err
         assert ("(the latest: 20261121-100000-bbbb toy/smoke finished; "
                 "20261120-100000-aaaa ff-mnist/smoke running) (got '20261121-100000-cccc')") \
             in err
@@ -135,7 +135,7 @@ def test_a_malformed_sweep_id_is_bad_input(sweep_id, tmp_path, capsys):
     for action in ("status", "resume"):
         assert main(["sweep", action, sweep_id, "--home", str(home)]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("ortho sweep: invalid sweep: expected a sweep id (UTC "
+        assert err.startswith(f"ortho sweep {action}: invalid sweep: expected a sweep id (UTC "
                               "date-time-4 hex digits, e.g. 20261121-070102-ab12) (the latest: "
                               "20261121-100000-bbbb toy/smoke running) (got "), err
         assert "Traceback" not in err
@@ -149,8 +149,8 @@ def test_resume_refuses_a_sweep_that_is_still_running(tmp_path, capsys):
     for argv in (["20261121-100000-bbbb"], []):  # by id, and the latest unfinished
         assert main(["sweep", "resume", *argv, "--home", str(home)]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("ortho sweep: invalid sweep: expected a sweep whose driver has "
-                              "stopped: 20261121-100000-bbbb (toy/smoke) is still running "
+        assert err.startswith("ortho sweep resume: invalid sweep: expected a sweep whose driver "
+                              "has stopped: 20261121-100000-bbbb (toy/smoke) is still running "
                               f"(driver {socket.gethostname()}:"), err
         assert "pass --force to resume it anyway" in err
     [run] = store(home).configurations(ref)  # nothing deleted
@@ -357,6 +357,7 @@ def test_run_status_resume_from_the_command_line(tmp_path, capsys):
 
     assert main(["sweep", "resume", sweep_id, "--home", str(home)]) == 0
     assert "has finished, 2 configurations done; nothing to resume" in capsys.readouterr().out
-    assert main(["sweep", "resume", "--home", str(home)]) == 1  # nothing unfinished
-    assert "no unfinished sweep" in capsys.readouterr().err
+    assert main(["sweep", "resume", "--home", str(home)]) == 0  # none unfinished: the latest
+    assert capsys.readouterr().out == (f"sweep {sweep_id}: toy/smoke has finished, 2 "
+                                       "configurations done; nothing to resume\n")
     assert Path(home / "mlflow.db").exists()

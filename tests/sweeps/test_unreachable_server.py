@@ -73,7 +73,7 @@ def test_a_closed_port_is_one_line_and_exit_2_without_retries(
     status, err = _run([*argv, "--tracking-uri", uri, "--home", str(tmp_path)], capsys)
     assert status == 2
     assert len(err) == 1, err
-    assert err[0].startswith("ortho sweep: invalid tracking_uri:")
+    assert err[0].startswith(f"ortho sweep {command}: invalid tracking_uri:")
     assert "connection refused" in err[0] and uri in err[0]
     assert not (tmp_path / "ray").exists()
 
@@ -102,8 +102,8 @@ def test_a_database_server_that_does_not_answer_is_one_line_and_exit_2(
             "resume": ["sweep", "resume"], "status": ["sweep", "status"]}[command]
     status, err = _run([*argv, "--tracking-uri", uri, "--home", str(tmp_path)], capsys)
     assert status == 2
-    assert err == [f"ortho sweep: invalid tracking_uri: expected a database server that "
-                   f"answers (connection refused at 127.0.0.1:{port}) (got "
+    assert err == [f"ortho sweep {command}: invalid tracking_uri: expected a database "
+                   f"server that answers (connection refused at 127.0.0.1:{port}) (got "
                    f"'postgresql://user:***@127.0.0.1:{port}/mlflow')"]
     assert not (tmp_path / "ray").exists()
 
@@ -124,5 +124,5 @@ def test_a_cluster_address_where_nothing_answers_is_one_line_and_exit_2(
                                    "smoke", "--address", f"127.0.0.1:{port}", "--home",
                                    str(tmp_path / "home")], capsys)
     assert status == 2
-    assert lines == [f"ortho sweep: invalid {err.value}".replace(address, f"127.0.0.1:{port}")]
+    assert lines == [f"ortho sweep run: invalid {err.value}".replace(address, f"127.0.0.1:{port}")]
     assert not (tmp_path / "home").exists()
