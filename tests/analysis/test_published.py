@@ -13,6 +13,7 @@ from analysis.published import kutsuna, manchev, nosarzewski
 from analysis.reports.ff_mnist import FF_MODELS
 from analysis.reports.lcw_tables import MODELS as K_MODELS
 from analysis.reports.max_length import MODELS, PROBLEMS
+from ortho_core.experiments.deep_orthogonal import Config as DeepOrthConfig
 from sweeps.spec import load_spec, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +65,8 @@ def test_deep_orthogonal_paper_profile_is_nosarzewskis_protocol() -> None:
     assert {c["momentum"] for c in cells} == {nosarzewski.PAPER_PROTOCOL["momentum"]}
     two_class = [c for c in cells if c["dataset"] == "two_class"]
     assert {c["hidden"] for c in two_class} == {nosarzewski.F1_HIDDEN}
+    assert {c.get("n_points", DeepOrthConfig.n_points) for c in two_class} == {
+        nosarzewski.F1_POINTS}
     assert {c["layers"] for c in two_class if c["variant"] == "orth"} == {
         nosarzewski.F1_ORTH_DEPTH}
     relu_depths = {c["layers"] for c in two_class if c["variant"] == "relu"}
