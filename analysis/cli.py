@@ -151,7 +151,7 @@ def register_ui(sub: argparse._SubParsersAction) -> None:
 
 def register_reproduce(sub: argparse._SubParsersAction) -> None:
     """Add ``ortho reproduce`` to the ``ortho`` parser."""
-    from analysis.papers import ALL, PAPERS, PROFILES
+    from analysis.papers import ALL, DEFAULT_OUT, PAPERS, PROFILES
     p = sub.add_parser("reproduce", help="run every sweep of a paper and write its HTML report",
                        **_help("reproduce"))
     p.add_argument("paper", choices=(*PAPERS, ALL), help="the paper: " + ", ".join(PAPERS)
@@ -162,7 +162,7 @@ def register_reproduce(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--address", help="an existing Ray cluster (default: an embedded Ray on "
                    "127.0.0.1)")
     _store_arguments(p)
-    p.add_argument("--out", type=out_folder, default=Path("reports"),
+    p.add_argument("--out", type=out_folder, default=DEFAULT_OUT,
                    help="where the pages go: OUT/PAPER.html (default ./reports)")
     p.add_argument("--skip-missing-data", action="store_true",
                    help="leave out the specs whose dataset is not here and run the rest "

@@ -9,6 +9,7 @@ Pure data: no imports beyond the standard library.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ PAPERS: dict[str, Paper] = {p.key: p for p in (
 
 ALL = "all"
 """``ortho reproduce all``: every paper, one page each, and an index page."""
+
+DEFAULT_OUT = Path("reports")
+"""Where ``ortho reproduce`` writes its pages unless ``--out`` says otherwise."""
 
 PROFILES = ("smoke", "cpu", "paper")
 """The profiles every shipped spec defines (EXPERIMENTS.md)."""

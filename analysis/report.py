@@ -55,8 +55,9 @@ class Report:
 
     def write(self, out_dir: str | Path, fmt: Format = "md") -> list[Path]:
         """Write each table as ``<name>.<suffix>``, each figure as ``<name>.png`` and the
-        verdict lines as ``verdicts.md`` (in any format: they are sentences) under
-        ``out_dir``; returns the paths written."""
+        verdict lines as ``<spec>-verdicts.md`` (in any format: they are sentences; named by
+        the spec, as the tables are by theirs, so that the reports of several specs share a
+        folder) under ``out_dir``; returns the paths written."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = []
@@ -66,7 +67,7 @@ class Report:
             written.append(path)
         written += [figure.save(out) for figure in self.figures]
         if self.claims:
-            path = out / "verdicts.md"
+            path = out / f"{self.runs.sweep.spec}-verdicts.md"
             path.write_text(claims_markdown(self.claims), encoding="utf-8")
             written.append(path)
         return written

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import signal
 import subprocess
 import sys
@@ -46,7 +47,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from analysis.papers import ALL, PAPERS, Paper
+from analysis.papers import ALL, DEFAULT_OUT, PAPERS, Paper
 from analysis.store import open_store, resolve_tracking_uri
 from ortho_core.errors import ConfigError, DataError, OrthoError
 from sweeps import contract
@@ -54,6 +55,7 @@ from sweeps import contract
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
+    from analysis.claims import Claim
     from analysis.load import Sweep
     from analysis.report import Report
 
@@ -78,6 +80,12 @@ class Where:
         if address and self.address:
             argv += ["--address", self.address]
         return argv + (["--home", self.home] if self.home and args[0] == "sweeps.cli" else [])
+
+    def options(self) -> list[str]:
+        """``--address`` and the store's options (:func:`sweeps.contract.store_options`) that
+        name this cluster and store again from any folder."""
+        return ([] if not self.address else ["--address", self.address]) + \
+            contract.store_options(contract.home_dir(self.home), self.uri())
 
     def child_env(self) -> dict[str, str]:
         """This environment, with the tracking URI (credentials and all) added."""
@@ -113,6 +121,9 @@ class Outcome:
     """Claims per status (``holds``, ``does not hold``, ``not measured``) and the failures the
     report explains (``explained``: a caveat gives the reason)."""
     page: Path | None = None
+    not_holding: list[str] = field(default_factory=list)
+    """The claims that do not hold (``G-T41``), in page order, each with ``*`` when the page
+    explains why."""
 
     @property
     def failed(self) -> list[Step]:
@@ -181,8 +192,7 @@ def _fetch(entries: Sequence[dict]) -> list[str]:
     return sorted({cmd for e in entries for cmd in e["datasets"].values() if cmd})
 
 
-def missing_data_error(paper_key: str, profile: str, entries: Sequence[dict],
-                       others: bool) -> DataError:
+def missing_data_error(again: str, entries: Sequence[dict], others: bool) -> DataError:
     """The error that stops a reproduction whose specs lack data (field: the first missing
     file), after each spec's own message on stderr: the datasets and what to do. ``others``:
     whether specs that have their data would run (then ``--skip-missing-data`` is offered)."""
@@ -194,8 +204,7 @@ def missing_data_error(paper_key: str, profile: str, entries: Sequence[dict],
     todo = (f"; fetch them with `{' && '.join(fetch)}`" if fetch else "") + (
         f"; copy {', '.join(by_hand)} from the project's data folder into the data directory "
         "(`ortho data` cannot fetch them)" if by_hand else "") + (
-        f", or run the other specs now with `ortho reproduce {paper_key} --profile {profile} "
-        "--skip-missing-data`" if others else "")
+        f", or run the other specs now with `{again} --skip-missing-data`" if others else "")
     return DataError(entries[0]["file"], "the datasets of " + ", ".join(
         f"{e['spec']} ({_datasets(e)})" for e in entries) + todo)
 
@@ -272,6 +281,24 @@ def summary(counts: Counter[str]) -> str:
             f"{counts['not measured']} not measured")
 
 
+def not_holding(claims: Sequence[Claim]) -> list[str]:
+    """The ids of the claims that do not hold, ``*`` after those whose page says why."""
+    from analysis.claims import FAILS
+
+    return [c.source + ("*" if c.caveat else "") for c in claims if c.status == FAILS]
+
+
+def result_lines(outcome: Outcome, page: Path) -> list[str]:
+    """What ``ortho reproduce`` prints of a paper: its verdicts counted and where its page
+    is, then which claims do not hold, so that the terminal names them without the page."""
+    lines = [f"{outcome.paper.key}: {summary(outcome.verdicts)}; wrote {page}"]
+    if outcome.not_holding:
+        explained = any(c.endswith("*") for c in outcome.not_holding)
+        lines.append(f"  do not hold: {', '.join(outcome.not_holding)}"
+                     + (" (*: the page says why)" if explained else ""))
+    return lines
+
+
 def write_page(outcome: Outcome, profile: str, where: Where, out: Path,
                seconds: float) -> Path:
     """Build the reports of ``outcome``'s steps and write ``<out>/<paper>.html``."""
@@ -290,6 +317,7 @@ def write_page(outcome: Outcome, profile: str, where: Where, out: Path,
             continue
         outcome.verdicts.update(c.status for c in report.claims)
         outcome.verdicts.update("explained" for c in report.claims if c.caveat)
+        outcome.not_holding += not_holding(report.claims)
         sections.append(render_section(report))
     sweeps = "; ".join(f"{s.spec}: " + (f"sweep {s.sweep_id} ({s.action})" if s.sweep_id
                                         else "not run") for s in outcome.steps)
@@ -324,6 +352,9 @@ def reproduce(paper_key: str, profile: str, where: Where, out: Path,
     """``ortho reproduce``: see the module docstring; the exit status."""
     papers = list(PAPERS.values()) if paper_key == ALL else [PAPERS[paper_key]]
     start = time.monotonic()
+    again = shlex.join(["ortho", "reproduce", paper_key, "--profile", profile,
+                        *where.options(),
+                        *([] if out.resolve() == DEFAULT_OUT.resolve() else ["--out", str(out)])])
     ready = readiness([spec for p in papers for spec in p.specs], profile, where)
     hashes = {spec: entry["sha256"] for spec, entry in ready.items()}
     plans = {p.key: plan(p, profile, where, hashes) for p in papers}
@@ -332,7 +363,7 @@ def reproduce(paper_key: str, profile: str, where: Where, out: Path,
     if lacking and not skip_missing_data:
         others = any(s.action != "reuse" and not ready[s.spec]["missing"]
                      for steps in plans.values() for s in steps)
-        raise missing_data_error(paper_key, profile, lacking, others)
+        raise missing_data_error(again, lacking, others)
     outcomes = []
     for paper in papers:
         steps = plans[paper.key]
@@ -345,13 +376,12 @@ def reproduce(paper_key: str, profile: str, where: Where, out: Path,
                 continue
             execute(step, profile, where, f"[{i}/{len(steps)}]")
             if step.exit_status == 130:
-                print(f"interrupted: `ortho reproduce {paper_key} --profile {profile}` "
-                      "resumes it", file=sys.stderr)
+                print(f"interrupted: `{again}` resumes it", file=sys.stderr)
                 return 130
         outcomes.append(Outcome(paper, steps))
     for outcome in outcomes:
         page = write_page(outcome, profile, where, out, time.monotonic() - start)
-        print(f"{outcome.paper.key}: {summary(outcome.verdicts)}; wrote {page}")
+        print("\n".join(result_lines(outcome, page)))
     if paper_key == ALL:
         print(f"wrote {write_index(outcomes, profile, out)}")
     if lacking:
@@ -359,12 +389,13 @@ def reproduce(paper_key: str, profile: str, where: Where, out: Path,
         print("left out for missing data: " + ", ".join(
             f"{e['spec']} ({_datasets(e)})" for e in lacking) + "; add them with "
             + (f"`{' && '.join(fetch)}` and " if fetch else "the data, then ")
-            + f"`ortho reproduce {paper_key} --profile {profile}` (finished sweeps are reused)")
+            + f"`{again}` (finished sweeps are reused)")
     failed = [s for o in outcomes for s in o.failed]
     if failed:
         print("failed: " + ", ".join(
             f"{s.spec} (exit status {s.exit_status}"
-            + (f"; `ortho sweep resume {s.sweep_id}` retries it)" if s.sweep_id else ")")
+            + (f"; `{shlex.join(['ortho', 'sweep', 'resume', s.sweep_id, *where.options()])}`"
+               " retries it)" if s.sweep_id else ")")
             for s in failed), file=sys.stderr)
         return 1
     return 0

@@ -36,10 +36,34 @@ NOT_IN_PROFILE = "not in profile"
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}"}
-_LATEX_SYMBOLS = {"α": r"$\alpha$", "λ": r"$\lambda$", "ρ": r"$\rho$", "σ": r"$\sigma$",
-                  "τ": r"$\tau$", "ψ": r"$\psi$", "β": r"$\beta$", "∇": r"$\nabla$",
-                  "·": r"$\cdot$", "†": r"$^\dagger$", "–": "--", "—": "---", "‖": r"$\|$",
-                  "≤": r"$\le$", "≥": r"$\ge$", "±": r"$\pm$", "→": r"$\to$", "ᵖ": r"$^p$"}
+_LATEX_TEXT = {"–": "--", "—": "---", "…": r"\ldots{}", "§": r"\S{}", "−": "-"}
+"""Characters set as text (the minus sign of a number as a hyphen, as the ASCII one)."""
+_LATEX_MATH = {"∇": r"\nabla", "·": r"\cdot", "‖": r"\|", "≤": r"\le", "≥": r"\ge",
+               "±": r"\pm", "→": r"\to", "×": r"\times", "÷": r"\div", "≈": r"\approx",
+               "∈": r"\in", "≫": r"\gg", "≪": r"\ll", "∂": r"\partial", "≠": r"\neq",
+               "∞": r"\infty"}
+"""Symbols set in math mode; Greek letters are added from their Unicode names below."""
+_LATEX_SUPERSCRIPT = {**{chr(0x2070 + d): str(d) for d in (0, 4, 5, 6, 7, 8, 9)},
+                      "¹": "1", "²": "2", "³": "3", "⁻": "-", "⁺": "+", "ᵖ": "p", "ᵀ": "T",
+                      MARK: r"\dagger"}
+_LATEX_SUBSCRIPT = {**{chr(0x2080 + d): str(d) for d in range(10)}, "ₚ": "p"}
+_GREEK_CAPITALS = {"Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Upsilon", "Phi",
+                   "Psi", "Omega"}
+"""Capital Greek letters LaTeX has a command for (the others look like Latin ones)."""
+
+
+def _greek(ch: str) -> str | None:
+    """The LaTeX command of a Greek letter (``λ`` -> ``\\lambda``), else None."""
+    import unicodedata
+
+    words = unicodedata.name(ch, "").split()
+    if len(words) != 4 or words[:2] != ["GREEK", words[1]] or words[2] != "LETTER":
+        return None
+    name = words[3].lower().replace("lamda", "lambda")
+    if words[1] == "SMALL":
+        return "o" if name == "omicron" else "\\" + name
+    capital = name.capitalize()
+    return "\\" + capital if capital in _GREEK_CAPITALS else None
 
 
 @dataclass(frozen=True)
@@ -234,5 +258,40 @@ class Table:
 
 
 def latex_escape(text: str) -> str:
-    """``text`` with LaTeX special characters escaped and the papers' symbols in math mode."""
-    return "".join(_LATEX_SPECIAL.get(ch) or _LATEX_SYMBOLS.get(ch) or ch for ch in text)
+    """``text`` with LaTeX special characters escaped and the papers' symbols in math mode:
+    Greek letters and mathematical signs, superscripts and subscripts (``10⁻⁵`` ->
+    ``10$^{-5}$``, ``40†`` -> ``40$^{\\dagger}$``), adjacent ones in one math group (two would
+    meet as ``$$``, TeX's display math)."""
+    out: list[str] = []
+    math: list[str] = []
+    script, scripted = "", ""
+
+    def close_script() -> None:
+        nonlocal script, scripted
+        if scripted:
+            math.append(f"{script}{{{scripted}}}")
+        script, scripted = "", ""
+
+    def close_math() -> None:
+        close_script()
+        if math:
+            out.append("$" + "".join(math).rstrip() + "$")
+            math.clear()
+
+    for ch in text:
+        for kind, table in (("^", _LATEX_SUPERSCRIPT), ("_", _LATEX_SUBSCRIPT)):
+            if ch in table:
+                if script != kind:
+                    close_script()
+                script, scripted = kind, scripted + table[ch]
+                break
+        else:
+            command = _LATEX_MATH.get(ch) or (_greek(ch) if ord(ch) > 127 else None)
+            if command is not None:
+                close_script()
+                math.append(command + (" " if command[-1].isalpha() else ""))
+                continue
+            close_math()
+            out.append(_LATEX_SPECIAL.get(ch) or _LATEX_TEXT.get(ch) or ch)
+    close_math()
+    return "".join(out)

@@ -158,6 +158,15 @@ def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
     return path
 
 
+def store_options(home: Path, uri: str) -> list[str]:
+    """The options that name the store at ``home`` / ``uri`` again from any folder, for the
+    commands a sweep or a reproduction tells the user to run next: ``--home`` unless ``home``
+    is the default (:func:`home_dir`), ``--tracking-uri`` (credentials masked) unless ``uri``
+    is the default for that home (:func:`tracking_uri`)."""
+    options = [] if home == home_dir(None) else ["--home", str(home)]
+    return options + ([] if uri == tracking_uri(None, home) else ["--tracking-uri", redact(uri)])
+
+
 TRACKING_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mssql", "http", "https")
 """The schemes of the tracking URIs MLflow 3 opens (a database, with an optional ``+driver``,
 or a tracking server); MLflow refuses its old file store (``./mlruns``, ``file:``)."""

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -85,11 +86,12 @@ def refuse_client_with_local_store(address: str | None, uri: str) -> None:
 def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracking.Tracker,
          home: Path, storage: str | None, run_name: str, max_concurrent: int | None,
          progress: Progress, stream: TextIO, run_tags: dict[str, str],
-         studies: Any, begun: float) -> Progress:
+         studies: Any, begun: float, again: list[str]) -> Progress:
     """Run what ``plan`` leaves (``run_tags`` on every run it creates; the Optuna cells
     searched by ``studies``, a :class:`sweeps.studies.Studies`), end the parent run with this
     run's configurations finished per hour (since ``begun``, a ``time.monotonic()``, not
-    counting those ``progress`` holds as done already), and print the last line."""
+    counting those ``progress`` holds as done already), and print the last line, and the
+    command ``again`` (:func:`resume_command`) when something is left to train."""
     finished_before = progress.done
     store = storage_path(storage, home)
     interrupted = False
@@ -115,8 +117,21 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     tracker.end_sweep(ref, "KILLED" if interrupted else "FINISHED", summary)
     print(format_line(final), file=stream, flush=True)
     if interrupted or final.failed:
-        print(f"resume with: ortho sweep resume {ref.sweep_id}", file=stream, flush=True)
+        print(f"resume with: {shlex.join(again)}", file=stream, flush=True)
     return final
+
+
+def resume_command(sweep_id: str, home: Path, uri: str, address: str | None,
+                   optuna_storage: str | None) -> list[str]:
+    """``ortho sweep resume ID`` with the options that find this sweep again from any
+    folder: its store (:func:`sweeps.contract.store_options`), its cluster, and the Optuna
+    storage given explicitly (credentials masked)."""
+    command = ["ortho", "sweep", "resume", sweep_id, *contract.store_options(home, uri)]
+    if address:
+        command += ["--address", address]
+    if optuna_storage:
+        command += ["--optuna-storage", tracking.redact(optuna_storage)]
+    return command
 
 
 def _study_url(spec: ResolvedSpec, explicit: str | None, uri: str) -> str | None:
@@ -194,7 +209,8 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
         progress = Progress(sweep_id=sweep_id, label=f"{spec.name}/{profile}",
                             metric=spec.metric, mode=spec.mode, total=plan.n_configs)
         return _run(spec, plan, ref, tracker, home_path, storage, sweep_id, max_concurrent,
-                    progress, stream, code.tags(), studies, begun)
+                    progress, stream, code.tags(), studies, begun,
+                    resume_command(sweep_id, home_path, uri, address, optuna_storage))
 
 
 def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
@@ -275,4 +291,5 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         run_name = f"{record.ref.sweep_id}-resume-{time.strftime('%H%M%S', time.gmtime())}"
         return _run(spec, plan, record.ref, tracker, home_path, storage, run_name,
                     max_concurrent, progress, stream, provenance.current(PROJECT_ROOT).tags(),
-                    studies, begun)
+                    studies, begun, resume_command(record.ref.sweep_id, home_path, uri, address,
+                                                   optuna_storage))

@@ -1,7 +1,7 @@
 """``ortho train EXPERIMENT [--set key=value ...] [--json]``: one configuration or one pack,
 trained in this process without Ray or MLflow.
 
-A ``--set`` value with commas makes a pack: ``--set lr=0.1,0.01 --set variant=open,oinit``
+A ``--set`` value with commas makes a pack: ``--set lr=0.1,0.01 --set variant=plain,oinit``
 trains the four combinations together (DESIGN.md "Packs"). Progress goes to stderr while
 training (:class:`ProgressPrinter`: a bar for the pack on a terminal, a line every few
 seconds elsewhere, then how many members ended each way); the summary
@@ -63,8 +63,9 @@ elsewhere. Each configuration's outcome (solved, unsolved, diverged or failed) a
 go to stdout.
 
 Settings not given keep their defaults (--keys lists them). A value with commas makes a
-pack: every combination is trained, e.g. --set lr=0.1,0.01 --set variant=open,oinit trains
-four configurations. A configuration that fails does not stop the others.
+pack: every combination is trained, e.g. --set lr=0.1,0.01 --set variant=plain,oinit trains
+four configurations (a key --keys marks * takes one value per pack). A configuration that
+fails does not stop the others.
 
 Ctrl-C stops it and prints what each configuration had reached (its last step and latest
 metrics).
@@ -273,16 +274,22 @@ def plain_text(doc: str) -> str:
 
 def keys_table(module: Any, columns: int) -> str:
     """The experiment's config keys, defaults and meanings as an aligned table whose meaning
-    column is wrapped to fit ``columns`` characters (at least :data:`MEANING_WIDTH`)."""
+    column is wrapped to fit ``columns`` characters (at least :data:`MEANING_WIDTH`); a key
+    of the experiment's ``PACK_FIELDS``, which every member of a pack shares, is marked
+    ``*`` (one value per ``ortho train``)."""
     from tabulate import tabulate
 
     docs = field_docs(module.Config)
-    rows = [(key, repr(value), plain_text(docs.get(key, "")))
+    shared = set(module.PACK_FIELDS)
+    rows = [(key + (" *" if key in shared else ""), repr(value),
+             plain_text(docs.get(key, "")))
             for key, value in to_dict(module.Config()).items()]
     used = max(len(r[0]) for r in rows) + max(len(r[1]) for r in rows) + 4
-    return tabulate(rows, headers=("key", "default", "meaning"), tablefmt="simple",
-                    maxcolwidths=[None, None, max(MEANING_WIDTH, columns - used)],
-                    disable_numparse=True)
+    table = tabulate(rows, headers=("key", "default", "meaning"), tablefmt="simple",
+                     maxcolwidths=[None, None, max(MEANING_WIDTH, columns - used)],
+                     disable_numparse=True)
+    return table + ("\n\n* one value per pack: train each value with its own `ortho train`"
+                    if shared else "")
 
 
 def run(args: argparse.Namespace) -> int:

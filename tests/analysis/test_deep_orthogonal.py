@@ -55,7 +55,7 @@ def test_smoke_profile_end_to_end(smoke_home: Path, tmp_path: Path, capsys) -> N
     assert "profile smoke" in text and text.count("Verdict:") == 3
     assert {p.name for p in (tmp_path / "out").iterdir()} == {
         "n-f1-depth.md", "n-f3-orth-relu.md", "n-f4-mnist.md", "n-data.png",
-        "n-f1-act-grads.png", "n-f3-spread.png", "n-f4-mnist.png", "verdicts.md"}
+        "n-f1-act-grads.png", "n-f3-spread.png", "n-f4-mnist.png", "deep-orthogonal-verdicts.md"}
 
 
 def test_f1_verdict_needs_every_deep_relu_net_to_fail() -> None:

@@ -200,7 +200,8 @@ def test_mean_iterations_per_direction_beside_table_4_1():
     rows = {row[0].text(): [c.marked() for c in row] for row in table.rows}
     pub = {d: format(v, ",d") for d, v in TABLE_4_1.items()}
     ratio = {d: format(v / TABLE_4_1["gradient"], ".2f") for d, v in TABLE_4_1.items()}
-    assert rows["anti-gradient"] == ["anti-gradient", "4,000†", pub["gradient"], "1.00†",
+    # every run finished, one without converging: counted apart, not a partial entry
+    assert rows["anti-gradient"] == ["anti-gradient", "4,000", pub["gradient"], "1.00",
                                      ratio["gradient"], "2", "1", "3/3"]
     assert rows["simplex"] == ["simplex", "6,000", pub["simplex"], "1.50", ratio["simplex"],
                                "3", "0", "3/3"]
@@ -213,6 +214,20 @@ def test_mean_iterations_per_direction_beside_table_4_1():
                                      "anti-gradient, simplex;")
     assert any("seq_len = 10 (paper 100)" in n for n in table.notes)
     assert "T = 10; ψ = 5 (G's code: 5; the thesis gives none)." in table.notes
+
+
+def test_a_whole_sweep_with_unconverged_runs_is_not_partial():
+    """Runs that trained to their budget without converging are counted apart: the table of
+    a sweep that ran every configuration is complete and its claim is not a partial one."""
+    runs = sd_runs()
+    extra = runs.runs.iloc[[-1]].assign(run_id="w2", outcome="unsolved")
+    extra["metrics.iters_to_solve"] = None
+    runs.runs = pd.concat([runs.runs, extra], ignore_index=True)
+    cells = simplex_direction.direction_cells(runs)
+    table = simplex_direction.simplex_table(runs, cells)
+    assert table.complete and "Partial sweep" not in table.to_markdown()
+    claim = simplex_direction.simplex_claim(cells)
+    assert (claim.status, claim.partial) == ("holds", False)
 
 
 @pytest.mark.parametrize(("unconverged", "status", "said"), [

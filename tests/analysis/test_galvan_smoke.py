@@ -57,8 +57,10 @@ def test_spectral_temporal_gradients_smoke(smoke_home: Path, tmp_path: Path, cap
     assert "profile smoke" in text and "Verdict:" in text
     assert {p.name for p in (tmp_path / "out").iterdir()} == {"temporal-gradients.md",
                                                               "temporal-gradients.png",
+                                                              "spectral-temporal-gradients-"
                                                               "verdicts.md"}
-    verdicts = (tmp_path / "out" / "verdicts.md").read_text().splitlines()
+    verdicts = (tmp_path / "out" / "spectral-temporal-gradients-verdicts.md").read_text(
+        ).splitlines()
     assert verdicts[0] == "### Verdicts" and verdicts[2].startswith("- G-F31 · ")
     assert all(line[2:] in text for line in verdicts[2:])  # the lines it printed
 
@@ -99,4 +101,5 @@ def test_simplex_direction_smoke(smoke_home: Path, tmp_path: Path, capsys) -> No
     text = report_files("simplex-direction", smoke_home, tmp_path / "out", capsys)
     assert "G Table 4.1" in text and "1,807,466" in text
     assert {p.name for p in (tmp_path / "out").iterdir()} == {"simplex-direction.md",
-                                                              "simplex-loss.png", "verdicts.md"}
+                                                              "simplex-loss.png",
+                                                              "simplex-direction-verdicts.md"}

@@ -71,7 +71,7 @@ def test_out_writes_tables_and_figures_and_says_where(uri: str, tmp_path: Path, 
                  "--out", str(out_dir)]) == 0
     out = capsys.readouterr().out
     names = [f"max-length{SUFFIX[fmt]}", "fig2-spectral-radius.png", "max-length-bars.png",
-             "verdicts.md"]
+             f"{SPEC}-verdicts.md"]
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(names)
     assert out.endswith(f"wrote 4 files under {out_dir}:\n"
                         + "".join(f"  {n}\n" for n in names))
@@ -81,7 +81,7 @@ def test_out_writes_tables_and_figures_and_says_where(uri: str, tmp_path: Path, 
     assert table.render(fmt) in out
     for png in names[1:3]:
         assert (out_dir / png).read_bytes()[:4] == b"\x89PNG"
-    verdicts = (out_dir / "verdicts.md").read_text(encoding="utf-8")
+    verdicts = (out_dir / f"{SPEC}-verdicts.md").read_text(encoding="utf-8")
     assert verdicts == claims_markdown(report.claims) and "M-F2 · " in verdicts
 
 

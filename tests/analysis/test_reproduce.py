@@ -12,12 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from analysis import reproduce
+from analysis.claims import Claim
 from analysis.load import no_runs
 from analysis.papers import PAPERS, PROFILES
 from analysis.published import kutsuna
@@ -83,8 +85,9 @@ def test_missing_data_stops_before_any_work(env: None, tmp_path: Path,
 
     assert main([*base, "--skip-missing-data"]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[-1].startswith(f"left out for missing data: {SPEC} (mnist); add them with "
-                                  "`ortho data download mnist`")
+    assert printed[-1] == (f"left out for missing data: {SPEC} (mnist); add them with "
+                           "`ortho data download mnist` and `ortho reproduce kutsuna --profile "
+                           f"smoke --home {home} --out {out}` (finished sweeps are reused)")
     page = (out / "kutsuna.html").read_text()
     assert "not run here: needs mnist" in page and "<img" not in page
     # the claims of the spec left out are listed and counted, each not measured
@@ -107,7 +110,8 @@ def test_missing_data_says_which_datasets_no_command_fetches(
                 "missing": "no such file", "file": "data/music/JSB Chorales.pickle"},
                {"spec": "ff-mnist", "datasets": {"mnist": "ortho data download mnist"},
                 "missing": "no such file", "file": "data/mnist/train-images-idx3-ubyte.gz"}]
-    err = reproduce.missing_data_error("all", "cpu", entries, others=True)
+    err = reproduce.missing_data_error("ortho reproduce all --profile cpu", entries,
+                                       others=True)
     assert err.field == "data/music/JSB Chorales.pickle"
     assert err.expected == (
         "the datasets of polyphonic-music (jsb_chorales), ff-mnist (mnist); fetch them with "
@@ -116,6 +120,22 @@ def test_missing_data_says_which_datasets_no_command_fetches(
         "`ortho reproduce all --profile cpu --skip-missing-data`")
     assert capsys.readouterr().err.splitlines() == [
         "polyphonic-music needs jsb_chorales: no such file", "ff-mnist needs mnist: no such file"]
+
+
+def test_the_claims_that_do_not_hold_are_named_after_the_counts(tmp_path: Path) -> None:
+    claims = [Claim("M-T1", "x", "holds", "e"), Claim("M-T2", "x", "does not hold", "e"),
+              Claim("M-F2", "x", "not measured", "e"),
+              Claim("M-T3", "x", "does not hold", "e", caveat="the smoke profile ...")]
+    outcome = reproduce.Outcome(PAPERS["manchev"], [], Counter(
+        {"holds": 1, "does not hold": 2, "not measured": 1, "explained": 1}),
+        not_holding=reproduce.not_holding(claims))
+    page = tmp_path / "manchev.html"
+    assert reproduce.result_lines(outcome, page) == [
+        f"manchev: 1 hold, 2 do not (1 explained), 1 not measured; wrote {page}",
+        "  do not hold: M-T2, M-T3* (*: the page says why)"]
+    outcome.not_holding = reproduce.not_holding(claims[:1])
+    assert reproduce.result_lines(outcome, page) == [
+        f"manchev: 1 hold, 2 do not (1 explained), 1 not measured; wrote {page}"]
 
 
 def test_a_terminated_reproduction_interrupts_its_sweep_rather_than_orphan_it(
@@ -154,8 +174,9 @@ def test_an_interrupt_before_the_first_sweep_made_its_store_exits_130(
     argv = ["reproduce", "kutsuna", "--profile", "smoke", "--home", str(home), "--out",
             str(out)]
     assert main(argv) == 130
-    assert ("interrupted: `ortho reproduce kutsuna --profile smoke` resumes it"
-            in capsys.readouterr().err)
+    # the command that resumes it names the store and the pages' folder it was given
+    assert (f"interrupted: `ortho reproduce kutsuna --profile smoke --home {home} --out {out}` "
+            "resumes it" in capsys.readouterr().err)
     assert not home.exists() and not out.exists()
 
 

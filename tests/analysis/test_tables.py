@@ -108,10 +108,39 @@ def test_csv_keeps_values_unmarked_and_names_incomplete_columns() -> None:
 def test_latex_escapes_and_sets_symbols_in_math_mode() -> None:
     text = table().to_latex()
     assert r"Problem & T & $\alpha$ \\" in text
-    assert r"Temporal Order & 40$^\dagger$ & 0.01$^\dagger$ \\" in text
+    assert r"Temporal Order & 40$^{\dagger}$ & 0.01$^{\dagger}$ \\" in text
     assert r"\caption{Demo. spec synthetic-max-length $\cdot$ profile cpu" in text
     assert r"\label{tab:demo}" in text and text.count(r"\begin{tabular}{lll}") == 1
     assert latex_escape("a_b & 50% #1 {x}") == r"a\_b \& 50\% \#1 \{x\}"
+
+
+@pytest.mark.parametrize(("text", "latex"), [
+    ("θ bias, time ≈ +55 %", r"$\theta$ bias, time $\approx$ +55 \%"),
+    ("÷ gradient", r"$\div$ gradient"),
+    ("α = 10⁻⁵", r"$\alpha$ = 10$^{-5}$"),  # one superscript group, not ^{-}^{5}
+    ("‖∇W‖", r"$\|\nabla$W$\|$"),
+    ("α·λ", r"$\alpha \cdot \lambda$"),  # one math group: "$$" would be display math
+    ("W_hhᵀ, Eᵖ, x₁", r"W\_hh$^{T}$, E$^{p}$, x$_{1}$"),
+    ("T = 10–80 — §5", r"T = 10--80 --- \S{}5"),
+    ("ΛΩ", r"$\Lambda \Omega$"),
+])
+def test_latex_sets_greek_and_maths_in_math_groups(text: str, latex: str) -> None:
+    assert latex_escape(text) == latex
+
+
+def test_latex_leaves_no_unicode_in_what_the_reports_write() -> None:
+    """Every non-ASCII character of the report code's text (tables, notes, verdicts) comes
+    out as ASCII LaTeX that pdflatex reads, but for Latin letters with accents (its default
+    UTF-8 input encoding sets them)."""
+    import pathlib
+    import unicodedata
+
+    root = pathlib.Path(__file__).resolve().parents[2] / "analysis"
+    used = {ch for path in root.rglob("*.py") for ch in path.read_text(encoding="utf-8")
+            if ord(ch) > 127}
+    left = {ch for ch in used for out in [latex_escape(ch)] if not out.isascii()
+            and not unicodedata.name(ch).startswith("LATIN")}
+    assert left == set()
 
 
 def test_render_dispatches_and_rows_must_match_columns() -> None:

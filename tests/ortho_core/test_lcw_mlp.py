@@ -53,6 +53,23 @@ def test_pack_members_equal_training_alone(variant):
             torch.tensor(alone.artifacts["angles_final"]["act_mean"]), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("variant", ["plain", "lcw", "bn", "wn"])
+def test_the_warm_up_step_leaves_the_model_and_the_random_streams_as_they_were(variant):
+    """The step that keeps one-time costs out of the first epoch's time trains a copy: every
+    parameter and buffer (BN's running statistics) and torch's random stream are untouched."""
+    torch.manual_seed(0)
+    x, y = torch.rand(32, 784), torch.randint(0, 10, (32,))
+    model = lcw_mlp.build_model([small(variant=variant, seed=s) for s in (1, 2)], x,
+                                torch.device("cpu"))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    rng = torch.get_rng_state()
+    lcw_mlp.warm_up(model, x, y)
+    after = model.state_dict()
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert torch.equal(torch.get_rng_state(), rng)
+
+
 def test_schedule_summary_and_artifacts():
     reports, (result,) = collect([small(epochs=3, layers=6)])
     assert [r.metrics["lr"] for r in reports] == pytest.approx([0.1, 0.1, 0.095])

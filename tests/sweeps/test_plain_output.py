@@ -42,7 +42,8 @@ def test_a_sweep_off_a_terminal_prints_plain_lines(tmp_path, capfd):
     lines = out.splitlines()
     assert re.fullmatch(r"sweep \S+ toy/smoke: 2/2 done \(1 failed\), best score 9, "
                         r"finished in \S+, [\d,.]+ configurations/h", lines[-2]), out
-    assert lines[-1].startswith("resume with: ortho sweep resume ")
+    sweep_id = lines[-2].split()[1]  # the hint finds the sweep from any folder
+    assert lines[-1] == f"resume with: ortho sweep resume {sweep_id} --home {home}"
     assert [line for line in lines if line.startswith("failed: ")] == [
         "failed: RuntimeError: toy failure of x=0.3 (attempt 1) (1 configuration(s); the "
         "traceback is their runs' traceback.txt)"]

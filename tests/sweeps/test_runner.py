@@ -16,7 +16,7 @@ import pytest
 
 from ortho_core.reporting import Outcome
 from sweeps import runner, tracking
-from sweeps.runner import resume_sweep, run_sweep
+from sweeps.runner import resume_command, resume_sweep, run_sweep
 from sweeps.spec import load_spec, resolve, trial_key
 from sweeps.trial import resolve_device, trial_threads
 from sweeps.tune_run import MAX_STAGED, staged_trials, storage_path
@@ -152,6 +152,27 @@ def test_a_raising_trial_is_retried_then_recorded_failed(tmp_path):
     for x, n in ((0.2, 2), (0.3, 4), (0.8, 1), (0.9, 1)):
         assert toy_experiment.attempts(toy_experiment.Config(x=x, counter_dir=str(counters))) == n
     assert len(child_runs(home, final.sweep_id)) == 4
+
+
+def test_the_resume_command_names_what_is_not_the_default(tmp_path, monkeypatch):
+    """The command printed after an interrupt or a failure finds the sweep again from any
+    folder: it names the home, the store, the cluster and the Optuna storage that are not
+    the defaults (credentials masked), and nothing that is."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("ORTHO_HOME", "ORTHO_TRACKING_URI"):
+        monkeypatch.delenv(name, raising=False)
+    base = ["ortho", "sweep", "resume", "ID"]
+    default, other = tmp_path / "ortho-runs", tmp_path / "elsewhere"
+    assert resume_command("ID", default, f"sqlite:///{default}/mlflow.db", None, None) == base
+    assert resume_command("ID", other, f"sqlite:///{other}/mlflow.db", None, None) == [
+        *base, "--home", str(other)]
+    assert resume_command("ID", default, "postgresql://u:pw@db/runs", "ray://head:10001",
+                          "postgresql://u:pw@db/studies") == [
+        *base, "--tracking-uri", "postgresql://u:***@db/runs", "--address", "ray://head:10001",
+        "--optuna-storage", "postgresql://u:***@db/studies"]
+    monkeypatch.setenv("ORTHO_HOME", str(other))  # named again by the environment
+    monkeypatch.setenv("ORTHO_TRACKING_URI", "http://127.0.0.1:5000")
+    assert resume_command("ID", other, "http://127.0.0.1:5000", None, None) == base
 
 
 def test_packed_toy_sweep_trains_each_configuration_once(tmp_path):

@@ -94,10 +94,14 @@ def test_keys_lists_every_field_with_its_meaning_in_a_table(capsys):
     assert {"lr", "penalty", "pretrain_lr", "spectral_radius", "seq_len"} <= set(rows)
     assert rows["lr"].split()[1] == "0.01"
     assert rows["lr"].index("α: SGD learning rate") == meaning_at  # aligned under its header
-    assert rows["task"].split()[1] == "'temporal_order'"
+    assert rows["task"].split()[1:3] == ["*", "'temporal_order'"]
     text = "\n".join(lines)
     assert "``" not in text and ":func:`" not in text and ":meth:`" not in text  # plain text
     assert "(see stream_seed)" in " ".join(text.split())
+    # the keys every member of a pack shares are marked, and the mark is explained
+    assert {k for k, line in rows.items() if line.split()[1] == "*"} == set(
+        synthetic.PACK_FIELDS)
+    assert lines[-1] == "* one value per pack: train each value with its own `ortho train`"
 
 
 @pytest.mark.parametrize(("doc", "plain"), [
