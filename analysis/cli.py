@@ -207,6 +207,10 @@ def run_report(args: argparse.Namespace) -> int:
     if args.out is not None:
         written = report.write(args.out, args.format)
         for figure in report.figures:
+            if figure.empty:
+                print(f"{figure.name}: nothing to plot, not written"
+                      + "".join(f"; {note}" for note in figure.notes))
+                continue
             for note in figure.notes:
                 print(f"{figure.name}: {note}")
         print(f"wrote {len(written)} files under {args.out.resolve()}:")

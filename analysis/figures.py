@@ -32,6 +32,12 @@ class Figure:
     notes: Sequence[str] = field(default_factory=list)
     """Sentences a report prints with the figure (choices made, what is missing)."""
 
+    @property
+    def empty(self) -> bool:
+        """Whether there is nothing to plot: a report then shows the title and notes alone
+        (which say what is missing) instead of blank axes."""
+        return self.data.empty
+
     def render(self) -> MplFigure:
         """The drawn matplotlib figure."""
         fig = MplFigure(figsize=self.size, layout="constrained")

@@ -110,12 +110,15 @@ def figure_png(figure: Figure, dpi: int = FIGURE_DPI) -> bytes:
 
 
 def figure_html(figure: Figure) -> str:
-    """One figure as an embedded PNG with its title and notes as the caption."""
-    data = base64.b64encode(figure_png(figure)).decode("ascii")
+    """One figure as an embedded PNG with its title and notes as the caption; a figure with
+    nothing to plot as its caption alone."""
     notes = "".join(f"<br>{escape(n)}" for n in figure.notes)
+    caption = f"<figcaption>{escape(figure.title)}{notes}</figcaption></figure>"
+    if figure.empty:
+        return f'<figure id="figure-{escape(figure.name)}" class="empty">{caption}'
+    data = base64.b64encode(figure_png(figure)).decode("ascii")
     return (f'<figure id="figure-{escape(figure.name)}">'
-            f'<img alt="{escape(figure.title)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{escape(figure.title)}{notes}</figcaption></figure>")
+            f'<img alt="{escape(figure.title)}" src="data:image/png;base64,{data}">{caption}')
 
 
 _STATUS_CLASS = {"holds": "holds", "does not hold": "fails", "not measured": "not-measured"}

@@ -54,10 +54,10 @@ class Report:
         return tables + "\n" + claims_markdown(self.claims)
 
     def write(self, out_dir: str | Path, fmt: Format = "md") -> list[Path]:
-        """Write each table as ``<name>.<suffix>``, each figure as ``<name>.png`` and the
-        verdict lines as ``<spec>-verdicts.md`` (in any format: they are sentences; named by
-        the spec, as the tables are by theirs, so that the reports of several specs share a
-        folder) under ``out_dir``; returns the paths written."""
+        """Write each table as ``<name>.<suffix>``, each figure with data as ``<name>.png``
+        and the verdict lines as ``<spec>-verdicts.md`` (in any format: they are sentences;
+        named by the spec, as the tables are by theirs, so that the reports of several specs
+        share a folder) under ``out_dir``; returns the paths written."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = []
@@ -65,7 +65,7 @@ class Report:
             path = out / f"{table.name}{SUFFIX[fmt]}"
             path.write_text(table.render(fmt), encoding="utf-8")
             written.append(path)
-        written += [figure.save(out) for figure in self.figures]
+        written += [figure.save(out) for figure in self.figures if not figure.empty]
         if self.claims:
             path = out / f"{self.runs.sweep.spec}-verdicts.md"
             path.write_text(claims_markdown(self.claims), encoding="utf-8")

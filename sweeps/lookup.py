@@ -24,7 +24,7 @@ SWEEP_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 """The form of a sweep id (:func:`new_sweep_id`)."""
 
 LISTED_SWEEPS = 5
-"""Sweeps an unknown sweep id's error lists."""
+"""Sweeps an unknown sweep id's error lists, and ``status`` without an id besides its own."""
 
 
 class SweepNotFound(OrthoError):
@@ -85,10 +85,16 @@ def refuse_alive(record: tracking.SweepRecord) -> None:
 
 def sweep_status(sweep_id: str | None = None, *, tracking_uri: str | None = None,
                  home: str | os.PathLike[str] | None = None) -> Progress:
-    """The progress of sweep ``sweep_id`` (default: the latest) as MLflow holds it."""
+    """The progress of sweep ``sweep_id`` (default: the latest, then with the latest others
+    the store holds) as MLflow holds it."""
     uri = tracking.tracking_uri(tracking_uri, tracking.home_dir(home))
     tracker = open_store(uri, sweep_id)
     record = find(tracker, sweep_id)
     if record is None:
         raise SweepNotFound(f"no sweep in {tracking.redact(uri)}")
-    return from_mlflow(tracker, record)
+    progress = from_mlflow(tracker, record)
+    if sweep_id is None:
+        progress.others = [f"{r.ref.sweep_id} {r.spec}/{r.profile} {state_of(r)}"
+                           for r in tracker.list_sweeps(LISTED_SWEEPS + 1)
+                           if r.ref.sweep_id != record.ref.sweep_id][:LISTED_SWEEPS]
+    return progress

@@ -66,6 +66,9 @@ class Progress:
     run_seconds: float | None = None
     """The wall time of that run (from MLflow only): where it is shorter than
     :attr:`elapsed`, the sweep was resumed and the line names both."""
+    others: list[str] = field(default_factory=list)
+    """The store's latest other sweeps, ``ID spec/profile state`` (``ortho sweep status``
+    without an id: that it shows the latest one of several)."""
 
     def offer(self, value: Any) -> None:
         """Keep ``value`` as the best so far if it is finite and better."""
@@ -219,4 +222,7 @@ def format_status(p: Progress) -> str:
     if p.studies:
         lines.append(f"  Optuna studies: {studies_line(p.studies, p.sweep_id)} (ortho sweep "
                      f"studies {p.sweep_id} shows them)")
+    if p.others:
+        lines.append(f"  other sweeps here: {'; '.join(p.others)} (ortho sweep status ID "
+                     "shows one)")
     return "\n".join(lines)

@@ -179,7 +179,9 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     leaves the curriculum as diverged; the rest of the pack goes on.
 
     Summary: ``max_seq_len_solved`` (0 if none), ``iters_to_solve`` (at the last solved
-    length; absent if none), ``val_error`` and ``val_loss`` (last evaluation),
+    length; absent if none), ``last_seq_len`` (the last length tried: past the longest
+    solved one unless the curriculum ran out) with its ``val_error`` and ``val_loss`` (last
+    evaluation),
     ``seq_lens_tried``, ``total_iters``, ``diverged`` (1 if it stopped by diverging),
     with ``patience`` ``stalled`` (1 if its last length was given up for lack of progress),
     ``wall_time`` (seconds from the start of the pack until the member stopped) and, for
@@ -344,6 +346,7 @@ def _finish(m: _Member, stage: Stage, pos: int, done: int, outcome: str,
 def _result(m: _Member, pretrain_steps: int) -> Result:
     """The Result of member ``m`` once it has left the curriculum."""
     summary = {"max_seq_len_solved": float(m.max_solved),
+               **({"last_seq_len": float(m.stages[-1]["seq_len"])} if m.stages else {}),
                "val_error": m.last.get("val_error", math.nan),
                "val_loss": m.last.get("val_loss", math.nan),
                "seq_lens_tried": float(len(m.stages)),

@@ -3,6 +3,7 @@ the angle-bias table, and the figures' data read from histories and JSON artifac
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,9 +13,10 @@ import pytest
 
 from analysis.caveats import caveats
 from analysis.claims import FAILS, HOLDS, Claim, explain
+from analysis.html import figure_html
 from analysis.load import Histories, Sweep, SweepRuns
 from analysis.published.kutsuna import PUBLISHED
-from analysis.report import REPORTS, builder
+from analysis.report import REPORTS, Report, builder
 from analysis.reports import lcw_deep_mlp, lcw_figures, lcw_tables
 from sweeps.tracking.cells import expected_cells
 
@@ -188,7 +190,13 @@ def test_figures_read_histories_and_artifacts(histories, tmp_path):
     for figure in (acc, grads, theta, heat):
         assert figure.save(tmp_path / "png").read_bytes().startswith(b"\x89PNG")
     final = lcw_figures.angle_figure(runs, histories, "final")
-    assert final.data.empty and final.notes
+    assert final.empty and final.notes
+    # nothing to plot: no blank PNG, and the page shows the notes saying what is missing
+    written = Report(runs=runs, tables=[], figures=[acc, final]).write(tmp_path / "out")
+    assert [p.name for p in written] == [f"{acc.name}.png"]
+    assert "<img" not in figure_html(final)
+    assert all(html.escape(n) in figure_html(final) for n in final.notes)
+    assert "<img" in figure_html(acc)
 
 
 def test_a_failure_the_cpu_profile_explains_carries_its_caveat_and_no_other_does():

@@ -130,6 +130,6 @@ def test_report_of_a_real_smoke_sweep_matches_its_run(smoke_home: Path, tmp_path
     assert main(["report", SPEC, "--home", str(smoke_home), "--out", str(out_dir)]) == 0
     assert "profile smoke" in capsys.readouterr().out
     assert sorted(p.name for p in out_dir.iterdir()) == [
-        "polyphonic-nll.png", "polyphonic-table-4-2.md", "polyphonic-table-4-3.md",
-        "polyphonic-music-verdicts.md"]
+        "polyphonic-music-verdicts.md", "polyphonic-nll.png", "polyphonic-table-4-2.md",
+        "polyphonic-table-4-3.md"]
     assert (out_dir / "polyphonic-nll.png").read_bytes()[:4] == b"\x89PNG"

@@ -169,6 +169,9 @@ def test_max_length_advances_while_solved_and_stops_at_the_first_failure():
     solved = [s for s in stages if s["outcome"] == "solved"]
     assert result.summary["max_seq_len_solved"] == (solved[-1]["seq_len"] if solved else 0)
     assert result.summary["seq_lens_tried"] == len(stages)
+    # the last evaluation's error is that of the last length tried, which the summary names
+    assert result.summary["last_seq_len"] == stages[-1]["seq_len"]
+    assert result.summary["val_error"] == stages[-1]["val_error"]
     assert result.summary["total_iters"] == sum(s["iters"] for s in stages)
     steps = [r.step for r in reports[0]]
     assert steps == sorted(steps) and steps[-1] == result.summary["total_iters"]

@@ -16,7 +16,16 @@ import pytest
 
 from ortho_core.reporting import Outcome, Result
 from sweeps import contract, tracking, tune_progress
-from sweeps.status import Progress, estimate, format_line, from_mlflow, rate, state_of
+from sweeps.lookup import sweep_status
+from sweeps.status import (
+    Progress,
+    estimate,
+    format_line,
+    format_status,
+    from_mlflow,
+    rate,
+    state_of,
+)
 from sweeps.testing import drive_from, start_sweep
 from sweeps.tune_progress import ProgressCallback
 from tests.sweeps.helpers import new_home
@@ -176,6 +185,27 @@ def test_an_ended_sweep_is_finished_or_interrupted(sweep):
     assert state_of(t.find_sweep("s")) == "finished"
     assert format_line(from_mlflow(t, t.find_sweep("s"))).endswith(", 2,057 configurations/h")
     assert os.getpid() == int(t.find_sweep("s").driver.rpartition(":")[2])
+
+
+def test_status_without_an_id_names_the_other_sweeps_of_the_store(tmp_path):
+    """The latest sweep is shown, then the store's other latest sweeps, newest first, so
+    that a user sees what else a reproduction ran; a sweep named by its id is shown alone."""
+    home = new_home(tmp_path)
+    t = tracking.tracker(tracking.tracking_uri(None, home))
+    ids = [f"20261127-00000{i}-abcd" for i in range(7)]
+    for i, sweep_id in enumerate(ids):
+        ref = start_sweep(t, f"spec{i}", sweep_id, profile="smoke", n_configs=1)
+        if i < 5:
+            t.end_sweep(ref, "FINISHED", {})
+        time.sleep(0.002)  # distinct start times
+    text = format_status(sweep_status(home=home)).splitlines()
+    assert text[0].startswith(f"sweep {ids[6]} spec6/smoke: ")
+    assert text[-1] == ("  other sweeps here: " + "; ".join(
+        [f"{ids[5]} spec5/smoke running"]
+        + [f"{ids[i]} spec{i}/smoke finished" for i in (4, 3, 2, 1)])
+        + " (ortho sweep status ID shows one)")
+    named = format_status(sweep_status(ids[2], home=home))
+    assert named.startswith(f"sweep {ids[2]} spec2/smoke: ") and "other sweeps" not in named
 
 
 def test_a_resumed_sweep_names_the_run_its_rate_is_over():
