@@ -161,5 +161,5 @@ def check_pack(configs: Sequence[Any], shape_fields: Sequence[str]) -> None:
                 type(cfg).__name__)
         for name in shape_fields:
             require(getattr(cfg, name) == getattr(first, name), name,
-                    f"the same value in every member of a pack ({getattr(first, name)!r}; "
-                    "train each value on its own)", getattr(cfg, name))
+                    f"the same value in every member of a pack ({getattr(first, name)!r})",
+                    getattr(cfg, name))

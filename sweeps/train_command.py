@@ -2,9 +2,10 @@
 trained in this process without Ray or MLflow.
 
 A ``--set`` value with commas makes a pack: ``--set lr=0.1,0.01 --set variant=plain,oinit``
-trains the four combinations together (DESIGN.md "Packs"). Progress goes to stderr while
-training (:class:`ProgressPrinter`: a bar for the pack on a terminal, a line every few
-seconds elsewhere, then how many members ended each way); the summary
+trains the four combinations together (DESIGN.md "Packs"); the values of a key the members of
+a pack must share (the experiment's ``PACK_FIELDS``) train one pack after another. Progress
+goes to stderr while training (:class:`ProgressPrinter`: a bar for each pack on a terminal, a
+line every few seconds elsewhere, then how many members ended each way); the summary
 (or, with ``--json``, a JSON document) goes to stdout, each member named from the ``--set``
 keys in the papers' symbols (``OINIT α=0.01``). ``--keys`` prints the experiment's config keys
 as a table.
@@ -64,8 +65,8 @@ go to stdout.
 
 Settings not given keep their defaults (--keys lists them). A value with commas makes a
 pack: every combination is trained, e.g. --set lr=0.1,0.01 --set variant=plain,oinit trains
-four configurations (a key --keys marks * takes one value per pack). A configuration that
-fails does not stop the others.
+four configurations (several values of a key --keys marks * train one pack after another). A
+configuration that fails does not stop the others.
 
 Ctrl-C stops it and prints what each configuration had reached (its last step and latest
 metrics).
@@ -118,21 +119,29 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
-def build_pack(experiment: str, pairs: Sequence[str]) -> tuple[Any, list[Any]]:
-    """The experiment module and its validated pack (the cartesian product of ``--set`` lists)."""
+def build_packs(experiment: str, pairs: Sequence[str]) -> tuple[Any, list[Any], list[list[int]]]:
+    """The experiment module, its validated configurations (the cartesian product of
+    ``--set`` lists) and their packs: the indices of the configurations that share the
+    values of the experiment's ``PACK_FIELDS`` (one pack unless a list sets one of those),
+    in order of first appearance."""
     from sweeps.spec.profiles import MAX_PACK_SIZE
 
     module = experiments.get(experiment)
     overrides = parse_overrides(pairs)
     size = math.prod(len(values) for values in overrides.values())
     if size > MAX_PACK_SIZE:
-        raise ConfigError("--set", f"a pack of at most {MAX_PACK_SIZE} configurations (the "
-                          "product of the comma-separated lists)", size)
+        raise ConfigError("--set", f"at most {MAX_PACK_SIZE} configurations (the product of "
+                          "the comma-separated lists)", size)
     keys = list(overrides)
     configs = [from_dict(module.Config, dict(zip(keys, combo, strict=True)))
                for combo in itertools.product(*overrides.values())]
-    check_pack(configs, module.PACK_FIELDS)
-    return module, configs
+    packs: dict[str, list[int]] = {}
+    for i, cfg in enumerate(configs):
+        shape = repr([getattr(cfg, name) for name in module.PACK_FIELDS])
+        packs.setdefault(shape, []).append(i)
+    for pack in packs.values():
+        check_pack([configs[i] for i in pack], module.PACK_FIELDS)
+    return module, configs, list(packs.values())
 
 
 class ProgressPrinter:
@@ -147,7 +156,8 @@ class ProgressPrinter:
     """
 
     def __init__(self, n_members: int, stream: TextIO | None = None,
-                 interval: float = LINE_INTERVAL) -> None:
+                 interval: float = LINE_INTERVAL, desc: str | None = None,
+                 start: float | None = None) -> None:
         from tqdm import tqdm
 
         from sweeps.status import bar_columns
@@ -155,14 +165,17 @@ class ProgressPrinter:
         self.n_members = n_members
         self.stream = stream or sys.stderr
         self.interval = interval
-        self.start = time.monotonic()
+        self.start = time.monotonic() if start is None else start
+        """When the training began (``time.monotonic()``; the first pack's start for all)."""
         self._last = -float("inf")
         self._diverged: set[int] = set()
         self.reached: dict[int, Report] = {}
         """Each member's latest report, its metrics merged over every report it made (a
         metric some reports leave out keeps its latest value)."""
-        desc = f"pack of {n_members}" if n_members > 1 else None
-        bar = tqdm(desc=desc, unit="step", file=self.stream, leave=False, miniters=0,
+        self.label = desc
+        """The pack's name when ``ortho train`` trains several in turn (``pack 2/4``)."""
+        bar = tqdm(desc=desc or (f"pack of {n_members}" if n_members > 1 else None),
+                   unit="step", file=self.stream, leave=False, miniters=0,
                    disable=None, **bar_columns(self.stream))
         self.bar: tqdm | None = None if bar.disable else bar
         """The bar on a terminal; None where lines are printed instead."""
@@ -189,7 +202,8 @@ class ProgressPrinter:
         if now - self._last < self.interval:
             return
         self._last = now
-        print(f"[{now - self.start:7.1f}s] step {report.step} {self._shown(report)}",
+        where = f"{self.label}: " if self.label else ""
+        print(f"[{now - self.start:7.1f}s] {where}step {report.step} {self._shown(report)}",
               file=self.stream, flush=True)
 
     def close(self) -> None:
@@ -200,10 +214,15 @@ class ProgressPrinter:
     def ended(self, results: Sequence[Result]) -> None:
         """Print how many configurations ended each way (``4 configuration(s) done in
         8.7 s: 3 solved, 1 diverged``)."""
+        self.ended_line(results, time.monotonic() - self.start, self.stream)
+
+    @staticmethod
+    def ended_line(results: Sequence[Result], seconds: float, stream: TextIO) -> None:
+        """:meth:`ended`'s line for ``results`` that took ``seconds``."""
         counts = Counter(r.outcome for r in results)
         parts = [f"{counts[o]} {o.value}" for o in Outcome if counts[o]]
-        print(f"{len(results)} configuration(s) done in {time.monotonic() - self.start:.1f} s: "
-              + ", ".join(parts), file=self.stream, flush=True)
+        print(f"{len(results)} configuration(s) done in {seconds:.1f} s: " + ", ".join(parts),
+              file=stream, flush=True)
 
 
 def _varying(configs: Sequence[Any]) -> list[str]:
@@ -276,7 +295,7 @@ def keys_table(module: Any, columns: int) -> str:
     """The experiment's config keys, defaults and meanings as an aligned table whose meaning
     column is wrapped to fit ``columns`` characters (at least :data:`MEANING_WIDTH`); a key
     of the experiment's ``PACK_FIELDS``, which every member of a pack shares, is marked
-    ``*`` (one value per ``ortho train``)."""
+    ``*`` (several values of it train one pack after another)."""
     from tabulate import tabulate
 
     docs = field_docs(module.Config)
@@ -288,7 +307,7 @@ def keys_table(module: Any, columns: int) -> str:
     table = tabulate(rows, headers=("key", "default", "meaning"), tablefmt="simple",
                      maxcolwidths=[None, None, max(MEANING_WIDTH, columns - used)],
                      disable_numparse=True)
-    return table + ("\n\n* one value per pack: train each value with its own `ortho train`"
+    return table + ("\n\n* shared by a pack: several values train one pack after another"
                     if shared else "")
 
 
@@ -297,21 +316,34 @@ def run(args: argparse.Namespace) -> int:
     if args.keys:
         print(keys_table(experiments.get(args.experiment), shutil.get_terminal_size().columns))
         return 0
-    module, configs = build_pack(args.experiment, args.overrides)
+    module, configs, packs = build_packs(args.experiment, args.overrides)
     keys = list(parse_overrides(args.overrides))
     started = time.monotonic()
-    progress = ProgressPrinter(len(configs))
-    try:
-        results = train_isolated(module.train, configs, progress)
-    except KeyboardInterrupt:
-        progress.close()
-        print(reached_text(args.experiment, member_names(configs, keys), progress.reached,
-                           time.monotonic() - started), file=sys.stderr, flush=True)
-        raise  # the command line says "interrupted" and exits 130
-    finally:
-        progress.close()
-    progress.ended(results)
+    ended: dict[int, Result] = {}
+    reached: dict[int, Report] = {}
+    for number, pack in enumerate(packs, start=1):
+        label = f"pack {number}/{len(packs)}" if len(packs) > 1 else None
+        progress = ProgressPrinter(len(configs), desc=label, start=started)
+
+        def relay(report: Report, pack: list[int] = pack,
+                  progress: ProgressPrinter = progress) -> None:
+            progress(Report(pack[report.member], report.step, report.metrics))
+
+        try:
+            trained = train_isolated(module.train, [configs[i] for i in pack], relay)
+        except KeyboardInterrupt:
+            progress.close()
+            print(reached_text(args.experiment, member_names(configs, keys),
+                               reached | progress.reached, time.monotonic() - started),
+                  file=sys.stderr, flush=True)
+            raise  # the command line says "interrupted" and exits 130
+        finally:
+            progress.close()
+        reached |= progress.reached
+        ended |= dict(zip(pack, trained, strict=True))
+    results = [ended[i] for i in range(len(configs))]
     seconds = time.monotonic() - started
+    ProgressPrinter.ended_line(results, seconds, sys.stderr)
     if args.json:
         doc = [{"name": n, "config": to_dict(c), "outcome": r.outcome.value,
                 "summary": r.summary} | ({"error": r.error} if r.error is not None else {})

@@ -41,7 +41,6 @@ class Terminal(io.StringIO):
         (["synthetic", "--set", "spectral_radius=0"], "spectral_radius"),
         (["synthetic", "--set", "variant=plain", "--set", "penalty=0.1"], "penalty"),
         (["synthetic", "--set", "hidden=2.5"], "hidden"),
-        (["synthetic", "--set", "seq_len=10,20"], "seq_len"),  # a pack must share its shape
         (["synthetic", "--set", "lr"], "--set"),
         (["synthetic", "--set", "lr=0.1", "--set", "lr=0.2"], "lr"),  # not the last silently
         (["synthetic", "--set", "lr=0.1,0.1"], "lr"),  # not two members alike
@@ -51,6 +50,28 @@ def test_bad_input_exits_2_naming_the_field(args, field, capsys):
     assert main(["train", *args]) == 2
     err = capsys.readouterr().err
     assert f"invalid {field}:" in err
+
+
+def test_values_of_a_key_a_pack_shares_train_one_pack_after_another(monkeypatch, capsys):
+    """``steps`` is one of the toy's ``PACK_FIELDS``: 2 × 2 values make two packs of two,
+    trained in turn, and the summary lists the four in the order of the product."""
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
+    packs = []
+    train = toy_experiment.train
+
+    def spy(configs, reporter):
+        packs.append([(c.steps, c.x) for c in configs])
+        return train(configs, reporter)
+
+    monkeypatch.setattr(toy_experiment, "train", spy)
+    assert main(["train", "toy", "--json", "--set", "steps=1,2", "--set", "x=0.1,0.2"]) == 0
+    assert packs == [[(1, 0.1), (1, 0.2)], [(2, 0.1), (2, 0.2)]]
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert [(d["config"]["steps"], d["config"]["x"], d["summary"]["score"]) for d in doc] == [
+        (1, 0.1, pytest.approx(1.0)), (1, 0.2, pytest.approx(2.0)),
+        (2, 0.1, pytest.approx(1.0)), (2, 0.2, pytest.approx(2.0))]
+    assert err.splitlines()[-1].startswith("4 configuration(s) done in ")
 
 
 def test_an_unknown_key_is_named_and_the_known_ones_listed(capsys):
@@ -101,7 +122,7 @@ def test_keys_lists_every_field_with_its_meaning_in_a_table(capsys):
     # the keys every member of a pack shares are marked, and the mark is explained
     assert {k for k, line in rows.items() if line.split()[1] == "*"} == set(
         synthetic.PACK_FIELDS)
-    assert lines[-1] == "* one value per pack: train each value with its own `ortho train`"
+    assert lines[-1] == "* shared by a pack: several values train one pack after another"
 
 
 @pytest.mark.parametrize(("doc", "plain"), [
