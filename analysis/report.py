@@ -121,7 +121,8 @@ def provenance(runs: SweepRuns) -> Provenance:
     return Provenance(spec=runs.sweep.spec, profile=runs.sweep.profile,
                       sweep_id=runs.sweep.sweep_id, n_runs=runs.n_runs,
                       n_configurations=len(runs.runs), outcomes=runs.outcomes,
-                      n_expected=n_expected, search=search(runs))
+                      n_expected=n_expected, search=search(runs),
+                      git_sha=runs.sweep.git_sha)
 
 
 def claims_not_run(spec: str, profile: str, why: str) -> list[Claim]:

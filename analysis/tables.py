@@ -135,10 +135,14 @@ class Provenance:
     search: str = ""
     """How Optuna chose the configurations (``Optuna TPE, 6 trials in each of 2 cells``);
     empty for a grid sweep, whose configurations are the spec's."""
+    git_sha: str = ""
+    """The commit the sweep ran (tag ``ortho.git_sha``); empty or ``unknown`` when not
+    known. The sweep id already gives its UTC date and time."""
 
     def line(self) -> str:
         """One line: ``spec S · profile P · sweep ID · N runs → C configurations (...)``, then
-        ``· Optuna …`` for a sweep that searched with Optuna."""
+        ``· Optuna …`` for a sweep that searched with Optuna and ``· git SHA`` (12 digits)
+        when the commit is known."""
         counts = ", ".join(f"{n} {k}" for k, n in self.outcomes.items() if n)
         of = "" if self.n_expected is None else f" of {self.n_expected} expected"
         runs = "1 run" if self.n_runs == 1 else f"{self.n_runs} runs"
@@ -147,7 +151,9 @@ class Provenance:
         return (f"spec {self.spec} · profile {self.profile} · sweep {self.sweep_id} · "
                 f"{runs} → {configurations}{of}"
                 + (f" ({counts})" if counts else "")
-                + (f" · {self.search}" if self.search else ""))
+                + (f" · {self.search}" if self.search else "")
+                + (f" · git {self.git_sha[:12]}" if self.git_sha not in ("", "unknown")
+                   else ""))
 
 
 @dataclass

@@ -41,9 +41,12 @@ def test_provenance_line_states_spec_profile_sweep_and_counts() -> None:
                            "4 configurations of 6 expected (2 solved, 1 failed, 1 incomplete)")
 
 
-def test_provenance_line_names_an_optuna_search_last() -> None:
+def test_provenance_line_names_an_optuna_search_then_the_commit() -> None:
     optuna = replace(PROV, search="Optuna TPE, 4 trials in each of 2 cells")
     assert optuna.line() == PROV.line() + " · Optuna TPE, 4 trials in each of 2 cells"
+    assert replace(optuna, git_sha="0123456789abcdef" * 2 + "01234567").line() == (
+        optuna.line() + " · git 0123456789ab")
+    assert replace(PROV, git_sha="unknown").line() == PROV.line()
 
 
 @pytest.mark.parametrize(("storage", "sampler", "cells", "text"), [

@@ -113,7 +113,7 @@ def test_every_step_is_clipped_to_tau_and_training_lowers_the_nll(shared_data: P
     (["--set", "hidden=0"], "hidden"),
     (["--set", "lr=-1"], "lr"),
     (["--set", "train_size=300", "--set", "dataset=jsb_chorales"], "train_size"),
-    (["--set", "hidden=50,100"], "hidden"),
+    (["--set", "hidden=50,0"], "hidden"),  # every member is checked before any trains
 ])
 def test_bad_input_exits_2_naming_the_field(args, field, capsys):
     assert main(["train", "polyphonic", *args]) == 2
