@@ -209,9 +209,9 @@ def run_report(args: argparse.Namespace) -> int:
         for figure in report.figures:
             if figure.empty:
                 print(f"{figure.name}: nothing to plot, not written"
-                      + "".join(f"; {note}" for note in figure.notes))
+                      + "".join(f"; {note}" for note in figure.shown_notes))
                 continue
-            for note in figure.notes:
+            for note in figure.shown_notes:
                 print(f"{figure.name}: {note}")
         print(f"wrote {len(written)} files under {args.out.resolve()}:")
         for path in written:

@@ -14,6 +14,9 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
+NO_DATA = "No run of this sweep holds its data."
+"""What a figure with nothing to plot says when it says nothing else."""
+
 
 @dataclass
 class Figure:
@@ -34,9 +37,15 @@ class Figure:
 
     @property
     def empty(self) -> bool:
-        """Whether there is nothing to plot: a report then shows the title and notes alone
-        (which say what is missing) instead of blank axes."""
+        """Whether there is nothing to plot: a report then shows the title and
+        :attr:`shown_notes` alone instead of blank axes."""
         return self.data.empty
+
+    @property
+    def shown_notes(self) -> list[str]:
+        """The notes; for a figure with nothing to plot and no note of its own, that no run
+        holds its data."""
+        return list(self.notes) or ([NO_DATA] if self.empty else [])
 
     def render(self) -> MplFigure:
         """The drawn matplotlib figure."""

@@ -112,7 +112,7 @@ def figure_png(figure: Figure, dpi: int = FIGURE_DPI) -> bytes:
 def figure_html(figure: Figure) -> str:
     """One figure as an embedded PNG with its title and notes as the caption; a figure with
     nothing to plot as its caption alone."""
-    notes = "".join(f"<br>{escape(n)}" for n in figure.notes)
+    notes = "".join(f"<br>{escape(n)}" for n in figure.shown_notes)
     caption = f"<figcaption>{escape(figure.title)}{notes}</figcaption></figure>"
     if figure.empty:
         return f'<figure id="figure-{escape(figure.name)}" class="empty">{caption}'
@@ -169,7 +169,9 @@ def provenance_items(runs: SweepRuns) -> dict[str, str]:
     return {"spec": sweep.spec, "profile": sweep.profile, "sweep id": sweep.sweep_id,
             "search": how,
             "spec sha256": sweep.spec_sha256 or "not tagged",
-            "git sha": sweep.git_sha or "not tagged", "wall time": wall, "machines": machines,
+            "git sha": (sweep.git_sha or "not tagged")
+            + (" with uncommitted changes" if sweep.git_dirty else ""),
+            "wall time": wall, "machines": machines,
             "runs": f"{runs.n_runs} MLflow runs → {len(frame)} configurations ({outcomes})",
             "store": runs.tracking_uri or "unknown"}
 

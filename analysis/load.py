@@ -89,6 +89,8 @@ class Sweep:
     optuna_sampler: str = ""
     """Tag ``ortho.optuna_sampler``: the sampler of those studies (empty for a grid sweep, or
     one tracked before the tag)."""
+    git_dirty: bool = False
+    """Tag ``ortho.git_dirty`` is ``true``: the checkout had uncommitted changes."""
 
 
 @dataclass
@@ -163,6 +165,7 @@ def _sweep_of(spec: str, run: Run) -> Sweep:
                  profile=tags.get(contract.PROFILE, ""),
                  spec_sha256=tags.get(contract.SPEC_SHA256, ""),
                  git_sha=tags.get(contract.GIT_SHA, ""),
+                 git_dirty=tags.get(contract.GIT_DIRTY) == "true",
                  n_configs=int(n) if n and n.isdigit() else None,
                  parent_run_id=run.info.run_id, status=run.info.status,
                  experiment_id=run.info.experiment_id, start_time=run.info.start_time,

@@ -106,9 +106,12 @@ def search(runs: SweepRuns) -> str:
     if not trials:
         return text
     n = max(trials)
+    if n == 1:  # Optuna's cells cannot be told from the grid's
+        return f"{text}, 1 trial a cell"
     cells = sum(t == n for t in trials)
-    return (f"{text}, {n} trial{'' if n == 1 else 's'} in "
-            + ("its cell" if cells == 1 else f"each of {cells} cells"))
+    grid = len(trials) - cells
+    return (f"{text}, {n} trials in " + ("its cell" if cells == 1 else f"each of {cells} cells")
+            + (f" (and {grid} grid cell{'' if grid == 1 else 's'})" if grid else ""))
 
 
 def provenance(runs: SweepRuns) -> Provenance:
@@ -122,7 +125,7 @@ def provenance(runs: SweepRuns) -> Provenance:
                       sweep_id=runs.sweep.sweep_id, n_runs=runs.n_runs,
                       n_configurations=len(runs.runs), outcomes=runs.outcomes,
                       n_expected=n_expected, search=search(runs),
-                      git_sha=runs.sweep.git_sha)
+                      git_sha=runs.sweep.git_sha, git_dirty=runs.sweep.git_dirty)
 
 
 def claims_not_run(spec: str, profile: str, why: str) -> list[Claim]:

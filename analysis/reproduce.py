@@ -83,7 +83,7 @@ class Where:
 
     def options(self) -> list[str]:
         """``--address`` and the store's options (:func:`sweeps.contract.store_options`) that
-        name this cluster and store again from any folder."""
+        name this cluster and store again from this folder."""
         return ([] if not self.address else ["--address", self.address]) + \
             contract.store_options(contract.home_dir(self.home), self.uri())
 

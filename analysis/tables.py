@@ -49,19 +49,30 @@ _LATEX_SUPERSCRIPT = {**{chr(0x2070 + d): str(d) for d in (0, 4, 5, 6, 7, 8, 9)}
 _LATEX_SUBSCRIPT = {**{chr(0x2080 + d): str(d) for d in range(10)}, "ₚ": "p"}
 _GREEK_CAPITALS = {"Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Upsilon", "Phi",
                    "Psi", "Omega"}
-"""Capital Greek letters LaTeX has a command for (the others look like Latin ones)."""
+"""Capital Greek letters LaTeX has a command for; the others are set as the Latin capitals
+they look like (:data:`_GREEK_AS_LATIN`)."""
+_GREEK_AS_LATIN = {"Alpha": "A", "Beta": "B", "Epsilon": "E", "Zeta": "Z", "Eta": "H",
+                   "Iota": "I", "Kappa": "K", "Mu": "M", "Nu": "N", "Omicron": "O", "Rho": "P",
+                   "Tau": "T", "Chi": "X"}
+_GREEK_VARIANTS = {"ε": r"\varepsilon", "ϵ": r"\epsilon", "φ": r"\varphi", "ϕ": r"\phi",
+                   "ϑ": r"\vartheta", "ϱ": r"\varrho", "ϖ": r"\varpi", "ς": r"\varsigma",
+                   "ο": "o"}
+"""Greek letters whose LaTeX command is not their Unicode name (LaTeX's ``\\epsilon`` is
+the lunate ϵ, its ``\\varepsilon`` the letter ε)."""
 
 
 def _greek(ch: str) -> str | None:
-    """The LaTeX command of a Greek letter (``λ`` -> ``\\lambda``), else None."""
+    """The LaTeX math of a Greek letter (``λ`` -> ``\\lambda``), else None."""
     import unicodedata
 
+    if ch in _GREEK_VARIANTS:
+        return _GREEK_VARIANTS[ch]
     words = unicodedata.name(ch, "").split()
-    if len(words) != 4 or words[:2] != ["GREEK", words[1]] or words[2] != "LETTER":
+    if len(words) != 4 or words[0] != "GREEK" or words[2] != "LETTER":
         return None
     name = words[3].lower().replace("lamda", "lambda")
     if words[1] == "SMALL":
-        return "o" if name == "omicron" else "\\" + name
+        return "\\" + name
     capital = name.capitalize()
     return "\\" + capital if capital in _GREEK_CAPITALS else None
 
@@ -138,11 +149,14 @@ class Provenance:
     git_sha: str = ""
     """The commit the sweep ran (tag ``ortho.git_sha``); empty or ``unknown`` when not
     known. The sweep id already gives its UTC date and time."""
+    git_dirty: bool = False
+    """The checkout had uncommitted changes (tag ``ortho.git_dirty``)."""
 
     def line(self) -> str:
         """One line: ``spec S · profile P · sweep ID · N runs → C configurations (...)``, then
         ``· Optuna …`` for a sweep that searched with Optuna and ``· git SHA`` (12 digits)
-        when the commit is known."""
+        when the commit is known (``with uncommitted changes`` when the checkout had
+        some)."""
         counts = ", ".join(f"{n} {k}" for k, n in self.outcomes.items() if n)
         of = "" if self.n_expected is None else f" of {self.n_expected} expected"
         runs = "1 run" if self.n_runs == 1 else f"{self.n_runs} runs"
@@ -153,7 +167,8 @@ class Provenance:
                 + (f" ({counts})" if counts else "")
                 + (f" · {self.search}" if self.search else "")
                 + (f" · git {self.git_sha[:12]}" if self.git_sha not in ("", "unknown")
-                   else ""))
+                   else "")
+                + (" with uncommitted changes" if self.git_dirty else ""))
 
 
 @dataclass
@@ -263,6 +278,16 @@ class Table:
         return buf.getvalue()
 
 
+def _latin(ch: str) -> str | None:
+    """The Latin capital a Greek capital without a LaTeX command looks like (``Α`` -> A)."""
+    import unicodedata
+
+    words = unicodedata.name(ch, "").split()
+    if len(words) == 4 and words[:3] == ["GREEK", "CAPITAL", "LETTER"]:
+        return _GREEK_AS_LATIN.get(words[3].capitalize())
+    return None
+
+
 def latex_escape(text: str) -> str:
     """``text`` with LaTeX special characters escaped and the papers' symbols in math mode:
     Greek letters and mathematical signs, superscripts and subscripts (``10⁻⁵`` ->
@@ -272,10 +297,16 @@ def latex_escape(text: str) -> str:
     math: list[str] = []
     script, scripted = "", ""
 
+    scripts: set[str] = set()  # the kinds of script the current nucleus already has
+
     def close_script() -> None:
         nonlocal script, scripted
         if scripted:
+            if script in scripts:  # a second superscript of one nucleus: start an empty one
+                math.append("{}")
+                scripts.clear()
             math.append(f"{script}{{{scripted}}}")
+            scripts.add(script)
         script, scripted = "", ""
 
     def close_math() -> None:
@@ -295,9 +326,11 @@ def latex_escape(text: str) -> str:
             command = _LATEX_MATH.get(ch) or (_greek(ch) if ord(ch) > 127 else None)
             if command is not None:
                 close_script()
+                scripts.clear()
                 math.append(command + (" " if command[-1].isalpha() else ""))
                 continue
             close_math()
-            out.append(_LATEX_SPECIAL.get(ch) or _LATEX_TEXT.get(ch) or ch)
+            scripts.clear()
+            out.append(_LATEX_SPECIAL.get(ch) or _LATEX_TEXT.get(ch) or _latin(ch) or ch)
     close_math()
     return "".join(out)

@@ -159,11 +159,17 @@ def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
 
 
 def store_options(home: Path, uri: str) -> list[str]:
-    """The options that name the store at ``home`` / ``uri`` again from any folder, for the
-    commands a sweep or a reproduction tells the user to run next: ``--home`` unless ``home``
-    is the default (:func:`home_dir`), ``--tracking-uri`` (credentials masked) unless ``uri``
-    is the default for that home (:func:`tracking_uri`)."""
-    options = [] if home == home_dir(None) else ["--home", str(home)]
+    """The options that name the store at ``home`` / ``uri`` again, for the commands a sweep
+    or a reproduction tells the user to run next from the same folder and environment:
+    ``--home`` unless ``home`` is the default there (:func:`home_dir`), ``--tracking-uri``
+    (credentials masked: the user types the password back) unless ``uri`` is the default for
+    that home (:func:`tracking_uri`). A default that cannot be resolved (``./ortho-runs`` a
+    file) is not the store's: the options are given."""
+    try:
+        default_home = home_dir(None)
+    except LocationError:
+        default_home = None
+    options = [] if home == default_home else ["--home", str(home)]
     return options + ([] if uri == tracking_uri(None, home) else ["--tracking-uri", redact(uri)])
 
 

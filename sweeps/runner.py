@@ -123,12 +123,12 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
 
 def resume_command(sweep_id: str, home: Path, uri: str, address: str | None,
                    optuna_storage: str | None) -> list[str]:
-    """``ortho sweep resume ID`` with the options that find this sweep again from any
-    folder: its store (:func:`sweeps.contract.store_options`), its cluster, and the Optuna
-    storage given explicitly (credentials masked)."""
+    """``ortho sweep resume ID`` with the options that find this sweep again from this
+    folder: its store where it is not the default (:func:`sweeps.contract.store_options`),
+    its cluster, and the Optuna storage given explicitly (credentials masked)."""
     command = ["ortho", "sweep", "resume", sweep_id, *contract.store_options(home, uri)]
     if address:
-        command += ["--address", address]
+        command += ["--address", tracking.redact(address)]
     if optuna_storage:
         command += ["--optuna-storage", tracking.redact(optuna_storage)]
     return command

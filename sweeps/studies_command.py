@@ -152,8 +152,8 @@ def summary_line(summary: StudySummary, metric: str) -> str:
     if summary.best is None:
         return f"  {label}: {trials}; none complete yet"
     best = summary.best
-    tie = ("" if not summary.ties else
-           f"; {summary.ties} more trial{'' if summary.ties == 1 else 's'} tie")
+    tie = ("" if not summary.ties else "; 1 more trial ties" if summary.ties == 1
+           else f"; {summary.ties} more trials tie")
     return (f"  {label}: {trials}; best {metric} {_value(best.value)} at {_point(best.params)} "
             f"(trial {best.number}{tie})")
 

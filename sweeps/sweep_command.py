@@ -116,7 +116,8 @@ Exit status as for "ortho sweep run".""",
     "status": """\
 Show where a sweep stands, from MLflow alone (no Ray is started): configurations done,
 running and failed, the best value of its metric, time elapsed and left, and how many
-configurations ended each way.""",
+configurations ended each way. Without an id it shows the latest sweep, then lists the
+store's other latest sweeps by id.""",
     "studies": """\
 Show the Optuna studies of a sweep that searches with Optuna (one study per cell): each
 cell's trials by state and its best point so far. With --dashboard, then serve

@@ -15,7 +15,8 @@ One member's failure never ends the pack (:mod:`ortho_core.experiments.isolation
 the others train. The exit status is 0 when every member trained, 1 when some failed (named
 on stderr; their errors are in the summary or the JSON), 2 for bad input, 130 when
 interrupted: Ctrl-C ends with what each member had reached by then on stderr
-(:func:`reached_text`: its last step and the latest metrics it reported), as nothing of an
+(:func:`reached_text`: its last step and the latest metrics it reported, the outcome of a
+member of a pack that had ended, or that its pack had not started), as nothing of an
 interrupted training is kept anywhere else.
 """
 
@@ -30,12 +31,13 @@ import shutil
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ortho_core import experiments
-from ortho_core.config import check_pack, field_docs, from_dict, to_dict
+from ortho_core.config import field_docs, from_dict, to_dict
 from ortho_core.errors import ConfigError
+from ortho_core.experiments.data_check import check_data
 from ortho_core.experiments.isolation import train_isolated
 from ortho_core.reporting import Outcome, Report, Result
 from sweeps.naming import run_name
@@ -128,10 +130,6 @@ def build_packs(experiment: str, pairs: Sequence[str]) -> tuple[Any, list[Any], 
 
     module = experiments.get(experiment)
     overrides = parse_overrides(pairs)
-    size = math.prod(len(values) for values in overrides.values())
-    if size > MAX_PACK_SIZE:
-        raise ConfigError("--set", f"at most {MAX_PACK_SIZE} configurations (the product of "
-                          "the comma-separated lists)", size)
     keys = list(overrides)
     configs = [from_dict(module.Config, dict(zip(keys, combo, strict=True)))
                for combo in itertools.product(*overrides.values())]
@@ -139,8 +137,10 @@ def build_packs(experiment: str, pairs: Sequence[str]) -> tuple[Any, list[Any], 
     for i, cfg in enumerate(configs):
         shape = repr([getattr(cfg, name) for name in module.PACK_FIELDS])
         packs.setdefault(shape, []).append(i)
-    for pack in packs.values():
-        check_pack([configs[i] for i in pack], module.PACK_FIELDS)
+    largest = max(len(pack) for pack in packs.values())
+    if largest > MAX_PACK_SIZE:
+        raise ConfigError("--set", f"a pack of at most {MAX_PACK_SIZE} configurations (the "
+                          "product of the comma-separated lists that a pack may vary)", largest)
     return module, configs, list(packs.values())
 
 
@@ -214,15 +214,10 @@ class ProgressPrinter:
     def ended(self, results: Sequence[Result]) -> None:
         """Print how many configurations ended each way (``4 configuration(s) done in
         8.7 s: 3 solved, 1 diverged``)."""
-        self.ended_line(results, time.monotonic() - self.start, self.stream)
-
-    @staticmethod
-    def ended_line(results: Sequence[Result], seconds: float, stream: TextIO) -> None:
-        """:meth:`ended`'s line for ``results`` that took ``seconds``."""
         counts = Counter(r.outcome for r in results)
         parts = [f"{counts[o]} {o.value}" for o in Outcome if counts[o]]
-        print(f"{len(results)} configuration(s) done in {seconds:.1f} s: " + ", ".join(parts),
-              file=stream, flush=True)
+        print(f"{len(results)} configuration(s) done in {time.monotonic() - self.start:.1f} s: "
+              + ", ".join(parts), file=self.stream, flush=True)
 
 
 def _varying(configs: Sequence[Any]) -> list[str]:
@@ -266,16 +261,25 @@ def shown_metrics(metrics: Mapping[str, float], prefixes: tuple[str, ...] = ()) 
 
 
 def reached_text(experiment: str, names: Sequence[str], reached: Mapping[int, Report],
-                 seconds: float) -> str:
-    """What each member of an interrupted pack had reached after ``seconds``, from its latest
-    report in ``reached`` (by member index; :attr:`ProgressPrinter.reached`): its step and
-    metrics, or that it had reported nothing yet."""
+                 seconds: float, ended: Mapping[int, Result] | None = None,
+                 begun: Container[int] | None = None) -> str:
+    """What each member of an interrupted training had reached after ``seconds``, from its
+    latest report in ``reached`` (by member index; :attr:`ProgressPrinter.reached`): its step
+    and metrics, or that it had reported nothing yet; with several packs, the outcome of a
+    member of a pack that had ended (``ended``), and that a member of a pack not yet
+    started (not in ``begun``) had not started."""
     lines = [f"ortho train {experiment}: stopped after {seconds:.1f} s; reached so far:"]
     for i, name in enumerate(names):
         report = reached.get(i)
-        state = ("nothing reported yet" if report is None
-                 else f"step {report.step} "
-                 f"{shown_metrics(report.metrics, REACHED_PREFIXES)}".rstrip())
+        done = (ended or {}).get(i)
+        shown = "" if report is None else (
+            f"step {report.step} {shown_metrics(report.metrics, REACHED_PREFIXES)}".rstrip())
+        if done is not None:
+            state = done.outcome.value + (f" at {shown}" if shown else "")
+        elif begun is not None and i not in begun:
+            state = "not started"
+        else:
+            state = shown or "nothing reported yet"
         lines.append(f"  [{i}] {name}: {state}")
     return "\n".join(lines)
 
@@ -317,11 +321,16 @@ def run(args: argparse.Namespace) -> int:
         print(keys_table(experiments.get(args.experiment), shutil.get_terminal_size().columns))
         return 0
     module, configs, packs = build_packs(args.experiment, args.overrides)
+    if len(packs) > 1:  # a later pack's missing file must not cost an earlier pack's work
+        check_data(module, configs)
     keys = list(parse_overrides(args.overrides))
     started = time.monotonic()
     ended: dict[int, Result] = {}
     reached: dict[int, Report] = {}
+    begun: set[int] = set()
+    progress = None
     for number, pack in enumerate(packs, start=1):
+        begun.update(pack)
         label = f"pack {number}/{len(packs)}" if len(packs) > 1 else None
         progress = ProgressPrinter(len(configs), desc=label, start=started)
 
@@ -334,16 +343,17 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             progress.close()
             print(reached_text(args.experiment, member_names(configs, keys),
-                               reached | progress.reached, time.monotonic() - started),
-                  file=sys.stderr, flush=True)
+                               reached | progress.reached, time.monotonic() - started,
+                               ended, begun), file=sys.stderr, flush=True)
             raise  # the command line says "interrupted" and exits 130
         finally:
             progress.close()
         reached |= progress.reached
         ended |= dict(zip(pack, trained, strict=True))
     results = [ended[i] for i in range(len(configs))]
+    assert progress is not None  # a pack at least
+    progress.ended(results)  # every pack's printer counts from the first pack's start
     seconds = time.monotonic() - started
-    ProgressPrinter.ended_line(results, seconds, sys.stderr)
     if args.json:
         doc = [{"name": n, "config": to_dict(c), "outcome": r.outcome.value,
                 "summary": r.summary} | ({"error": r.error} if r.error is not None else {})

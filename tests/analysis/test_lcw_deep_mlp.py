@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +14,7 @@ import pytest
 
 from analysis.caveats import caveats
 from analysis.claims import FAILS, HOLDS, Claim, explain
+from analysis.figures import NO_DATA
 from analysis.html import figure_html
 from analysis.load import Histories, Sweep, SweepRuns
 from analysis.published.kutsuna import PUBLISHED
@@ -197,6 +199,9 @@ def test_figures_read_histories_and_artifacts(histories, tmp_path):
     assert "<img" not in figure_html(final)
     assert all(html.escape(n) in figure_html(final) for n in final.notes)
     assert "<img" in figure_html(acc)
+    bare = replace(final, notes=[])  # nothing to plot and nothing said: that no run holds it
+    assert bare.shown_notes == [NO_DATA] and html.escape(NO_DATA) in figure_html(bare)
+    assert acc.shown_notes == list(acc.notes)
 
 
 def test_a_failure_the_cpu_profile_explains_carries_its_caveat_and_no_other_does():

@@ -47,13 +47,17 @@ def test_provenance_line_names_an_optuna_search_then_the_commit() -> None:
     assert replace(optuna, git_sha="0123456789abcdef" * 2 + "01234567").line() == (
         optuna.line() + " · git 0123456789ab")
     assert replace(PROV, git_sha="unknown").line() == PROV.line()
+    assert replace(PROV, git_sha="ab" * 20, git_dirty=True).line() == (
+        PROV.line() + " · git abababababab with uncommitted changes")
 
 
 @pytest.mark.parametrize(("storage", "sampler", "cells", "text"), [
     ("", "", [{"trials": 1}] * 3, ""),  # a grid sweep
     ("sqlite:///h/optuna.db", "cmaes", [{"trials": 6}] * 2,
      "Optuna CMA-ES, 6 trials in each of 2 cells"),
-    ("sqlite:///h/optuna.db", "tpe", [{"trials": 1}], "Optuna TPE, 1 trial in its cell"),
+    ("sqlite:///h/optuna.db", "tpe", [{"trials": 1}] * 2, "Optuna TPE, 1 trial a cell"),
+    ("sqlite:///h/optuna.db", "tpe", [{"trials": 4}, {"trials": 1}],
+     "Optuna TPE, 4 trials in its cell (and 1 grid cell)"),
     ("sqlite:///h/optuna.db", "", [{"trials": 5}, {"trials": 5}, {"trials": 5}],
      "Optuna, 5 trials in each of 3 cells"),  # tracked before the sampler's tag
     ("sqlite:///h/optuna.db", "tpe", None, "Optuna TPE"),  # tracked before its cells
@@ -126,6 +130,9 @@ def test_latex_escapes_and_sets_symbols_in_math_mode() -> None:
     ("W_hhᵀ, Eᵖ, x₁", r"W\_hh$^{T}$, E$^{p}$, x$_{1}$"),
     ("T = 10–80 — §5", r"T = 10--80 --- \S{}5"),
     ("ΛΩ", r"$\Lambda \Omega$"),
+    ("ΑΒΓ", r"AB$\Gamma$"),  # capitals without a command: the Latin ones they look like
+    ("ε φ ϵ ϕ", r"$\varepsilon$ $\varphi$ $\epsilon$ $\phi$"),
+    ("σ²₀†", r"$\sigma ^{2}_{0}{}^{\dagger}$"),  # no double superscript
 ])
 def test_latex_sets_greek_and_maths_in_math_groups(text: str, latex: str) -> None:
     assert latex_escape(text) == latex

@@ -155,9 +155,10 @@ def test_a_raising_trial_is_retried_then_recorded_failed(tmp_path):
 
 
 def test_the_resume_command_names_what_is_not_the_default(tmp_path, monkeypatch):
-    """The command printed after an interrupt or a failure finds the sweep again from any
-    folder: it names the home, the store, the cluster and the Optuna storage that are not
-    the defaults (credentials masked), and nothing that is."""
+    """The command printed after an interrupt or a failure finds the sweep again: it names
+    the home, the store, the cluster and the Optuna storage that are not the defaults
+    (credentials masked), and nothing that is."""
+    tmp_path = tmp_path.resolve()
     monkeypatch.chdir(tmp_path)
     for name in ("ORTHO_HOME", "ORTHO_TRACKING_URI"):
         monkeypatch.delenv(name, raising=False)
@@ -170,6 +171,10 @@ def test_the_resume_command_names_what_is_not_the_default(tmp_path, monkeypatch)
                           "postgresql://u:pw@db/studies") == [
         *base, "--tracking-uri", "postgresql://u:***@db/runs", "--address", "ray://head:10001",
         "--optuna-storage", "postgresql://u:***@db/studies"]
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("ORTHO_HOME", str(tmp_path / "file"))  # no default home: named
+    assert resume_command("ID", other, f"sqlite:///{other}/mlflow.db", None, None) == [
+        *base, "--home", str(other)]
     monkeypatch.setenv("ORTHO_HOME", str(other))  # named again by the environment
     monkeypatch.setenv("ORTHO_TRACKING_URI", "http://127.0.0.1:5000")
     assert resume_command("ID", other, "http://127.0.0.1:5000", None, None) == base

@@ -119,6 +119,10 @@ def test_a_tie_for_the_best_value_is_told(tmp_path):
     [summary] = load_summaries(url, "20261127-000000-abcd")
     assert summary_line(summary, "score") == (
         "  cell-0: 5 trials (5 complete); best score 10 at x=0.5 (trial 4)")
+    study.add_trial(optuna.trial.create_trial(params={"x": 0.6}, distributions={"x": x},
+                                              value=10.0))
+    [summary] = load_summaries(url, "20261127-000000-abcd")
+    assert summary_line(summary, "score").endswith("(trial 4; 1 more trial ties)")
 
 
 def _get(url: str) -> Any:

@@ -74,6 +74,50 @@ def test_values_of_a_key_a_pack_shares_train_one_pack_after_another(monkeypatch,
     assert err.splitlines()[-1].startswith("4 configuration(s) done in ")
 
 
+def test_ctrl_c_in_a_later_pack_gives_the_outcomes_of_the_packs_that_ended(monkeypatch,
+                                                                          capsys):
+    """Three packs (steps = 1, 2, 3); Ctrl-C while the second trains: the first pack's
+    members are given their outcomes, the second's what they reached, the third's that
+    they had not started."""
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
+    train = toy_experiment.train
+
+    def second_interrupted(configs, reporter):
+        if configs[0].steps == 2:
+            reporter(Report(member=1, step=1, metrics={"value": 0.5}))
+            raise KeyboardInterrupt
+        return train(configs, reporter)
+
+    monkeypatch.setattr(toy_experiment, "train", second_interrupted)
+    assert main(["train", "toy", "--set", "steps=1,2,3", "--set", "x=0.1,0.2"]) == 130
+    lines = capsys.readouterr().err.splitlines()
+    start = next(i for i, line in enumerate(lines) if "reached so far:" in line)
+    assert lines[start + 1:start + 7] == [
+        "  [0] steps=1 x=0.1: unsolved at step 0 loss=0.1 value=0.1",
+        "  [1] steps=1 x=0.2: unsolved at step 0 loss=0.2 value=0.2",
+        "  [2] steps=2 x=0.1: nothing reported yet",
+        "  [3] steps=2 x=0.2: step 1 value=0.5",
+        "  [4] steps=3 x=0.1: not started",
+        "  [5] steps=3 x=0.2: not started"]
+
+
+def test_a_later_packs_missing_data_stops_before_the_first_pack_trains(monkeypatch, capsys):
+    """The files of every pack are checked first: a dataset missing for the second pack
+    stops the command (exit 2) before the first one trains."""
+    from ortho_core.errors import DataError
+
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
+    trained = []
+    monkeypatch.setattr(toy_experiment, "train", lambda configs, reporter: trained.append(1))
+
+    def check(module, configs):
+        raise DataError("data/second.bin", "an existing file (no such file)")
+
+    monkeypatch.setattr("sweeps.train_command.check_data", check)
+    assert main(["train", "toy", "--set", "steps=1,2"]) == 2
+    assert "invalid data/second.bin" in capsys.readouterr().err and trained == []
+
+
 def test_an_unknown_key_is_named_and_the_known_ones_listed(capsys):
     """The message quotes no value: the key is what is wrong, and it leads the message."""
     assert main(["train", "synthetic", "--set", "nosuchkey=1"]) == 2
