@@ -130,6 +130,10 @@ def build_packs(experiment: str, pairs: Sequence[str]) -> tuple[Any, list[Any], 
 
     module = experiments.get(experiment)
     overrides = parse_overrides(pairs)
+    size = math.prod(len(values) for values in overrides.values())
+    if size > MAX_PACK_SIZE:  # before the product is built: it could be any size
+        raise ConfigError("--set", f"at most {MAX_PACK_SIZE} configurations (the product of "
+                          "the comma-separated lists)", size)
     keys = list(overrides)
     configs = [from_dict(module.Config, dict(zip(keys, combo, strict=True)))
                for combo in itertools.product(*overrides.values())]
@@ -137,10 +141,6 @@ def build_packs(experiment: str, pairs: Sequence[str]) -> tuple[Any, list[Any], 
     for i, cfg in enumerate(configs):
         shape = repr([getattr(cfg, name) for name in module.PACK_FIELDS])
         packs.setdefault(shape, []).append(i)
-    largest = max(len(pack) for pack in packs.values())
-    if largest > MAX_PACK_SIZE:
-        raise ConfigError("--set", f"a pack of at most {MAX_PACK_SIZE} configurations (the "
-                          "product of the comma-separated lists that a pack may vary)", largest)
     return module, configs, list(packs.values())
 
 
