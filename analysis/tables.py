@@ -51,9 +51,7 @@ _GREEK_CAPITALS = {"Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Up
                    "Psi", "Omega"}
 """Capital Greek letters LaTeX has a command for; the others are set as the Latin capitals
 they look like (:data:`_GREEK_AS_LATIN`)."""
-_GREEK_AS_LATIN = {"Alpha": "A", "Beta": "B", "Epsilon": "E", "Zeta": "Z", "Eta": "H",
-                   "Iota": "I", "Kappa": "K", "Mu": "M", "Nu": "N", "Omicron": "O", "Rho": "P",
-                   "Tau": "T", "Chi": "X"}
+_GREEK_AS_LATIN = dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΧ", "ABEZHIKMNOPTX", strict=True))
 _GREEK_VARIANTS = {"ε": r"\varepsilon", "ϵ": r"\epsilon", "φ": r"\varphi", "ϕ": r"\phi",
                    "ϑ": r"\vartheta", "ϱ": r"\varrho", "ϖ": r"\varpi", "ς": r"\varsigma",
                    "ο": "o"}
@@ -278,16 +276,6 @@ class Table:
         return buf.getvalue()
 
 
-def _latin(ch: str) -> str | None:
-    """The Latin capital a Greek capital without a LaTeX command looks like (``Α`` -> A)."""
-    import unicodedata
-
-    words = unicodedata.name(ch, "").split()
-    if len(words) == 4 and words[:3] == ["GREEK", "CAPITAL", "LETTER"]:
-        return _GREEK_AS_LATIN.get(words[3].capitalize())
-    return None
-
-
 def latex_escape(text: str) -> str:
     """``text`` with LaTeX special characters escaped and the papers' symbols in math mode:
     Greek letters and mathematical signs, superscripts and subscripts (``10⁻⁵`` ->
@@ -331,6 +319,7 @@ def latex_escape(text: str) -> str:
                 continue
             close_math()
             scripts.clear()
-            out.append(_LATEX_SPECIAL.get(ch) or _LATEX_TEXT.get(ch) or _latin(ch) or ch)
+            out.append(_LATEX_SPECIAL.get(ch) or _LATEX_TEXT.get(ch) or _GREEK_AS_LATIN.get(ch)
+                       or ch)
     close_math()
     return "".join(out)

@@ -105,16 +105,9 @@ def load_summaries(url: str, sweep_id: str) -> list[StudySummary]:
     cells = [s.user_attrs.get(CELL_ATTR, {}) for s in studies]
     varying = [k for k in dict.fromkeys(k for c in cells for k in c)
                if len({json.dumps(c.get(k), sort_keys=True) for c in cells}) > 1]
-    summaries = []
-    for study, cell in zip(studies, cells, strict=True):
-        best = _best(study)
-        ties = 0 if best is None else sum(
-            t.value == best.value and t.number != best.number for t in study.get_trials(
-                deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
-        summaries.append(StudySummary(name=study.study_name,
-                                      cell={k: cell.get(k) for k in varying},
-                                      states=_states(study), best=best, ties=ties))
-    return summaries
+    return [StudySummary(study.study_name, {k: cell.get(k) for k in varying},
+                         _states(study), *_best(study))
+            for study, cell in zip(studies, cells, strict=True)]
 
 
 def _states(study: Any) -> Counter[str]:
@@ -125,11 +118,15 @@ def _states(study: Any) -> Counter[str]:
     return states
 
 
-def _best(study: Any) -> Any:
+def _best(study: Any) -> tuple[Any, int]:
+    """The study's best COMPLETE trial (None before any) and how many others tie with it."""
     import optuna
 
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    return study.best_trial if complete else None
+    if not complete:
+        return None, 0
+    best = study.best_trial
+    return best, sum(t.value == best.value and t.number != best.number for t in complete)
 
 
 def _value(value: Any) -> str:
