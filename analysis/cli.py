@@ -175,7 +175,6 @@ def run_reproduce(args: argparse.Namespace) -> int:
     from analysis.reproduce import Where, reproduce
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     where = Where(args.address, args.tracking_uri, args.home)
     return reproduce(args.paper, args.profile, where, args.out, args.skip_missing_data)
 
@@ -193,7 +192,6 @@ def run_report(args: argparse.Namespace) -> int:
     from analysis.report import build_report
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     html = args.format == "html"
     report = build_report(args.spec, args.sweep, args.tracking_uri, args.home,
                           figures=html or args.out is not None, use_cache=not args.refresh)
@@ -213,7 +211,8 @@ def run_report(args: argparse.Namespace) -> int:
                 continue
             for note in figure.shown_notes:
                 print(f"{figure.name}: {note}")
-        print(f"wrote {len(written)} files under {args.out.resolve()}:")
+        files = "1 file" if len(written) == 1 else f"{len(written)} files"
+        print(f"wrote {files} under {args.out.resolve()}:")
         for path in written:
             print(f"  {path.name}")
     return 0

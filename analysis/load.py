@@ -14,6 +14,12 @@ configuration`` with the same sweep id (and ``mlflow.parentRunId``), one per tri
 
 Only ``mlflow`` (through the client passed in) and ``pandas`` are used: nothing here imports
 Ray, training code or any of ``sweeps`` but its contract.
+
+In a notebook or a script, :func:`read` is the one call (README "Analysing in Python"):
+
+    >>> runs, histories = read("synthetic-max-length", home="ortho-runs")  # doctest: +SKIP
+    >>> runs.runs[["run_name", "outcome", "metrics.max_seq_len_solved"]]  # doctest: +SKIP
+    >>> histories.get(runs.runs.run_id[0], "val_error")  # step, value  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from analysis.cache import RunCache
+from analysis.store import open_store, resolve_tracking_uri
 from ortho_core.errors import ConfigError
 from sweeps import contract
 
@@ -383,3 +391,16 @@ class Histories:
         if self.cache is not None and run_id in self._ended:
             self.cache.put_history(spec, sweep_id, run_id, key, history)
         return history
+
+
+def read(spec: str, sweep_id: str | None = None, *, tracking_uri: str | None = None,
+         home: str | Path | None = None) -> tuple[SweepRuns, Histories]:
+    """Sweep ``sweep_id`` of ``spec`` (default: its latest) from the store ``ortho`` would
+    use with the same ``--tracking-uri`` and ``--home`` (default: ``$ORTHO_TRACKING_URI``,
+    else ``./ortho-runs``), as :func:`load_sweep`'s frame of its configurations and their
+    metric :class:`Histories`, read from MLflow as they are asked for. ``ConfigError`` for a
+    store, spec or sweep that is not there, naming what exists."""
+    uri = resolve_tracking_uri(tracking_uri, home)
+    client = open_store(uri)
+    runs = load_sweep(client, spec, sweep_id, tracking_uri=uri)
+    return runs, Histories(client, runs)

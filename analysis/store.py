@@ -10,6 +10,7 @@ not exist is an error here, never created: opening a missing file would make an 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,10 @@ def resolve_tracking_uri(uri: str | None = None, home: str | Path | None = None)
 
 def open_store(uri: str) -> MlflowClient:
     """A client of the store at ``uri`` (MLflow is imported here, when a store is read);
-    ``ConfigError`` (field ``tracking_uri``) when it is a SQLite file that does not exist."""
+    ``ConfigError`` (field ``tracking_uri``) when it is a SQLite file that does not exist.
+    MLflow's progress bar per artifact read is off unless the environment turns it on: a
+    report or a notebook reads many small artifacts."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     path = sqlite_path(uri)
     if path is not None and not path.is_file():
         raise ConfigError("tracking_uri", "an MLflow store holding sweeps (none here: run "

@@ -15,12 +15,16 @@ command imports what it needs (Ray, MLflow, pandas, torch) when it runs, so that
 answers at once. Any ``ConfigError`` or :class:`~sweeps.contract.LocationError`, and any
 argument the parser rejects, becomes exit status 2 with a one-line message on stderr that
 names the field (or the argument); the credentials of any URI in an error message are masked
-(:func:`sweeps.contract.redact`).
+(:func:`sweeps.contract.redact`). Output piped into a reader that leaves early (``ortho
+report SPEC | head``) ends the command quietly with status 141 (128 + SIGPIPE, as a program
+the signal ended), no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
@@ -103,7 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     name = command_words(args)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so that a reader gone meanwhile is told apart below
+        return status
+    except BrokenPipeError:  # the reader left (``ortho report … | head``): nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except (ConfigError, LocationError) as err:
         print(one_line(redact(f"{name}: invalid {err}")), file=sys.stderr)
         return 2

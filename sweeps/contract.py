@@ -173,6 +173,20 @@ def store_options(home: Path, uri: str) -> list[str]:
     return options + ([] if uri == tracking_uri(None, home) else ["--tracking-uri", redact(uri)])
 
 
+def format_value(value: Any) -> str:
+    """``value`` as a name shows it: numbers in at most four significant digits with short
+    exponents (``0.01``, ``1``, ``1e-5``), sequences joined by commas. Run names
+    (:mod:`sweeps.naming`) and a report's missing configurations show values so."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m[1].replace("+", "") + m[2],
+                      f"{value:.4g}")
+    if isinstance(value, (list, tuple)):
+        return ",".join(format_value(v) for v in value)
+    return str(value)
+
+
 TRACKING_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mssql", "http", "https")
 """The schemes of the tracking URIs MLflow 3 opens (a database, with an optional ``+driver``,
 or a tracking server); MLflow refuses its old file store (``./mlruns``, ``file:``)."""

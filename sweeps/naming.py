@@ -23,12 +23,12 @@ when it asks their points (:mod:`sweeps.searcher`); a trial hands the name to th
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sweeps import contract
+from sweeps.contract import format_value
 
 WORDS: dict[str, Mapping[str, str]] = {"variant": contract.VARIANT_NAMES,
                                        "direction": contract.DIRECTION_NAMES}
@@ -39,19 +39,6 @@ SEEDS = ("seed", "data_seed")
 """Keys named last."""
 KEY_CHARS = 6
 """Characters of the trial key that tell apart configurations whose names are alike."""
-
-
-def format_value(value: Any) -> str:
-    """``value`` as a name shows it: numbers in at most four significant digits with short
-    exponents (``0.01``, ``1``, ``1e-5``), sequences joined by commas."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m[1].replace("+", "") + m[2],
-                      f"{value:.4g}")
-    if isinstance(value, (list, tuple)):
-        return ",".join(format_value(v) for v in value)
-    return str(value)
 
 
 def varying_keys(cells: Iterable[Any]) -> tuple[str, ...]:

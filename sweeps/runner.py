@@ -100,6 +100,8 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
                               progress, stream, run_tags, studies)
     if interrupted:
         tracker.mark_killed(ref)
+        if studies is not None:
+            studies.end_running(finished_values(tracker, ref, spec.metric))
     else:
         backfill_failures(tracker, ref, plan, run_tags)
     record = tracker.find_sweep(ref.sweep_id)
@@ -119,6 +121,15 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     if interrupted or final.failed:
         print(f"resume with: {shlex.join(again)}", file=stream, flush=True)
     return final
+
+
+def finished_values(tracker: tracking.Tracker, ref: tracking.SweepRef,
+                    metric: str) -> dict[str, float | None]:
+    """``metric`` of every FINISHED configuration run of the sweep, by trial key (None: not
+    finite)."""
+    return {run.data.tags[tracking.TRIAL_KEY]: tracking.metric_value(
+        tracking.stored_result(run).summary, metric)
+        for run in tracker.configurations(ref) if run.info.status == "FINISHED"}
 
 
 def resume_command(sweep_id: str, home: Path, uri: str, address: str | None,
@@ -253,9 +264,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
                                                  record.ref.parent_run_id).data.tags)
     study_url = _study_url(spec, optuna_storage, uri)
     tracker.discard_unfinished(record.ref)
-    values = {run.data.tags[tracking.TRIAL_KEY]: tracking.metric_value(
-        tracking.stored_result(run).summary, spec.metric)
-        for run in tracker.configurations(record.ref)}
+    values = finished_values(tracker, record.ref, spec.metric)
     plan = build_plan(spec, values)
     preflight.check_data(spec, address, finished=values)
     studies = None

@@ -18,7 +18,8 @@ Every trial the searcher asks carries the member's trial key (user attribute
 A resume (:func:`resume_studies`) loads the same studies and:
 
 - tells each trial still RUNNING (its driver died before the trial ended) the value of its
-  FINISHED MLflow run when there is one, else marks it FAIL;
+  FINISHED MLflow run when there is one, else marks it FAIL (a sweep stopped by Ctrl-C does
+  this itself before it exits: :meth:`Studies.end_running`);
 - asks again, first (``enqueue_trial``), the point of every trial whose configuration has no
   FINISHED run (failed or interrupted), once per point, so each configuration ends with one
   run as in a grid;
@@ -113,6 +114,14 @@ class Studies:
     """The metric of every configuration with a FINISHED run, by trial key (None: not
     finite): a point proposed again is told this value instead of being trained."""
 
+    def end_running(self, values: Mapping[str, float | None]) -> None:
+        """Tell every trial still RUNNING the value of its configuration's FINISHED run in
+        ``values`` (the metric by trial key), else FAIL, as Optuna's own ``optimize`` marks a
+        trial a Ctrl-C stopped: what an interrupted sweep does before it exits, so that
+        the studies show what MLflow holds until a resume."""
+        for study in self.by_cell.values():
+            _end_running(study, values)
+
 
 def study_name(sweep_id: str, cell: int) -> str:
     """The name of cell ``cell``'s study (:data:`sweeps.contract.STUDY_NAME`)."""
@@ -178,12 +187,7 @@ def resume_studies(url: str, sweep_id: str, plan: Plan, settings: OptunaSettings
 def _set_right(study: Any, values: Mapping[str, float | None]) -> int:
     """End ``study``'s RUNNING trials, queue the unfinished points again; its spent budget."""
     state = optuna.trial.TrialState
-    for trial in study.get_trials(deepcopy=False, states=(state.RUNNING,)):
-        value = values.get(trial.user_attrs.get(KEY_ATTR, ""))
-        if value is None:
-            study.tell(trial.number, state=state.FAIL)
-        else:
-            study.tell(trial.number, value)
+    _end_running(study, values)
     finished: set[str] = set()
     queued: set[str] = set()
     again: dict[str, dict[str, Any]] = {}
@@ -202,3 +206,15 @@ def _set_right(study: Any, values: Mapping[str, float | None]) -> int:
         if key not in queued:
             study.enqueue_trial(params, user_attrs={KEY_ATTR: key})
     return len(finished) + repeats
+
+
+def _end_running(study: Any, values: Mapping[str, float | None]) -> None:
+    """Tell each of ``study``'s RUNNING trials its configuration's value in ``values``, or
+    FAIL when it has none (no FINISHED run, or a metric that is not finite)."""
+    state = optuna.trial.TrialState
+    for trial in study.get_trials(deepcopy=False, states=(state.RUNNING,)):
+        value = values.get(trial.user_attrs.get(KEY_ATTR, ""))
+        if value is None:
+            study.tell(trial.number, state=state.FAIL)
+        else:
+            study.tell(trial.number, value)

@@ -299,7 +299,8 @@ def keys_table(module: Any, columns: int) -> str:
     """The experiment's config keys, defaults and meanings as an aligned table whose meaning
     column is wrapped to fit ``columns`` characters (at least :data:`MEANING_WIDTH`); a key
     of the experiment's ``PACK_FIELDS``, which every member of a pack shares, is marked
-    ``*`` (several values of it train one pack after another)."""
+    ``*`` (several values of it train one pack after another). Then the keys of a member's
+    summary (the experiment's ``SUMMARY``), which a spec's ``metric`` names."""
     from tabulate import tabulate
 
     docs = field_docs(module.Config)
@@ -311,8 +312,14 @@ def keys_table(module: Any, columns: int) -> str:
     table = tabulate(rows, headers=("key", "default", "meaning"), tablefmt="simple",
                      maxcolwidths=[None, None, max(MEANING_WIDTH, columns - used)],
                      disable_numparse=True)
-    return table + ("\n\n* shared by a pack: several values train one pack after another"
-                    if shared else "")
+    summary = tabulate(list(module.SUMMARY.items()), headers=("summary", "meaning"),
+                       tablefmt="simple", disable_numparse=True,
+                       maxcolwidths=[None, max(MEANING_WIDTH,
+                                               columns - max(map(len, module.SUMMARY)) - 2)])
+    return (table + ("\n\n* shared by a pack: several values train one pack after another"
+                     if shared else "")
+            + "\n\nWhat a member's summary holds (a spec's metric names one of them):\n\n"
+            + summary)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,15 +6,27 @@ wrote (``sweeps/specs/README.md``: a spec may live anywhere) has no published co
 its report is the one table every sweep can have: each configuration by its run's name (what
 varies, :mod:`sweeps.naming`), the metric the spec ranks by (its ``metric:`` line, a tag of
 the sweep's parent run), the outcome and the attempts, best first. It states no claim.
+
+A configuration the spec defines that no run holds (an interrupted sweep's) is a row of its
+own, last, named by the values that vary across the spec's cells, its metric ``missing``
+(an Optuna cell's missing trials are one row); a configuration still running or killed has
+its metric marked partial. The legend then reads "Partial sweep", as the shipped reports'
+do, rather than "All cells complete".
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from analysis.load import Histories, SweepRuns
+from analysis.expected import expected_configurations
+from analysis.groups import matching
+from analysis.load import OUTCOMES, Histories, SweepRuns
 from analysis.report import Report, provenance
 from analysis.tables import Cell, Table
+from sweeps.contract import SYMBOLS, TRIALS, format_value
+
+ENDED = OUTCOMES[:-1]
+"""Outcomes of a configuration that ended (``incomplete``: running or killed)."""
 
 
 def ranked(runs: SweepRuns) -> pd.DataFrame:
@@ -36,8 +48,11 @@ def generic_report(runs: SweepRuns, histories: Histories | None = None) -> Repor
     metric = sweep.metric or "metric"
     frame = ranked(runs)
     rows = [[Cell(name if isinstance(name := r.get("run_name"), str) else r["trial_key"]),
-             Cell(r["_value"], "g"), Cell(r["outcome"]), Cell(int(r["attempts"]), "d")]
+             Cell(r["_value"], "g", partial=r["outcome"] not in ENDED), Cell(r["outcome"]),
+             Cell(int(r["attempts"]), "d")]
             for _, r in frame.iterrows()]
+    rows += [[Cell(name), Cell(None, partial=True), Cell(None), Cell(0, "d")]
+             for name in missing(runs)]
     notes = [f"{sweep.spec} has no report of its own (those of the shipped specs set the "
              f"papers' tables beside the published values): its configurations by "
              f"{metric}, {'smallest' if sweep.mode == 'min' else 'largest'} first; no "
@@ -46,3 +61,31 @@ def generic_report(runs: SweepRuns, histories: Histories | None = None) -> Repor
                   columns=["configuration", metric, "outcome", "attempts"], rows=rows,
                   provenance=provenance(runs), notes=notes)
     return Report(runs=runs, tables=[table])
+
+
+def missing(runs: SweepRuns) -> list[str]:
+    """A name per configuration of the spec's cells that no run holds (an Optuna cell's
+    missing trials under one name, "… (2 of 5 trials)"), in the spec's order, from the values
+    that vary across the cells in the papers' symbols (``α=0.001 λ=0.01``); none for a sweep
+    tracked without its expected cells."""
+    if runs.expected_cells is None:
+        return []
+    cells = expected_configurations(runs.expected_cells)
+    keys = [k for k in cells.columns if k != TRIALS]
+    varying = [k for k in keys if cells[k].astype(str).nunique() > 1]
+    names = []
+    for _, cell in cells.iterrows():
+        values = {k: cell[k] for k in keys if not _absent(cell[k])}
+        left = int(cell[TRIALS]) - int(matching(runs.runs, values).sum())
+        if left <= 0:
+            continue
+        name = " ".join(f"{SYMBOLS.get(k, k)}={format_value(values[k])}"
+                        for k in varying if k in values) or runs.sweep.spec
+        names.append(name + (f" ({left} of {int(cell[TRIALS])} trials)"
+                             if int(cell[TRIALS]) > 1 else ""))
+    return names
+
+
+def _absent(value: object) -> bool:
+    """A key the cell's group does not set (NaN where the cells' groups differ)."""
+    return isinstance(value, float) and value != value

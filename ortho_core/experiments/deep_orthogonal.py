@@ -256,6 +256,26 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return image_files("mnist") if config.dataset == "mnist" else ()
 
 
+SUMMARY: dict[str, str] = {
+    "train_error": "training error fraction at the last evaluation",
+    "train_loss": "training loss at the last evaluation",
+    "test_error": "test error fraction at the last evaluation (MNIST only)",
+    "best_train_error": "lowest train_error over the evaluations",
+    "best_test_error": "lowest test_error over the evaluations (MNIST only)",
+    "iters_to_solve": "first evaluation's step at or under solved_error (when one was)",
+    "act_grad_spread": "orders of magnitude between the layers' activation gradients, at "
+                       "the end",
+    "weight_grad_spread": "the same for the weight gradients",
+    "act_grad_spread_init": "act_grad_spread at initialisation",
+    "weight_grad_spread_init": "weight_grad_spread at initialisation",
+    "orth_error": "max |QᵀQ − I| over the orthogonal layers (0 without them)",
+    "baseline_error": "1 − the commonest class's fraction",
+    "wall_time": "seconds the pack trained",
+}
+"""The keys a member's ``Result.summary`` can hold and their meanings: what a spec's
+``metric.name`` may name (checked when the spec is resolved), listed by ``ortho train --keys``."""
+
+
 @honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack of deep-orthogonal configurations; report every ``eval_every`` steps.

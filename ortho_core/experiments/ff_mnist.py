@@ -217,6 +217,20 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return image_files("mnist")
 
 
+SUMMARY: dict[str, str] = {
+    "test_accuracy": "test accuracy after the last epoch",
+    "best_test_accuracy": "best test accuracy over the epochs",
+    "best_epoch": "the epoch of best_test_accuracy",
+    "train_loss": "the last epoch's mean training loss",
+    "epochs": "epochs trained",
+    "baseline_accuracy": "accuracy of always answering the test set's commonest class",
+    "wall_time": "seconds the pack trained",
+    "pretrain_steps": "OINIT pre-training steps (variant oinit only)",
+}
+"""The keys a member's ``Result.summary`` can hold and their meanings: what a spec's
+``metric.name`` may name (checked when the spec is resolved), listed by ``ortho train --keys``."""
+
+
 @honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack of ff-mnist configurations; report after every epoch; one Result each.

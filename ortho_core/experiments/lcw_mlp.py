@@ -211,6 +211,29 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return image_files(config.dataset)
 
 
+SUMMARY: dict[str, str] = {
+    "train_accuracy": "training accuracy after the last epoch",
+    "best_train_accuracy": "best training accuracy over the epochs",
+    "test_accuracy": "test accuracy after the last epoch",
+    "best_test_accuracy": "best test accuracy over the epochs",
+    "train_loss": "the last epoch's training loss",
+    "seconds_per_epoch": "mean seconds per epoch of the pack",
+    "pack_size": "members in the pack",
+    "epochs": "epochs trained",
+    "baseline_accuracy": "accuracy of always answering the training set's commonest class",
+    "wall_time": "seconds the pack trained",
+    "init_act_std_first": "std of the first hidden layer's activations at initialisation "
+                          "(diagnostics only)",
+    "init_act_std_last": "the same for the last hidden layer (diagnostics only)",
+    "init_angle_std_neurons_last": "std over the last hidden layer's neurons of the angle "
+                                   "bias at initialisation (diagnostics only)",
+    "init_grad_ratio": "first over last hidden layer's gradient RMS at initialisation "
+                       "(diagnostics only)",
+}
+"""The keys a member's ``Result.summary`` can hold and their meanings: what a spec's
+``metric.name`` may name (checked when the spec is resolved), listed by ``ortho train --keys``."""
+
+
 @honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack of lcw-mlp configurations; report after every epoch; one Result each.

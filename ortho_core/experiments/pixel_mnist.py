@@ -174,6 +174,21 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return image_files("mnist")
 
 
+SUMMARY: dict[str, str] = {
+    "best_test_accuracy": "best test accuracy over the checkpoints",
+    "best_samples": "training samples seen at best_test_accuracy",
+    "test_accuracy": "test accuracy at the last checkpoint",
+    "baseline_accuracy": "accuracy of always answering the test set's commonest class",
+    "iterations": "training iterations",
+    "wall_time": "seconds the pack trained",
+    "learned_samples": "training samples seen when the member first left the baseline "
+                       "(when it did)",
+    "pretrain_steps": "OINIT pre-training steps (variant oinit only)",
+}
+"""The keys a member's ``Result.summary`` can hold and their meanings: what a spec's
+``metric.name`` may name (checked when the spec is resolved), listed by ``ortho train --keys``."""
+
+
 @honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack of pixel-mnist configurations; report at every evaluation; one Result each.

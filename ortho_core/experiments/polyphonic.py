@@ -188,6 +188,24 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return music_files(config.dataset, config.data_format)
 
 
+SUMMARY: dict[str, str] = {
+    **{f"{split}_{kind}": f"{split} NLL {per} at the last evaluation"
+       for split in SPLIT_NAMES
+       for kind, per in (("nll", "per time step"), ("nll_frame", "per frame"))},
+    **{f"selected_{split}_{kind}": f"{split} NLL {per} at the evaluation of best valid_nll"
+       for split in SPLIT_NAMES
+       for kind, per in (("nll", "per time step"), ("nll_frame", "per frame"))},
+    "selected_epoch": "the epoch of the best valid_nll",
+    "baseline_valid_nll": "valid NLL per time step of the training notes' marginals",
+    "baseline_valid_nll_frame": "the same per frame",
+    "epochs": "epochs trained",
+    "iterations": "training iterations",
+    "wall_time": "seconds the pack trained",
+}
+"""The keys a member's ``Result.summary`` can hold and their meanings: what a spec's
+``metric.name`` may name (checked when the spec is resolved), listed by ``ortho train --keys``."""
+
+
 @honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack of polyphonic configurations; evaluate every ``eval_every`` epochs.

@@ -144,6 +144,20 @@ def orthogonalise(w: Tensor, lr: Tensor, tol: Tensor,
     return steps.view(shape).cpu(), converged.view(shape).cpu(), finite.view(shape).cpu()
 
 
+SUMMARY: dict[str, str] = {
+    **{f"{dist}_{stat}": f"{meaning} ({dist} initial matrices)" for dist in DISTRIBUTIONS
+       for stat, meaning in (("success_rate", "fraction of the repeats that converged"),
+                             ("repeats", "matrices pre-trained"),
+                             ("mean_steps", "mean steps of those that converged"),
+                             ("std_steps", "their standard deviation"),
+                             ("min_steps", "their fewest steps"),
+                             ("max_steps", "their most steps"))},
+    "wall_time": "seconds the pack ran",
+}
+"""The keys a member's ``Result.summary`` can hold and their meanings: what a spec's
+``metric.name`` may name (checked when the spec is resolved), listed by ``ortho train --keys``."""
+
+
 @honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Orthogonalise ``repeats`` matrices per distribution for every member of the pack.

@@ -155,6 +155,23 @@ def initial_weights(configs: Sequence[Config], task: Task, dtype: torch.dtype,
     return weights, steps
 
 
+SUMMARY: dict[str, str] = {
+    "max_seq_len_solved": "longest sequence length T solved (0: none)",
+    "last_seq_len": "the last length trained (the one val_error and val_loss belong to)",
+    "val_error": "validation error at the end of the last length trained",
+    "val_loss": "validation loss at the end of the last length trained",
+    "seq_lens_tried": "number of lengths trained",
+    "total_iters": "training iterations over every length",
+    "diverged": "1 if the loss stopped being finite, else 0",
+    "wall_time": "seconds from the pack's start until this member left the curriculum",
+    "stalled": "1 if G's patience ran out (with patience only)",
+    "iters_to_solve": "iterations of the length that was solved last (when one was)",
+    "pretrain_steps": "OINIT pre-training steps (variant oinit only)",
+}
+"""The keys a member's ``Result.summary`` can hold and their meanings: what a spec's
+``metric.name`` may name (checked when the spec is resolved), listed by ``ortho train --keys``."""
+
+
 @honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack on one synthetic problem under the configured protocol; one Result each.

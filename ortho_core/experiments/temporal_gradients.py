@@ -101,6 +101,19 @@ PACK_FIELDS: tuple[str, ...] = ("task", "seq_len", "samples", "hidden", "data_se
 """Fields equal across a pack; the initialisation (scheme, σ, ρ) and the seed may differ."""
 
 
+SUMMARY: dict[str, str] = {
+    "first_norm": "temporal-gradient norm at the first time step",
+    "last_norm": "temporal-gradient norm at the last time step",
+    "grad_norm": "norm of the loss's gradient with respect to W_hh",
+    "loss": "the loss at initialisation",
+    "initial_spectral_radius": "spectral radius of the initial W_hh",
+    "wall_time": "seconds the pack ran",
+    "log10_ratio": "log10(first_norm / last_norm) (when both are finite and last_norm > 0)",
+}
+"""The keys a member's ``Result.summary`` can hold and their meanings: what a spec's
+``metric.name`` may name (checked when the spec is resolved), listed by ``ortho train --keys``."""
+
+
 @honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Compute every member's temporal-gradient norms at initialisation.

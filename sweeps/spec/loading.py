@@ -19,7 +19,7 @@ from sweeps.spec.profiles import (
     check_search,
     check_size,
 )
-from sweeps.spec.schema import PROFILES, Spec
+from sweeps.spec.schema import PROFILES, Profile, Spec
 from sweeps.spec.source import SpecError, read_yaml, validation_error
 
 SPEC_DIR = resources.files("sweeps") / "specs"
@@ -59,7 +59,8 @@ def load_spec(name_or_path: str) -> Spec:
     """Read and check a spec: a shipped spec's name or a path to a YAML file.
 
     Checks everything that does not need the trainer: the schema, the name against the file,
-    the three profiles, and for every profile the merged fixed and swept keys and the
+    and for every profile (each of :data:`PROFILES` the file leaves out added, overriding
+    nothing) the merged fixed and swept keys and the
     sweep's size (:func:`~sweeps.spec.profiles.check_size`, counted without expanding it). Raises
     :class:`SpecError` (file, line, field) or ``ConfigError`` (field ``spec``) for an unknown
     name.
@@ -74,9 +75,7 @@ def load_spec(name_or_path: str) -> Spec:
     if spec.name != path.stem:
         raise source.error(("name",), f"the file's stem {path.stem!r}", spec.name)
     for profile in PROFILES:
-        if profile not in spec.profiles:
-            raise source.error(("profiles", profile),
-                               "a profile (every spec defines " + ", ".join(PROFILES) + ")")
+        spec.profiles.setdefault(profile, Profile())
     check_levels(spec)
     for profile in spec.profiles:
         eff = Effective.of(spec, profile)

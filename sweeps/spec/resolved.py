@@ -77,7 +77,8 @@ class ResolvedSpec:
 
 
 def resolve(spec: Spec, profile: str) -> ResolvedSpec:
-    """Apply ``profile``, expand the cells and validate each against the trainer's Config.
+    """Apply ``profile``, expand the cells and validate each against the trainer's Config,
+    and the metric against the keys of the trainer's summary (its ``SUMMARY``).
 
     Optuna dimensions are validated at each end (or each choice) with the other dimensions
     at their low end (first choice). The spec is validated whole: every other profile's
@@ -90,10 +91,14 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
         raise ConfigError("profile", f"one of the profiles {source.file} defines: "
                           + ", ".join(spec.profiles), profile)
     try:
-        config_cls = experiments.get(spec.experiment).Config
+        trainer = experiments.get(spec.experiment)
     except ImportError as err:
         raise source.error(("experiment",), f"a trainer that imports ({err})",
                            spec.experiment) from err
+    if spec.metric.name not in trainer.SUMMARY:
+        raise source.error(("metric", "name"), f"a summary key of {spec.experiment}: "
+                           + ", ".join(trainer.SUMMARY), spec.metric.name)
+    config_cls = trainer.Config
     eff, cells = _checked(spec, profile, config_cls)
     for other in spec.profiles:
         if other != profile:

@@ -78,8 +78,9 @@ class Metric(StrictModel):
     """The trial summary that ranks trials."""
 
     name: str = Field(min_length=1)
-    """A key of the trainer's ``Result.summary`` (e.g. ``max_seq_len_solved``): what reports
-    call "best" and what Optuna optimises."""
+    """A key of the trainer's ``Result.summary`` (e.g. ``max_seq_len_solved``; the trainer's
+    ``SUMMARY`` lists them, ``ortho train EXPERIMENT --keys`` prints them): what reports call
+    "best" and what Optuna optimises."""
     mode: Literal["max", "min"]
     """Whether larger (max) or smaller (min) is better."""
 
@@ -230,8 +231,10 @@ class Spec(StrictModel):
     """Retries of a trial whose trainer raised (a lost node, an out-of-memory)."""
     scheduler: Scheduler | None = None
     """Early stopping of unpromising trials (none: every trial runs its budget)."""
-    profiles: dict[str, Profile]
-    """Overrides per profile; ``smoke``, ``cpu`` and ``paper`` are required."""
+    profiles: dict[str, Profile] = Field(default_factory=dict)
+    """Overrides per profile. Each of ``smoke``, ``cpu`` and ``paper`` that a spec leaves out
+    overrides nothing (a spec of one's own may have no ``profiles`` at all); the shipped
+    specs write all three."""
 
     _source: SpecSource = PrivateAttr(
         default_factory=lambda: SpecSource(file="<spec>", path=Path("<spec>")))

@@ -12,6 +12,7 @@ from analysis.reports import REPORTS
 from ortho_core.reporting import Outcome, Result
 from sweeps import tracking
 from sweeps.cli import main
+from sweeps.spec import load_spec, resolve
 from sweeps.testing import sqlite_store, start_sweep, track
 from tests.analysis.test_report_cli import md_rows
 
@@ -58,3 +59,63 @@ def test_a_value_no_spec_could_be_named_is_refused_naming_spec(value: str, tmp_p
     assert exit_.value.code == 2
     assert "argument spec: expected a spec's name or its .yaml file" in capsys.readouterr().err
     assert not (tmp_path / "home").exists()
+
+
+USER_SPEC = """\
+name: my-grid
+experiment: synthetic
+metric: {name: max_seq_len_solved, mode: max}
+search: SEARCH
+fixed: {variant: open, protocol: fixed, seq_len: 10, max_iters: 10}
+space:
+  lr: LR
+  penalty: [1.0, 0.1]
+profiles: {smoke: {}, cpu: {}, paper: {}}
+"""
+
+
+def _interrupted(tmp_path: Path, search: str, lr: str, held: list[tuple[dict, str]]) -> str:
+    """A store holding a sweep of a user's spec (``search`` and ``lr`` filled in), KILLED with
+    the configurations ``held`` (params, how each ended) tracked and the rest never started."""
+    path = tmp_path / "my-grid.yaml"
+    path.write_text(USER_SPEC.replace("SEARCH", search).replace("LR", lr))
+    resolved = resolve(load_spec(str(path)), "cpu")
+    uri = sqlite_store(tmp_path)
+    t = tracking.tracker(uri)
+    ref = start_sweep(t, "my-grid", "mine-2", profile="cpu", resolved_text=resolved.text,
+                      metric="max_seq_len_solved", mode="max")
+    for i, (params, end) in enumerate(held):
+        track(t, ref, f"k{i}", {**resolved.cells()[0].params, **params}, end=end,
+              result=Result(Outcome.SOLVED, {"max_seq_len_solved": 10.0}))
+    t.end_sweep(ref, "KILLED", {})
+    return uri
+
+
+def test_an_interrupted_sweep_lists_what_it_misses_and_reads_partial(tmp_path: Path,
+                                                                     capsys) -> None:
+    uri = _interrupted(tmp_path, "{kind: grid}", "[0.1, 0.01]",
+                       [({"lr": 0.1, "penalty": 1.0}, "finished"),
+                        ({"lr": 0.1, "penalty": 0.1}, "killed")])
+    assert main(["report", "my-grid", "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    _, *rows = md_rows(out)
+    assert rows == [["k0", "10", "solved", "1"],  # tracked runs by their names (here keys)
+                    ["k1", "missing", "incomplete", "1"],
+                    ["α=0.01 λ=1", "missing", "–", "0"],
+                    ["α=0.01 λ=0.1", "missing", "–", "0"]]
+    assert "Partial sweep: 3 table entries incomplete" in out
+    assert "All cells complete" not in out
+    assert main(["report", "my-grid", "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
+    assert capsys.readouterr().out.endswith(f"wrote 1 file under {tmp_path / 'o'}:\n"
+                                            "  my-grid.md\n")
+
+
+def test_an_optuna_cell_s_missing_trials_are_one_row(tmp_path: Path, capsys) -> None:
+    uri = _interrupted(tmp_path, "{kind: optuna, n_trials: 3}", "{low: 0.001, high: 0.1}",
+                       [({"lr": 0.05, "penalty": 1.0}, "finished"),
+                        ({"lr": 0.02, "penalty": 1.0}, "finished"),
+                        ({"lr": 0.03, "penalty": 0.1}, "finished")])
+    assert main(["report", "my-grid", "--tracking-uri", uri]) == 0
+    _, *rows = md_rows(capsys.readouterr().out)
+    assert [r[0] for r in rows[3:]] == ["λ=1 (1 of 3 trials)", "λ=0.1 (2 of 3 trials)"]
+    assert [r[1:] for r in rows[3:]] == [["missing", "–", "0"]] * 2

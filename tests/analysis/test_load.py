@@ -21,10 +21,13 @@ from analysis.load import (
     metric_history,
     outcome_of,
     parse_param,
+    read,
 )
 from ortho_core.errors import ConfigError
+from ortho_core.reporting import Outcome, Result
 from sweeps import tracking
-from sweeps.testing import start_sweep, track
+from sweeps.spec import load_spec, resolve
+from sweeps.testing import sqlite_store, start_sweep, track
 from tests.analysis.conftest import SPEC, SW1, Store, stage_history
 
 
@@ -208,3 +211,25 @@ def test_a_sweep_without_configuration_runs_loads_empty(fresh_store: Store) -> N
     assert runs.sweep.sweep_id == "sw-2" and runs.sweep.n_configs is None
     assert runs.n_runs == 0 and runs.runs.empty and sum(runs.outcomes.values()) == 0
     assert runs.expected_cells is None
+
+
+def test_read_is_the_one_call_from_a_home(tmp_path: Path, monkeypatch, capfd) -> None:
+    """``read(spec, home=…)``: the same store ``ortho`` uses with ``--home``, the runs and
+    their histories, and no progress bar of MLflow's on stderr while reading artifacts."""
+    monkeypatch.delenv("ORTHO_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", raising=False)
+    home = tmp_path / "runs"
+    uri = sqlite_store(home)
+    assert uri == load.resolve_tracking_uri(None, home)  # what a sweep with --home tracks into
+    t = tracking.tracker(uri)
+    resolved = resolve(load_spec("orth-pretrain-convergence"), "smoke")  # one configuration
+    ref = start_sweep(t, "mine", "m-1", profile="cpu", metric="loss", mode="min",
+                      resolved_text=resolved.text)  # read back as an artifact
+    track(t, ref, "k1", {"lr": 0.1}, result=Result(Outcome.SOLVED, {"loss": 0.25}),
+          rows=[(1, {"loss": 0.5}), (2, {"loss": 0.25})])
+    t.end_sweep(ref, "FINISHED", {})
+    capfd.readouterr()
+    runs, histories = read("mine", home=home)
+    assert list(runs.runs["metrics.loss"]) == [0.25] and len(runs.expected_cells) == 1
+    assert list(histories.get(runs.runs.run_id[0], "loss")["value"]) == [0.5, 0.25]
+    assert "Downloading artifacts" not in capfd.readouterr().err

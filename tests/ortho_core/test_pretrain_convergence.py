@@ -10,6 +10,7 @@ from ortho_core.errors import ConfigError
 from ortho_core.experiments import get
 from ortho_core.experiments.pretrain_convergence import (
     PACK_FIELDS,
+    SUMMARY,
     Config,
     draw_matrices,
     orthogonalise,
@@ -47,6 +48,7 @@ def test_small_run_converges_in_a_plausible_number_of_steps():
         assert mean == pytest.approx(s[f"{dist}_mean_steps"])
     assert [r.step for r in reports] == [30, 60, 90, 120]
     assert reports[-1].metrics["uniform_mean_steps"] == pytest.approx(s["uniform_mean_steps"])
+    assert set(s) == set(SUMMARY)  # every key it declares, and no other
 
 
 def test_steps_are_updates_applied_before_convergence_was_observed():

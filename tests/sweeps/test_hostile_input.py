@@ -168,8 +168,7 @@ def mutated(draw: st.DrawFn) -> tuple[str, dict, str, tuple[str, ...]]:
     where = draw(st.sampled_from(PROFILES))
     kind = draw(st.sampled_from(["unknown key", "setting", "profile setting", "config key",
                                  "config value", "experiment", "huge repeats", "huge grid",
-                                 "huge pack", "huge seed", "garbage", "no profile",
-                                 "name"]))
+                                 "huge pack", "huge seed", "garbage", "name"]))
     if kind == "unknown key":
         key = draw(NAME.filter(lambda k: k not in doc))
         doc[key] = draw(st.integers())
@@ -227,9 +226,6 @@ def mutated(draw: st.DrawFn) -> tuple[str, dict, str, tuple[str, ...]]:
         doc[target] = draw(st.dictionaries(NAME.map(lambda k: "~" + k), garbage, min_size=1,
                                            max_size=3))
         return name, doc, asked, (target,)
-    if kind == "no profile":
-        del doc["profiles"][where]
-        return name, doc, asked, (f"profiles.{where}", "profiles")
     doc["name"] = draw(st.one_of(NAME.filter(lambda n: n != name), st.integers()))
     return name, doc, asked, ("name",)
 

@@ -9,6 +9,9 @@ import math
 import os
 import re
 import select
+import signal
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -129,3 +132,18 @@ def test_the_sweep_bar_does_not_count_the_trial_that_just_ended_as_running():
     shown = stream.getvalue().rsplit("\r", 1)[-1]
     assert " 2/4 " in shown and "2 running, best score 5" in shown
     callback.close()
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly():
+    """``ortho train synthetic --keys | head -0``: the pipe is closed before the command
+    writes, so every write fails; it ends with 128 + SIGPIPE and writes nothing to stderr."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command starts writing
+    try:
+        done = subprocess.run([sys.executable, "-m", "sweeps.cli", "train", "synthetic",
+                               "--keys"], stdout=write, stderr=subprocess.PIPE, text=True,
+                              timeout=60)
+    finally:
+        os.close(write)
+    assert done.returncode == 128 + signal.SIGPIPE, done.stderr
+    assert done.stderr == ""

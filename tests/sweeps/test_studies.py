@@ -18,6 +18,7 @@ from analysis.report import build_report
 from analysis.store import open_store
 from ortho_core import experiments
 from ortho_core.errors import ConfigError
+from ortho_core.reporting import Outcome, Result
 from sweeps import contract, tracking
 from sweeps.cli import main
 from sweeps.lookup import sweep_status
@@ -33,6 +34,7 @@ from sweeps.studies import (
     storage_url,
     study_name,
 )
+from sweeps.testing import track
 from tests.sweeps.helpers import TOY_MODULE, child_runs, new_home, store, toy_ray, write_spec
 
 STATE = optuna.trial.TrialState
@@ -101,6 +103,38 @@ def test_a_resume_ends_running_trials_and_asks_unfinished_points_again(tmp_path)
     assert resumed.remaining(0) == 4 and resumed.n_tune_trials == 2
 
 
+@pytest.mark.usefixtures(toy_ray.__name__)
+def test_an_interrupted_sweep_leaves_no_trial_running(tmp_path, monkeypatch):
+    """Ctrl-C while a pack of 3 trains, one member's run already FINISHED in MLflow (a member
+    that ends before its pack): before the sweep exits, that trial is told its value and the
+    other two are failed, as Optuna's ``optimize`` fails a trial a Ctrl-C stops, so the
+    study shows what MLflow holds until a resume."""
+    asked = []
+
+    def interrupted_pack(spec, plan, ref, uri, store, run_name, max_concurrent, progress,
+                         stream, run_tags, studies) -> bool:
+        members = SweepSearcher(plan, spec.metric, spec.mode, studies).suggest("a")["members"]
+        tracker = tracking.tracker(uri)
+        for i, member in enumerate(members):
+            track(tracker, ref, member["key"], member["params"], end="finished" if i == 0
+                  else "killed", result=Result(Outcome.SOLVED, {"score": 7.0}))
+        asked.extend(members)
+        return True  # as Tune's fit returns after a Ctrl-C
+
+    monkeypatch.setattr("sweeps.runner.execute", interrupted_pack)
+    path = write_spec(tmp_path, fixed={"steps": 1}, space={"x": {"low": 0.0, "high": 1.0}},
+                      pack_size=3, search={"kind": "optuna", "sampler": "random",
+                                           "n_trials": 3, "seed": 0})
+    home = new_home(tmp_path)
+    final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO(), max_concurrent=1)
+    assert final.state == "interrupted" and len(asked) == 3
+    url = storage_url(None, tracking.tracking_uri(None, home))
+    trials = optuna.load_study(study_name=study_name(final.sweep_id, 0), storage=url).trials
+    assert [t.state for t in trials] == [STATE.COMPLETE, STATE.FAIL, STATE.FAIL]
+    assert trials[0].value == 7.0
+    assert [t.user_attrs[KEY_ATTR] for t in trials] == [m["key"] for m in asked]
+
+
 def test_a_missing_study_is_refused_naming_the_storage(tmp_path):
     spec = _spec(tmp_path)
     with pytest.raises(ConfigError, match="cell-0") as err:
@@ -137,8 +171,8 @@ def test_a_packed_optuna_sweep_tracks_each_member_and_its_study(tmp_path, monkey
     report = build_report("toy", home=home)
     line = report.tables[0].provenance.line()
     assert "8 configurations of 8 expected" in line
-    assert re.search(r"\) · Optuna TPE, 4 trials in each of 2 cells( · git [0-9a-f]{12})?$",
-                     line), line
+    assert re.search(r"\) · Optuna TPE, 4 trials in each of 2 cells"
+                     r"( · git [0-9a-f]{12}( with uncommitted changes)?)?$", line), line
     assert provenance_items(report.runs)["search"] == (
         f"Optuna TPE, 4 trials in each of 2 cells; its studies are in {url} (listed by ortho "
         f"sweep studies {final.sweep_id})")

@@ -90,7 +90,7 @@ def test_a_home_that_is_a_file_is_bad_input(argv, tmp_path, capsys):
 def test_bad_spec_file_names_field_and_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     spec = tmp_path / "broken.yaml"
-    spec.write_text("name: broken\nexperiment: synthetic\nmetric: {name: m, mode: max}\n"
+    spec.write_text("name: broken\nexperiment: synthetic\nmetric: {name: val_loss, mode: min}\n"
                     "fixed: {lr: -1}\nprofiles: {smoke: {}, cpu: {}, paper: {}}\n")
     assert main(["sweep", "run", str(spec), "--profile", "smoke"]) == 2
     err = capsys.readouterr().err

@@ -152,7 +152,9 @@ def test_ctrl_c_prints_what_each_member_reached_then_interrupted(monkeypatch, ca
 
 def test_keys_lists_every_field_with_its_meaning_in_a_table(capsys):
     assert main(["train", "synthetic", "--keys"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out
+    config_part, _, summary_part = out.partition("\n\nWhat a member's summary holds")
+    lines = config_part.splitlines()
     assert lines[0].split() == ["key", "default", "meaning"]
     meaning_at = lines[0].index("meaning")
     rows = {line.split()[0]: line for line in lines[2:] if line[:1].strip()}
@@ -167,6 +169,11 @@ def test_keys_lists_every_field_with_its_meaning_in_a_table(capsys):
     assert {k for k, line in rows.items() if line.split()[1] == "*"} == set(
         synthetic.PACK_FIELDS)
     assert lines[-1] == "* shared by a pack: several values train one pack after another"
+    # then every key of a member's summary, which a spec's metric may name
+    summary_rows = {line.split()[0]: line for line in summary_part.splitlines()[4:]
+                    if line[:1].strip()}
+    assert set(summary_rows) == set(synthetic.SUMMARY)
+    assert "longest sequence length T solved" in summary_rows["max_seq_len_solved"]
 
 
 @pytest.mark.parametrize(("doc", "plain"), [

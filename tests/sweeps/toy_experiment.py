@@ -65,6 +65,10 @@ def probe_config(config: Config) -> Config:
     return config
 
 
+SUMMARY: dict[str, str] = {"score": "10 x", "threads": "torch's threads while it trained"}
+"""The keys of a member's summary."""
+
+
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train the toy pack (see the module docstring)."""
     check_pack(configs, PACK_FIELDS)

@@ -38,6 +38,8 @@ BAD = [
      "profiles.paper.repeats"),
     ("unknown experiment", [("experiment: synthetic", "experiment: synthetc  #<")],
      "experiment"),
+    ("metric not in the trainer's summary",
+     [("max_seq_len_solved, mode: max}", "max_seq_len_solvd, mode: max}  #<")], "metric.name"),
     ("unknown config key in fixed", [("  max_iters: 10\n", "  max_iters: 10\n  colour: red  #<\n")],
      "fixed.colour"),
     ("unknown config key in space", [(TASK, TASK + "\n  colour: [red]  #<")], "space.colour"),
@@ -49,7 +51,6 @@ BAD = [
      "profiles.cpu.fixed.task"),
     ("conditional key outside its group",
      [("{variant: plain}", "{variant: plain, penalty: 0.5}  #<")], "groups[0].fixed.penalty"),
-    ("missing profile", [("profiles:", "profiles:  #<"), (CPU + "\n", "")], "profiles.cpu"),
     ("empty list", [(TASK, "  task: []  #<")], "space.task"),
     ("empty groups", [(GROUPS, "groups: []  #<\n")], "groups"),
     ("optuna dimension in a grid search", [(LR, "  lr: {low: 1.0e-3, high: 0.1, log: true}  #<")],
@@ -91,3 +92,26 @@ def test_bad_spec_names_field_and_line(tmp_path, edits, field):
     assert (err.field, err.line) == (field, line), str(err)
     within = "" if err.profile is None else f"profile {err.profile!r}: "
     assert str(err).startswith(f"{path}:{line}: {within}{field}: expected "), str(err)
+
+
+def test_a_metric_the_trainer_does_not_summarise_lists_those_it_does(tmp_path):
+    path = write(tmp_path, BASE.replace("name: max_seq_len_solved", "name: val_los"))
+    with pytest.raises(SpecError) as info:
+        resolve(load_spec(path), "smoke")
+    assert "expected a summary key of synthetic: max_seq_len_solved, last_seq_len, " \
+           "val_error, val_loss," in str(info.value)
+    assert str(info.value).endswith("(got 'val_los')")
+
+
+def test_a_profile_left_out_overrides_nothing(tmp_path):
+    """A spec of one's own may write no profiles: each of smoke, cpu and paper then runs the
+    spec as written (the same cells); one written still overrides."""
+    bare = BASE[:BASE.index("profiles:")]
+    for text, smoke_lrs in ((bare, [1e-3, 1e-2, 1e-1]),
+                            (bare + "profiles: {smoke: {space: {lr: [0.5]}}}\n", [0.5])):
+        spec = load_spec(write(tmp_path, text))
+        cells = {p: resolve(spec, p).cells() for p in ("smoke", "cpu", "paper")}
+        assert sorted({c.params["lr"] for c in cells["smoke"]}) == pytest.approx(smoke_lrs)
+        assert [c.params for c in cells["cpu"]] == [c.params for c in cells["paper"]]
+        assert sorted({c.params["lr"] for c in cells["cpu"]}) == pytest.approx(
+            [1e-3, 1e-2, 1e-1])

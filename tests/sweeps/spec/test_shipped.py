@@ -5,9 +5,10 @@ from __future__ import annotations
 import collections
 
 import pytest
+import yaml
 
 from ortho_core import experiments
-from sweeps.spec import load_spec, resolve
+from sweeps.spec import PROFILES, available_specs, load_spec, resolve
 from tests.sweeps.spec.helpers import config_of
 
 SHIPPED_CELLS = {
@@ -87,3 +88,12 @@ def test_synthetic_max_length_penalty_forms_and_jitter():
     assert {(c.task, c.length_jitter) for c in paper} == {
         ("temporal_order", False), ("temporal_order_3bit", False), ("permutation", False),
         ("adding", True)}
+
+
+
+@pytest.mark.parametrize("name", available_specs())
+def test_a_shipped_spec_writes_every_profile(name):
+    """A spec of one's own may leave profiles out; a shipped one writes all three
+    (EXPERIMENTS.md "Profiles")."""
+    with open(load_spec(name).source.path) as f:
+        assert set(yaml.safe_load(f)["profiles"]) >= set(PROFILES)
