@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ortho_core.errors import ConfigError
-from sweeps.contract import database_url, home_dir, sqlite_path, tracking_uri
+from sweeps.contract import (
+    database_url,
+    home_dir,
+    redact,
+    server_address,
+    sqlite_path,
+    tracking_uri,
+    unreachable,
+)
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -28,14 +36,20 @@ def resolve_tracking_uri(uri: str | None = None, home: str | Path | None = None)
 
 def open_store(uri: str) -> MlflowClient:
     """A client of the store at ``uri`` (MLflow is imported here, when a store is read);
-    ``ConfigError`` (field ``tracking_uri``) when it is a SQLite file that does not exist.
-    MLflow's progress bar per artifact read is off unless the environment turns it on: a
-    report or a notebook reads many small artifacts."""
+    ``ConfigError`` (field ``tracking_uri``) when it is a SQLite file that does not exist,
+    or a server (tracking or database) that takes no connection within seconds, rather than
+    MLflow's minutes of retries. MLflow's progress bar per artifact read is off unless the
+    environment turns it on: a report or a notebook reads many small artifacts."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     path = sqlite_path(uri)
     if path is not None and not path.is_file():
         raise ConfigError("tracking_uri", "an MLflow store holding sweeps (none here: run "
                           "`ortho sweep run SPEC` first, or pass --tracking-uri or --home)", uri)
+    address = server_address(uri)
+    why = None if address is None else unreachable(*address)
+    if why is not None:
+        raise ConfigError("tracking_uri", f"a server that answers ({why} at "
+                          f"{address[0]}:{address[1]})", redact(uri))
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=database_url(uri))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,38 @@ def format_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(format_value(v) for v in value)
     return str(value)
+
+
+DATABASE_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}
+"""The port of a database server whose URI names none, by scheme (without ``+driver``)."""
+REACH_TIMEOUT_S = 4.0
+"""Seconds :func:`unreachable` waits for a connection."""
+
+
+def server_address(uri: str) -> tuple[str, int] | None:
+    """(host, port) of the server a tracking URI names: a tracking server (``http(s)://``,
+    port 80 or 443 when it names none) or a database server (:data:`DATABASE_PORTS`); None
+    for SQLite or a database reached through a local socket."""
+    from urllib.parse import urlsplit
+
+    scheme = uri.partition("://")[0].split("+")[0].lower()
+    parts = urlsplit(uri)
+    default = DATABASE_PORTS.get(scheme) or {"http": 80, "https": 443}.get(scheme)
+    if default is None or not parts.hostname:
+        return None
+    return parts.hostname, parts.port or default
+
+
+def unreachable(host: str, port: int) -> str | None:
+    """Why no TCP connection to ``host:port`` opens within :data:`REACH_TIMEOUT_S` (a few
+    words), or None when one does: what a server there must at least do, asked before a
+    client that retries for minutes (MLflow, SQLAlchemy, Ray) is pointed at it."""
+    try:
+        socket.create_connection((host, port), timeout=REACH_TIMEOUT_S).close()
+    except OSError as err:
+        return (f"no answer within {REACH_TIMEOUT_S:.0f} s" if isinstance(err, TimeoutError)
+                else (err.strerror or str(err)).lower())
+    return None
 
 
 TRACKING_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mssql", "http", "https")

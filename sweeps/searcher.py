@@ -75,6 +75,13 @@ class SweepSearcher(Searcher):
         self.n_suggested = 0
         """Trial configs handed to Tune so far."""
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What pickling keeps: no study. Tune writes its searcher into ``tuner.pkl`` under
+        the sweep's home (which a cluster's nodes share), and a study's storage holds the
+        Optuna URL, password and all. Nothing reads it back: a sweep resumes from MLflow and
+        its Optuna storage (:func:`sweeps.runner.resume_sweep`), never from Tune's state."""
+        return {**self.__dict__, "_cells": deque(), "_live": {}}
+
     @property
     def exhausted(self) -> bool:
         """Whether every pack and every Optuna trial has been handed out."""

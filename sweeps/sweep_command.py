@@ -23,7 +23,8 @@ A sweep id that does not exist is bad input (exit 2; the message lists the lates
 
 ``submit`` runs the same ``run`` as a Ray job on a cluster, shipping this checkout as the
 job's working directory, and exits with the job's status; it authenticates as Ray's job CLI
-does (``RAY_AUTH_MODE=token`` with ``RAY_AUTH_TOKEN`` or ``~/.ray/auth_token`` for a cluster
+does (``RAY_AUTH_MODE=token`` with ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or
+``~/.ray/auth_token`` for a cluster
 with token authentication). Paths it passes on are the cluster's, never this machine's: the job
 runs ``PYTHON -m sweeps.cli`` with ``--python`` (default ``python``, the first on the job's
 PATH on the head; in the cluster image that is ``/home/ray/anaconda3/bin/python``, where this
@@ -102,9 +103,9 @@ with --no-wait; the job goes on either way).
 Paths given to the job are the cluster's: --home, --storage, --data-dir and --python name
 places on its nodes. The tracking URI reaches the job in its environment, not on its command
 line, and is printed with its password masked. A cluster with token authentication is
-reached as "ray job" reaches it (RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or
-~/.ray/auth_token). A cluster that answers it has no job agent ready yet (one just started)
-is asked again every 5 s for up to a minute.
+reached as "ray job" reaches it (RAY_AUTH_MODE=token with RAY_AUTH_TOKEN,
+RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token). A cluster that answers it has no job agent ready
+yet (one just started) is asked again every 5 s for up to a minute.
 
 Exit status: 0 when the job succeeded, 1 when it failed, 2 for bad input.""",
     "resume": """\
@@ -137,7 +138,7 @@ EXAMPLES = {
     "sweep": "ortho sweep run synthetic-max-length --profile smoke\n  ortho sweep status",
     "run": "ortho sweep run synthetic-max-length --profile smoke",
     "submit": "ortho sweep submit synthetic-max-length --address http://HEAD:8265 "
-              "--tracking-uri postgresql://USER@DBHOST/mlflow",
+              "--tracking-uri http://MLFLOW:5000",
     "resume": "ortho sweep resume            # the latest unfinished sweep, else the latest\n"
               "  ortho sweep resume 20261121-070102-ab12",
     "status": "ortho sweep status            # the latest sweep",

@@ -25,7 +25,16 @@ import time
 import psutil
 
 from ortho_core.errors import ConfigError
-from sweeps.contract import HOSTNAME, NODE, NODE_IP, redact
+from sweeps.contract import (
+    DATABASE_PORTS,
+    HOSTNAME,
+    NODE,
+    NODE_IP,
+    database_url,
+    redact,
+    server_address,
+    unreachable,
+)
 
 HEARTBEAT_SECONDS = 30.0
 """How often a running driver refreshes its heartbeat."""
@@ -101,22 +110,13 @@ def _why(err: BaseException) -> str:
     return text[:200] + ("..." if len(text) > 200 else "")
 
 
-DATABASE_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}
-"""The port of a database server whose URI names none, by scheme (without ``+driver``)."""
-
-
 def check_reachable(field: str, what: str, host: str, port: int, shown: str) -> None:
     """``ConfigError`` naming ``field`` (value ``shown``) unless a TCP connection to
-    ``host:port`` opens within :data:`CHECK_TIMEOUT_S`: what a server there must at least
-    do, checked before a client that retries for minutes (SQLAlchemy, Ray) is pointed at
-    it. ``what`` says what should be there, e.g. "a database server"."""
-    try:
-        socket.create_connection((host, port), timeout=CHECK_TIMEOUT_S).close()
-    except OSError as err:
-        why = (f"no answer within {CHECK_TIMEOUT_S:.0f} s" if isinstance(err, TimeoutError)
-               else (err.strerror or str(err)).lower())
-        raise ConfigError(field, f"{what} that answers ({why} at {host}:{port})",
-                          shown) from None
+    ``host:port`` opens (:func:`sweeps.contract.unreachable`). ``what`` says what should be
+    there, e.g. "a database server"."""
+    why = unreachable(host, port)
+    if why is not None:
+        raise ConfigError(field, f"{what} that answers ({why} at {host}:{port})", shown)
 
 
 def check_server(uri: str) -> None:
@@ -124,15 +124,13 @@ def check_server(uri: str) -> None:
     :data:`CHECK_RETRIES` quick retries; ``ConfigError`` naming ``tracking_uri`` (the URI's
     credentials masked) when it cannot be reached, refuses the request or answers an error.
     A database server's URI (``postgresql://``, ``mysql://``, ...) is checked by a connection
-    to its host and port (:func:`check_reachable`); SQLite is left alone."""
-    scheme = uri.partition("://")[0].split("+")[0].lower()
-    if scheme in DATABASE_PORTS:
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(uri)
-        if parts.hostname:  # none: a local socket, named in the query
-            check_reachable("tracking_uri", "a database server", parts.hostname,
-                            parts.port or DATABASE_PORTS[scheme], redact(uri))
+    to its host and port (:func:`check_reachable`), then a login (:func:`check_login`);
+    SQLite is left alone."""
+    if uri.partition("://")[0].split("+")[0].lower() in DATABASE_PORTS:
+        address = server_address(uri)
+        if address is not None:  # None: a local socket, named in the query
+            check_reachable("tracking_uri", "a database server", *address, redact(uri))
+        check_login(uri)
         return
     if not uri.startswith(("http://", "https://")):
         return
@@ -150,3 +148,25 @@ def check_server(uri: str) -> None:
         raise ConfigError("tracking_uri", f"an MLflow tracking server that answers ({_why(err)}"
                           f", {1 + CHECK_RETRIES} tries in {time.monotonic() - start:.0f} s)",
                           redact(uri)) from None
+
+
+def check_login(uri: str) -> None:
+    """``ConfigError`` naming ``tracking_uri`` (credentials masked) when the database server
+    of ``uri`` refuses the connection, with the server's reason (a wrong password, a user or
+    database that does not exist): MLflow would retry it for about two minutes and end in a
+    traceback. One connection, waiting at most :data:`CHECK_TIMEOUT_S` for the server."""
+    import sqlalchemy
+
+    timeout = {"connect_timeout": int(CHECK_TIMEOUT_S)} if uri.startswith(
+        ("postgres", "mysql")) else {}
+    engine = sqlalchemy.create_engine(database_url(uri), poolclass=sqlalchemy.pool.NullPool,
+                                      connect_args=timeout)
+    try:
+        engine.connect().close()
+    except sqlalchemy.exc.OperationalError as err:
+        said = str(err.orig or err).strip().splitlines()
+        raise ConfigError("tracking_uri", "a database server that lets this user in (it said: "
+                          f"{redact(said[0] if said else type(err).__name__)})",
+                          redact(uri)) from None
+    finally:
+        engine.dispose()

@@ -383,9 +383,9 @@ def test_readme_ortho_commands_parse() -> None:
 
 
 def test_readme_names_every_value_to_replace() -> None:
-    for marker in ("ACCOUNT_ID", "sg-RAYCLUSTER", "fs-EFSID", "BUCKET"):
+    for marker in ("ACCOUNT_ID", "sg-RAYCLUSTER", "fs-EFSID", "ami-GPUHOST", "BUCKET"):
         assert marker in README
     for path in yaml_files():
-        for marker in re.findall(r"ACCOUNT_ID|sg-RAYCLUSTER|fs-EFSID|\bBUCKET\b",
+        for marker in re.findall(r"ACCOUNT_ID|sg-RAYCLUSTER|fs-EFSID|ami-GPUHOST|\bBUCKET\b",
                                  path.read_text()):
             assert marker in README, (path, marker)

@@ -135,6 +135,20 @@ def test_an_interrupted_sweep_leaves_no_trial_running(tmp_path, monkeypatch):
     assert [t.user_attrs[KEY_ATTR] for t in trials] == [m["key"] for m in asked]
 
 
+@pytest.mark.cluster
+def test_a_storage_that_refuses_the_password_is_one_line_naming_it(tmp_path, postgres):
+    """What the database said, on one line (not SQLAlchemy's link to its docs after a blank
+    line), the password masked."""
+    url = postgres.create_database("studies_refused").replace(postgres.password, "not-it")
+    spec = _spec(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        create_studies(url, "s", build_plan(spec), spec.optuna, "max")
+    assert err.value.field == "optuna_storage"
+    assert str(err.value).endswith(f'password authentication failed for user "{postgres.user}")'
+                                   f" (got '{url.replace('not-it', '***')}')")
+    assert "\n" not in str(err.value)
+
+
 def test_a_missing_study_is_refused_naming_the_storage(tmp_path):
     spec = _spec(tmp_path)
     with pytest.raises(ConfigError, match="cell-0") as err:
@@ -203,7 +217,7 @@ def test_runs_and_studies_in_postgresql_by_the_urls_users_write(tmp_path, postgr
     studies' URL with psycopg2 named and the password masked, and that URL, the password given
     back, opens the study in ``optuna.load_study``; ``ortho sweep studies`` lists it. The
     artifacts go under the home, not into ``./mlruns`` of the working directory (MLflow's
-    default for a database tracked directly)."""
+    default for a database tracked directly), and no file there holds the password."""
     def bare(uri: str) -> str:
         return uri.replace("postgresql+psycopg2://", "postgresql://")
 
@@ -218,6 +232,11 @@ def test_runs_and_studies_in_postgresql_by_the_urls_users_write(tmp_path, postgr
     assert final.state == "finished" and final.done == 4
     assert not (tmp_path / "mlruns").exists()
     assert (tmp_path / "home" / "artifacts" / "toy").is_dir()
+    # no file under the home (shared by a cluster's nodes) holds the password: not Tune's
+    # state either, which pickles the searcher
+    assert (tmp_path / "home" / "ray").is_dir()
+    assert not [f for f in (tmp_path / "home").rglob("*")
+                if f.is_file() and postgres.password.encode() in f.read_bytes()]
 
     t = tracking.tracker(runs_url)
     record = t.find_sweep(final.sweep_id)

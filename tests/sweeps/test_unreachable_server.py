@@ -2,8 +2,9 @@
 ``resume`` and ``status`` with one line naming ``tracking_uri`` and exit status 2 (issue 14,
 item 5), after one connection or a few quick tries (the failing server counts them), not with
 a traceback after MLflow's minutes of retries; no Ray is
-started for it. So does a database server whose port is closed, and a Ray cluster address
-where nothing answers (naming ``address``). Run in this process (``sweeps.cli.main``)."""
+started for it. So does a database server whose port is closed or that refuses the password,
+a tracking server ``ortho report`` cannot reach, and a Ray cluster address where nothing
+answers (naming ``address``). Run in this process (``sweeps.cli.main``)."""
 
 from __future__ import annotations
 
@@ -106,6 +107,39 @@ def test_a_database_server_that_does_not_answer_is_one_line_and_exit_2(
                    f"server that answers (connection refused at 127.0.0.1:{port}) (got "
                    f"'postgresql://user:***@127.0.0.1:{port}/mlflow')"]
     assert not (tmp_path / "ray").exists()
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("command", ["run", "status"])
+def test_a_database_that_refuses_the_password_is_one_line_and_exit_2(
+        command: str, toy_spec: Path, tmp_path: Path, postgres,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A PostgreSQL URI with a wrong password: MLflow would retry it for about two minutes
+    and end in a traceback; the command says what the server said, in one line."""
+    uri = postgres.create_database(f"refused_{command}").replace(postgres.password,
+                                                                "wrong-password")
+    argv = {"run": ["sweep", "run", str(toy_spec), "--profile", "smoke"],
+            "status": ["sweep", "status"]}[command]
+    status, err = _run([*argv, "--tracking-uri", uri, "--home", str(tmp_path)], capsys)
+    assert status == 2
+    assert err == [f"ortho sweep {command}: invalid tracking_uri: expected a database server "
+                   f"that lets this user in (it said: connection to server at \"127.0.0.1\", "
+                   f"port {postgres.port} failed: FATAL:  password authentication failed for "
+                   f"user \"{postgres.user}\") (got '{uri.replace('wrong-password', '***')}')"]
+    assert not (tmp_path / "ray").exists()
+
+
+def test_a_report_of_a_server_that_takes_no_connection_is_one_line_and_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``ortho report`` (of ``analysis``, which reads MLflow only) checks the server too,
+    instead of MLflow's four minutes of retries and a traceback."""
+    port = free_port()
+    status, err = _run(["report", "synthetic-max-length", "--tracking-uri",
+                        f"http://user:hunter2@127.0.0.1:{port}"], capsys)
+    assert status == 2
+    assert err == [f"ortho report: invalid tracking_uri: expected a server that answers "
+                   f"(connection refused at 127.0.0.1:{port}) (got "
+                   f"'http://user:***@127.0.0.1:{port}')"]
 
 
 @pytest.mark.parametrize("form", ["{host}:{port}", "ray://{host}:{port}"])
