@@ -107,7 +107,8 @@ reached as "ray job" reaches it (RAY_AUTH_MODE=token with RAY_AUTH_TOKEN,
 RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token). A cluster that answers it has no job agent ready
 yet (one just started) is asked again every 5 s for up to a minute.
 
-Exit status: 0 when the job succeeded, 1 when it failed, 2 for bad input.""",
+Exit status: 0 when the job succeeded, 1 when it failed, 2 for bad input (a cluster that
+refuses this machine's token included).""",
     "resume": """\
 Continue an interrupted sweep with its own spec and profile: configurations that finished
 are kept, those that failed or never ended are trained again. A sweep whose driver still
@@ -399,6 +400,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     """``ortho sweep submit``: check the spec here, submit, follow the logs."""
     import asyncio
 
+    from ray.exceptions import AuthenticationError
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     from sweeps.plan import build_plan
@@ -415,7 +417,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
         client = JobSubmissionClient(args.address)
         job_id = _submit(client, request, {"ortho.spec": args.spec,
                                            "ortho.profile": args.profile})
-    except Exception as err:  # connection, authentication, upload: Ray's own wording
+    except AuthenticationError as err:  # Ray's 401 or 403, then a paragraph on tokens
+        said = str(err).strip().splitlines()[0]
+        raise ConfigError("address", f"a cluster that accepts this machine's Ray token "
+                          f"(RAY_AUTH_MODE=token with RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
+                          f"~/.ray/auth_token; it said: {said})", redact(args.address)) from err
+    except Exception as err:  # connection, upload: Ray's own wording
         raise SubmitError(redact(f"cannot submit to {args.address}: {err}")) from err
     print(redact(f"submitted job {job_id} to {args.address}: {request['entrypoint']}"),
           flush=True)

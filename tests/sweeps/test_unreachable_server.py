@@ -4,7 +4,8 @@ item 5), after one connection or a few quick tries (the failing server counts th
 a traceback after MLflow's minutes of retries; no Ray is
 started for it. So does a database server whose port is closed or that refuses the password,
 a tracking server ``ortho report`` cannot reach, and a Ray cluster address where nothing
-answers (naming ``address``). Run in this process (``sweeps.cli.main``)."""
+answers or whose job server refuses this machine's token (naming ``address``). Run in this
+process (``sweeps.cli.main``)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,20 @@ def failing_server() -> Iterator[str]:
     yield f"http://user:hunter2@127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
+
+
+class _Unauthorized(BaseHTTPRequestHandler):
+    """A job server with token authentication that this client has no token for: 401."""
+
+    def do_GET(self) -> None:
+        self.send_response(401)
+        self.end_headers()
+        self.wfile.write(b"Unauthorized: Missing authentication token")
+
+    do_POST = do_GET
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
 
 
 @pytest.fixture
@@ -160,3 +175,23 @@ def test_a_cluster_address_where_nothing_answers_is_one_line_and_exit_2(
     assert status == 2
     assert lines == [f"ortho sweep run: invalid {err.value}".replace(address, f"127.0.0.1:{port}")]
     assert not (tmp_path / "home").exists()
+
+
+def test_a_job_server_that_refuses_the_token_is_one_line_and_exit_2(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``ortho sweep submit`` to a cluster that answers 401: bad input naming the address and
+    where a token comes from, not exit status 1, which says the job failed."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Unauthorized)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        status, err = _run(["sweep", "submit", "orth-pretrain-convergence", "--profile",
+                            "smoke", "--address", address], capsys)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert status == 2
+    assert err == [f"ortho sweep submit: invalid address: expected a cluster that accepts this "
+                   f"machine's Ray token (RAY_AUTH_MODE=token with RAY_AUTH_TOKEN, "
+                   f"RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token; it said: Authentication "
+                   f"required: Unauthorized: Missing authentication token) (got '{address}')"]
