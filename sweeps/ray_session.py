@@ -264,9 +264,14 @@ def check_job_server(address: str) -> None:
     """``ConfigError`` naming ``address`` when nothing answers at the job server
     ``http(s)://HOST[:PORT]`` that ``ortho sweep submit`` sends its job to (a cluster's
     dashboard), so that an address with nothing behind it is bad input, told apart from a job
-    that failed. An address of another form is left to Ray."""
+    that failed. ``HOST:PORT`` without a scheme is refused too: Ray would read it as the
+    cluster's GCS address and wait 40 s for a GCS at the dashboard's port. Another form with
+    a scheme is left to Ray."""
     from urllib.parse import urlsplit
 
+    if "://" not in address:
+        raise ConfigError("address", "the job server's URL, http://HOST:PORT (the cluster's "
+                          "dashboard, port 8265 by default)", redact(address))
     parts = urlsplit(address)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return

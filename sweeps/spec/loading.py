@@ -50,8 +50,10 @@ def _locate(name_or_path: str) -> tuple[Path, str]:
         return path, name_or_path
     shipped = SPEC_DIR / f"{name_or_path}.yaml"
     if not _is_file(Path(str(shipped))):
+        here = f"{name_or_path}.yaml"  # a spec of one's own in this folder, named by its name
+        hint = f"; to run the one here, pass ./{here}" if _is_file(Path(here)) else ""
         raise ConfigError("spec", "the name of a shipped spec (" + ", ".join(available_specs())
-                          + ") or a path to a YAML file", name_or_path)
+                          + f") or a path to a YAML file{hint}", name_or_path)
     return Path(str(shipped)), shipped.name
 
 

@@ -195,3 +195,14 @@ def test_a_job_server_that_refuses_the_token_is_one_line_and_exit_2(
                    f"machine's Ray token (RAY_AUTH_MODE=token with RAY_AUTH_TOKEN, "
                    f"RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token; it said: Authentication "
                    f"required: Unauthorized: Missing authentication token) (got '{address}')"]
+
+
+def test_a_job_server_address_without_its_scheme_is_refused_at_once(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--address HEAD:8265``: Ray would take it for the GCS and wait 40 s."""
+    status, err = _run(["sweep", "submit", "orth-pretrain-convergence", "--profile", "smoke",
+                        "--address", "127.0.0.1:8265"], capsys)
+    assert status == 2
+    assert err == ["ortho sweep submit: invalid address: expected the job server's URL, "
+                   "http://HOST:PORT (the cluster's dashboard, port 8265 by default) (got "
+                   "'127.0.0.1:8265')"]

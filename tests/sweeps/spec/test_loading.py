@@ -32,6 +32,17 @@ def test_unknown_spec_lists_the_available_ones():
     assert "synthetic-max-length" in str(info.value) and "no-such-spec" in str(info.value)
 
 
+def test_a_name_whose_file_is_in_this_folder_is_pointed_at(tmp_path, monkeypatch):
+    """``ortho sweep run my-grid`` beside ``my-grid.yaml``: names are shipped specs', and the
+    message says the file here is taken by its path."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my-grid.yaml").write_text("name: my-grid\n")
+    with pytest.raises(ConfigError) as info:
+        load_spec("my-grid")
+    assert str(info.value).endswith("or a path to a YAML file; to run the one here, pass "
+                                    "./my-grid.yaml (got 'my-grid')")
+
+
 def test_missing_file():
     with pytest.raises(ConfigError) as info:
         load_spec("/no/such/dir/spec.yaml")
