@@ -399,7 +399,9 @@ def read(spec: str, sweep_id: str | None = None, *, tracking_uri: str | None = N
     use with the same ``--tracking-uri`` and ``--home`` (default: ``$ORTHO_TRACKING_URI``,
     else ``./ortho-runs``), as :func:`load_sweep`'s frame of its configurations and their
     metric :class:`Histories`, read from MLflow as they are asked for. ``ConfigError`` for a
-    store, spec or sweep that is not there, naming what exists."""
+    store, spec or sweep that is not there, naming what exists. Like every reader of a store
+    here (:func:`~analysis.store.open_store`), it turns MLflow's artifact progress bars off
+    for the process unless ``$MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR`` is set."""
     uri = resolve_tracking_uri(tracking_uri, home)
     client = open_store(uri)
     runs = load_sweep(client, spec, sweep_id, tracking_uri=uri)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -62,6 +63,17 @@ def one_line(text: str) -> str:
     """``text`` on one line: line breaks and other non-printable characters escaped as
     Python writes them (a spec key or ``--set`` value may hold any)."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (``ortho report … | head``): the
+    pipe then polls as an error."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll here, or no real stdout
+        return False
 
 
 class Parser(argparse.ArgumentParser):
@@ -110,7 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a reader gone meanwhile is told apart below
         return status
-    except BrokenPipeError:  # the reader left (``ortho report … | head``): nothing to say
+    except BrokenPipeError:
+        if not _reader_gone():  # another pipe broke (a child's, a socket's): not ours to hide
+            raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
     except (ConfigError, LocationError) as err:

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import socket
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,58 @@ DIRECTION_NAMES: dict[str, str] = {
 """``direction`` -> G's name of the descent direction."""
 
 
+WORDS: dict[str, dict[str, str]] = {"variant": VARIANT_NAMES, "direction": DIRECTION_NAMES}
+"""Keys a run name shows by their value alone, first (the papers' names where they have
+one)."""
+TRAILING: dict[str, dict[str, str]] = {"task": TASK_NAMES, "dataset": {}}
+"""Keys a run name shows by their value alone, after the numbers."""
+SEEDS = ("seed", "data_seed")
+"""Keys a run name shows last."""
+
+
+def format_value(value: Any) -> str:
+    """``value`` as a name shows it: numbers in at most four significant digits with short
+    exponents (``0.01``, ``1``, ``1e-5``), sequences joined by commas. Run names
+    (:mod:`sweeps.naming`) and a report's missing configurations show values so."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m[1].replace("+", "") + m[2],
+                      f"{value:.4g}")
+    if isinstance(value, (list, tuple)):
+        return ",".join(format_value(v) for v in value)
+    return str(value)
+
+
+def _order(key: str) -> tuple[int, int]:
+    if key in WORDS:
+        return 0, list(WORDS).index(key)
+    if key in SYMBOLS:
+        return 1, list(SYMBOLS).index(key)
+    if key in TRAILING:
+        return 3, list(TRAILING).index(key)
+    if key in SEEDS:
+        return 4, SEEDS.index(key)
+    return 2, 0
+
+
+def run_name(params: Mapping[str, Any], keys: Iterable[str]) -> str:
+    """The name of the configuration ``params`` from its values of ``keys`` (those it sets),
+    ordered as :mod:`sweeps.naming` says (words, symbols, other keys, task and dataset,
+    seeds); ``configuration`` when it sets none of them. Runs are named so, and a report names
+    the configurations no run holds the same way."""
+    parts = []
+    for key in sorted((k for k in dict.fromkeys(keys) if k in params), key=_order):
+        value = params[key]
+        labels = WORDS.get(key) or TRAILING.get(key)
+        if labels is not None:
+            parts.append(labels.get(value, format_value(value)) if isinstance(value, str)
+                         else format_value(value))
+        else:
+            parts.append(f"{SYMBOLS.get(key, key)}={format_value(value)}")
+    return " ".join(parts) or "configuration"
+
+
 class LocationError(ValueError):
     """A store location the user gave that cannot be used (``home``, ``tracking_uri``): the
     field, what was expected and the value, worded as ``ortho_core``'s ``ConfigError`` (which
@@ -174,20 +227,6 @@ def store_options(home: Path, uri: str) -> list[str]:
     return options + ([] if uri == tracking_uri(None, home) else ["--tracking-uri", redact(uri)])
 
 
-def format_value(value: Any) -> str:
-    """``value`` as a name shows it: numbers in at most four significant digits with short
-    exponents (``0.01``, ``1``, ``1e-5``), sequences joined by commas. Run names
-    (:mod:`sweeps.naming`) and a report's missing configurations show values so."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m[1].replace("+", "") + m[2],
-                      f"{value:.4g}")
-    if isinstance(value, (list, tuple)):
-        return ",".join(format_value(v) for v in value)
-    return str(value)
-
-
 DATABASE_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}
 """The port of a database server whose URI names none, by scheme (without ``+driver``)."""
 REACH_TIMEOUT_S = 4.0
@@ -195,17 +234,34 @@ REACH_TIMEOUT_S = 4.0
 
 
 def server_address(uri: str) -> tuple[str, int] | None:
-    """(host, port) of the server a tracking URI names: a tracking server (``http(s)://``,
-    port 80 or 443 when it names none) or a database server (:data:`DATABASE_PORTS`); None
-    for SQLite or a database reached through a local socket."""
+    """(host, port) of the server a tracking URI names, to be reached directly: a tracking
+    server (``http(s)://``, port 80 or 443 when it names none) or a database server
+    (:data:`DATABASE_PORTS`); None for SQLite, a database reached through a local socket, or
+    a tracking server reached through a proxy (``$HTTPS_PROXY``, ``$HTTP_PROXY``, unless
+    ``$NO_PROXY`` names it), which only the proxy connects to. A port that is not a number is
+    a :class:`LocationError` naming ``tracking_uri``."""
     from urllib.parse import urlsplit
+    from urllib.request import getproxies, proxy_bypass
 
     scheme = uri.partition("://")[0].split("+")[0].lower()
     parts = urlsplit(uri)
     default = DATABASE_PORTS.get(scheme) or {"http": 80, "https": 443}.get(scheme)
     if default is None or not parts.hostname:
         return None
-    return parts.hostname, parts.port or default
+    if scheme in ("http", "https") and scheme in getproxies() \
+            and not proxy_bypass(parts.hostname):
+        return None
+    try:
+        return parts.hostname, parts.port or default
+    except ValueError:
+        raise LocationError("tracking_uri", "a URI whose port is a number", redact(uri)) from None
+
+
+def first_line(text: str) -> str:
+    """The first line of ``text`` that is not blank (what a database driver or Ray said,
+    without the paragraph of advice or the link that follows it); ``text`` stripped when it
+    has none."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), text.strip())
 
 
 def unreachable(host: str, port: int) -> str | None:

@@ -27,16 +27,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sweeps import contract
-from sweeps.contract import format_value
+from sweeps.contract import run_name
 
-WORDS: dict[str, Mapping[str, str]] = {"variant": contract.VARIANT_NAMES,
-                                       "direction": contract.DIRECTION_NAMES}
-"""Keys named by their value alone, first (the papers' names where they have one)."""
-TRAILING: dict[str, Mapping[str, str]] = {"task": contract.TASK_NAMES, "dataset": {}}
-"""Keys named by their value alone, after the numbers."""
-SEEDS = ("seed", "data_seed")
-"""Keys named last."""
 KEY_CHARS = 6
 """Characters of the trial key that tell apart configurations whose names are alike."""
 
@@ -53,33 +45,6 @@ def varying_keys(cells: Iterable[Any]) -> tuple[str, ...]:
         for key in cell.optuna_space:
             values.setdefault(key, set())
     return tuple(k for k, seen in values.items() if len(seen) > 1 or k in searched)
-
-
-def _order(key: str) -> tuple[int, int]:
-    if key in WORDS:
-        return 0, list(WORDS).index(key)
-    if key in contract.SYMBOLS:
-        return 1, list(contract.SYMBOLS).index(key)
-    if key in TRAILING:
-        return 3, list(TRAILING).index(key)
-    if key in SEEDS:
-        return 4, SEEDS.index(key)
-    return 2, 0
-
-
-def run_name(params: Mapping[str, Any], keys: Iterable[str]) -> str:
-    """The name of the configuration ``params`` from its values of ``keys`` (those it sets),
-    as the module docstring orders them; ``configuration`` when it sets none of them."""
-    parts = []
-    for key in sorted((k for k in dict.fromkeys(keys) if k in params), key=_order):
-        value = params[key]
-        labels = WORDS.get(key) or TRAILING.get(key)
-        if labels is not None:
-            parts.append(labels.get(value, format_value(value)) if isinstance(value, str)
-                         else format_value(value))
-        else:
-            parts.append(f"{contract.SYMBOLS.get(key, key)}={format_value(value)}")
-    return " ".join(parts) or "configuration"
 
 
 def _telling(group: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -42,6 +42,7 @@ import optuna
 
 from ortho_core.errors import ConfigError
 from sweeps import contract
+from sweeps.contract import first_line
 from sweeps.plan import Plan
 from sweeps.spec import ChoiceDim, OptunaSettings
 from sweeps.tracking import redact
@@ -137,9 +138,9 @@ def _storage(url: str | None) -> Any:
     try:
         return optuna.storages.get_storage(url)
     except Exception as err:  # a malformed URL, a missing driver, an unreachable database
-        said = str(err).strip().splitlines() or [type(err).__name__]  # not SQLAlchemy's link
         raise ConfigError("optuna_storage", f"an Optuna storage URL this driver can open "
-                          f"({redact(said[0])})", redact(url)) from err
+                          f"({redact(first_line(str(err)) or type(err).__name__)})",
+                          redact(url)) from err
 
 
 def _seed(settings: OptunaSettings, cell: int, n_past: int) -> int:

@@ -403,6 +403,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from ray.exceptions import AuthenticationError
     from ray.job_submission import JobStatus, JobSubmissionClient
 
+    from sweeps.contract import first_line
     from sweeps.plan import build_plan
     from sweeps.ray_session import check_job_server, quiet_environment
     from sweeps.runner import PROJECT_ROOT
@@ -418,10 +419,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         job_id = _submit(client, request, {"ortho.spec": args.spec,
                                            "ortho.profile": args.profile})
     except AuthenticationError as err:  # Ray's 401 or 403, then a paragraph on tokens
-        said = str(err).strip().splitlines()[0]
         raise ConfigError("address", f"a cluster that accepts this machine's Ray token "
                           f"(RAY_AUTH_MODE=token with RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
-                          f"~/.ray/auth_token; it said: {said})", redact(args.address)) from err
+                          f"~/.ray/auth_token; it said: {first_line(str(err))})",
+                          redact(args.address)) from err
     except Exception as err:  # connection, upload: Ray's own wording
         raise SubmitError(redact(f"cannot submit to {args.address}: {err}")) from err
     print(redact(f"submitted job {job_id} to {args.address}: {request['entrypoint']}"),

@@ -40,7 +40,7 @@ from ortho_core.errors import ConfigError
 from ortho_core.experiments.data_check import check_data
 from ortho_core.experiments.isolation import train_isolated
 from ortho_core.reporting import Outcome, Report, Result
-from sweeps.naming import run_name
+from sweeps.contract import run_name
 
 if TYPE_CHECKING:
     from tqdm import tqdm

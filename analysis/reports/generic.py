@@ -20,13 +20,10 @@ import pandas as pd
 
 from analysis.expected import expected_configurations
 from analysis.groups import matching
-from analysis.load import OUTCOMES, Histories, SweepRuns
+from analysis.load import Histories, SweepRuns, param_values
 from analysis.report import Report, provenance
 from analysis.tables import Cell, Table
-from sweeps.contract import SYMBOLS, TRIALS, format_value
-
-ENDED = OUTCOMES[:-1]
-"""Outcomes of a configuration that ended (``incomplete``: running or killed)."""
+from sweeps.contract import TRIALS, run_name
 
 
 def ranked(runs: SweepRuns) -> pd.DataFrame:
@@ -48,7 +45,8 @@ def generic_report(runs: SweepRuns, histories: Histories | None = None) -> Repor
     metric = sweep.metric or "metric"
     frame = ranked(runs)
     rows = [[Cell(name if isinstance(name := r.get("run_name"), str) else r["trial_key"]),
-             Cell(r["_value"], "g", partial=r["outcome"] not in ENDED), Cell(r["outcome"]),
+             Cell(r["_value"], "g", partial=r["outcome"] == "incomplete"),
+             Cell(r["outcome"]),
              Cell(int(r["attempts"]), "d")]
             for _, r in frame.iterrows()]
     rows += [[Cell(name), Cell(None, partial=True), Cell(None), Cell(0, "d")]
@@ -65,24 +63,31 @@ def generic_report(runs: SweepRuns, histories: Histories | None = None) -> Repor
 
 def missing(runs: SweepRuns) -> list[str]:
     """A name per configuration of the spec's cells that no run holds (an Optuna cell's
-    missing trials under one name, "… (2 of 5 trials)"), in the spec's order, from the values
-    that vary across the cells in the papers' symbols (``α=0.001 λ=0.01``); none for a sweep
-    tracked without its expected cells."""
+    missing trials under one name, "… (2 of 5 trials)"), in the spec's order, named as its
+    run would be (:func:`sweeps.contract.run_name`, from the keys that vary across the
+    cells); none for a sweep tracked without its expected cells. A key a cell leaves unset
+    (its group does not set it) matches only runs that lack it too. An Optuna cell of a
+    FINISHED sweep misses nothing: a point the sampler proposed again spends a trial of the
+    budget without a run of its own."""
     if runs.expected_cells is None:
         return []
     cells = expected_configurations(runs.expected_cells)
     keys = [k for k in cells.columns if k != TRIALS]
     varying = [k for k in keys if cells[k].astype(str).nunique() > 1]
+    finished = runs.sweep.status == "FINISHED"
     names = []
     for _, cell in cells.iterrows():
-        values = {k: cell[k] for k in keys if not _absent(cell[k])}
-        left = int(cell[TRIALS]) - int(matching(runs.runs, values).sum())
-        if left <= 0:
+        trials = int(cell[TRIALS])
+        if trials > 1 and finished:
             continue
-        name = " ".join(f"{SYMBOLS.get(k, k)}={format_value(values[k])}"
-                        for k in varying if k in values) or runs.sweep.spec
-        names.append(name + (f" ({left} of {int(cell[TRIALS])} trials)"
-                             if int(cell[TRIALS]) > 1 else ""))
+        values = {k: cell[k] for k in keys if not _absent(cell[k])}
+        held = matching(runs.runs, values)
+        for key in set(keys) - set(values):
+            held &= param_values(runs.runs, key).isna()
+        left = trials - int(held.sum())
+        if left > 0:
+            name = run_name(values, varying) if varying else runs.sweep.spec
+            names.append(name + (f" ({left} of {trials} trials)" if trials > 1 else ""))
     return names
 
 

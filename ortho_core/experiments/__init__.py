@@ -6,9 +6,10 @@ Every experiment module defines:
   ``__post_init__`` validates ranges (raising ``ConfigError``).
 - ``PACK_FIELDS``: the fields that must be equal across the members of a pack (the
   "shape"); every other field may differ per member.
-- ``train(configs, reporter) -> list[Result]``: trains the pack (DESIGN.md "Packs");
+- ``train(configs, reporter) -> list[Result]``: trains the pack (DESIGN.md "Packs").
 - ``SUMMARY``: every key a member's ``Result.summary`` can hold, with its meaning (what a
-  spec's ``metric`` may name, and what ``ortho train --keys`` lists).
+  spec's ``metric`` may name, and what ``ortho train --keys`` lists); some keys are there
+  only for some configurations, as their meanings say.
 
 and may define ``ADDED_FIELDS``: fields added after sweeps of it were tracked, left out of
 a configuration's trial key while they hold their default, so that stored keys stay valid;

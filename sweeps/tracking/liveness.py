@@ -31,6 +31,7 @@ from sweeps.contract import (
     NODE,
     NODE_IP,
     database_url,
+    first_line,
     redact,
     server_address,
     unreachable,
@@ -153,20 +154,35 @@ def check_server(uri: str) -> None:
 def check_login(uri: str) -> None:
     """``ConfigError`` naming ``tracking_uri`` (credentials masked) when the database server
     of ``uri`` refuses the connection, with the server's reason (a wrong password, a user or
-    database that does not exist): MLflow would retry it for about two minutes and end in a
-    traceback. One connection, waiting at most :data:`CHECK_TIMEOUT_S` for the server."""
+    database that does not exist), or when its driver is not installed: MLflow would retry
+    it for about two minutes and end in a traceback. One connection, waiting at most
+    :data:`CHECK_TIMEOUT_S` for a server (with the drivers that take ``connect_timeout``,
+    unless the URI sets its own)."""
     import sqlalchemy
 
-    timeout = {"connect_timeout": int(CHECK_TIMEOUT_S)} if uri.startswith(
-        ("postgres", "mysql")) else {}
-    engine = sqlalchemy.create_engine(database_url(uri), poolclass=sqlalchemy.pool.NullPool,
-                                      connect_args=timeout)
+    url = sqlalchemy.engine.make_url(database_url(uri))
+    try:
+        driver = url.get_dialect().driver
+    except (ImportError, sqlalchemy.exc.NoSuchModuleError) as err:  # mysql+nosuchdriver://
+        raise ConfigError("tracking_uri", f"a database SQLAlchemy can open ({err})",
+                          redact(uri)) from None
+    timeout = {"connect_timeout": int(CHECK_TIMEOUT_S)} if (
+        driver in TIMEOUT_DRIVERS and "connect_timeout" not in url.query) else {}
+    try:
+        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool,
+                                          connect_args=timeout)
+    except ImportError as err:  # the dialect's driver (pymysql, pyodbc, ...)
+        raise ConfigError("tracking_uri", f"a database whose driver is installed here ({err})",
+                          redact(uri)) from None
     try:
         engine.connect().close()
-    except sqlalchemy.exc.OperationalError as err:
-        said = str(err.orig or err).strip().splitlines()
-        raise ConfigError("tracking_uri", "a database server that lets this user in (it said: "
-                          f"{redact(said[0] if said else type(err).__name__)})",
-                          redact(uri)) from None
+    except sqlalchemy.exc.DBAPIError as err:
+        said = first_line(str(err.orig or err)) or type(err).__name__
+        raise ConfigError("tracking_uri", f"a database server that accepts this connection "
+                          f"(it said: {redact(said)})", redact(uri)) from None
     finally:
         engine.dispose()
+
+
+TIMEOUT_DRIVERS = ("psycopg2", "psycopg", "pymysql", "mysqldb")
+"""Database drivers whose ``connect`` takes ``connect_timeout`` (seconds)."""

@@ -74,11 +74,13 @@ profiles: {smoke: {}, cpu: {}, paper: {}}
 """
 
 
-def _interrupted(tmp_path: Path, search: str, lr: str, held: list[tuple[dict, str]]) -> str:
-    """A store holding a sweep of a user's spec (``search`` and ``lr`` filled in), KILLED with
-    the configurations ``held`` (params, how each ended) tracked and the rest never started."""
+def _interrupted(tmp_path: Path, search: str, lr: str, held: list[tuple[dict, str]],
+                 status: str = "KILLED", groups: str = "") -> str:
+    """A store holding a sweep of a user's spec (``search``, ``lr`` and ``groups`` filled in),
+    ended ``status`` with the configurations ``held`` (params, how each ended) tracked and the
+    rest never started."""
     path = tmp_path / "my-grid.yaml"
-    path.write_text(USER_SPEC.replace("SEARCH", search).replace("LR", lr))
+    path.write_text(USER_SPEC.replace("SEARCH", search).replace("LR", lr) + groups)
     resolved = resolve(load_spec(str(path)), "cpu")
     uri = sqlite_store(tmp_path)
     t = tracking.tracker(uri)
@@ -87,7 +89,7 @@ def _interrupted(tmp_path: Path, search: str, lr: str, held: list[tuple[dict, st
     for i, (params, end) in enumerate(held):
         track(t, ref, f"k{i}", {**resolved.cells()[0].params, **params}, end=end,
               result=Result(Outcome.SOLVED, {"max_seq_len_solved": 10.0}))
-    t.end_sweep(ref, "KILLED", {})
+    t.end_sweep(ref, status, {})
     return uri
 
 
@@ -119,3 +121,29 @@ def test_an_optuna_cell_s_missing_trials_are_one_row(tmp_path: Path, capsys) -> 
     _, *rows = md_rows(capsys.readouterr().out)
     assert [r[0] for r in rows[3:]] == ["λ=1 (1 of 3 trials)", "λ=0.1 (2 of 3 trials)"]
     assert [r[1:] for r in rows[3:]] == [["missing", "–", "0"]] * 2
+
+
+def test_a_group_s_configuration_is_missing_though_another_group_sets_one_key_more(
+        tmp_path: Path, capsys) -> None:
+    """Two groups alike but for ``clip``, which one sets: the run of the group that sets it
+    does not stand for the other group's configuration."""
+    uri = _interrupted(tmp_path, "{kind: grid}", "[0.1]",
+                       [({"lr": 0.1, "penalty": 1.0, "clip": 1.0}, "finished"),
+                        ({"lr": 0.1, "penalty": 0.1, "clip": 1.0}, "finished")],
+                       groups="groups:\n  - fixed: {}\n  - fixed: {clip: 1.0}\n")
+    assert main(["report", "my-grid", "--tracking-uri", uri]) == 0
+    _, *rows = md_rows(capsys.readouterr().out)
+    assert [r[0] for r in rows[2:]] == ["λ=1", "λ=0.1"]  # the group without clip
+    assert [r[1] for r in rows[2:]] == ["missing", "missing"]
+
+
+def test_a_finished_optuna_sweep_misses_no_trial(tmp_path: Path, capsys) -> None:
+    """A point proposed again spends a trial without a run: a FINISHED sweep with fewer runs
+    than trials is complete."""
+    uri = _interrupted(tmp_path, "{kind: optuna, n_trials: 2}", "{low: 0.001, high: 0.1}",
+                       [({"lr": 0.05, "penalty": 1.0}, "finished"),
+                        ({"lr": 0.02, "penalty": 1.0}, "finished"),
+                        ({"lr": 0.03, "penalty": 0.1}, "finished")], status="FINISHED")
+    assert main(["report", "my-grid", "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    assert len(md_rows(out)) == 1 + 3 and "All cells complete." in out

@@ -24,7 +24,7 @@ def _names(spec_name: str, profile: str) -> dict[str, str]:
 
 
 def test_values_are_shown_short():
-    assert [naming.format_value(v) for v in (0.01, 1.0, 1e-5, 2.5e10, 0.012345678, [20, 256],
+    assert [contract.format_value(v) for v in (0.01, 1.0, 1e-5, 2.5e10, 0.012345678, [20, 256],
                                              True, None)] == \
         ["0.01", "1", "1e-5", "2.5e10", "0.01235", "20,256", "true", "None"]
 

@@ -18,6 +18,7 @@ import pytest
 
 from ortho_core import experiments
 from ortho_core.reporting import Outcome, Report, Result
+from sweeps import train_command
 from sweeps.cli import main
 from sweeps.train_command import ProgressPrinter
 from tests.sweeps.helpers import TOY_MODULE, new_home, toy_ray, write_spec
@@ -147,3 +148,14 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly():
         os.close(write)
     assert done.returncode == 128 + signal.SIGPIPE, done.stderr
     assert done.stderr == ""
+
+
+def test_a_pipe_that_breaks_elsewhere_is_not_hidden(monkeypatch, capfd):
+    """A broken pipe that is not stdout's (a child's, a socket's) is an error to see, not a
+    reader that left: it propagates."""
+    def broken(args: object) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(train_command, "run", broken)
+    with pytest.raises(BrokenPipeError):
+        main(["train", "synthetic", "--keys"])

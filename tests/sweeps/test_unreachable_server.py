@@ -9,6 +9,7 @@ process (``sweeps.cli.main``)."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -138,8 +139,9 @@ def test_a_database_that_refuses_the_password_is_one_line_and_exit_2(
     status, err = _run([*argv, "--tracking-uri", uri, "--home", str(tmp_path)], capsys)
     assert status == 2
     assert err == [f"ortho sweep {command}: invalid tracking_uri: expected a database server "
-                   f"that lets this user in (it said: connection to server at \"127.0.0.1\", "
-                   f"port {postgres.port} failed: FATAL:  password authentication failed for "
+                   f"that accepts this connection (it said: connection to server at "
+                   f"\"127.0.0.1\", port {postgres.port} failed: FATAL:  password "
+                   f"authentication failed for "
                    f"user \"{postgres.user}\") (got '{uri.replace('wrong-password', '***')}')"]
     assert not (tmp_path / "ray").exists()
 
@@ -206,3 +208,24 @@ def test_a_job_server_address_without_its_scheme_is_refused_at_once(
     assert err == ["ortho sweep submit: invalid address: expected the job server's URL, "
                    "http://HOST:PORT (the cluster's dashboard, port 8265 by default) (got "
                    "'127.0.0.1:8265')"]
+
+
+def test_a_database_whose_driver_is_missing_is_one_line_and_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A MySQL URI (a scheme MLflow takes) where this machine has no MySQL driver: said before
+    MLflow's traceback, once a server takes the connection; and a port that is not a number."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        status, err = _run(["sweep", "status", "--tracking-uri",
+                            f"mysql://user:hunter2@127.0.0.1:{port}/mlflow", "--home",
+                            str(tmp_path)], capsys)
+    assert status == 2
+    assert err == [f"ortho sweep status: invalid tracking_uri: expected a database whose driver "
+                   f"is installed here (No module named 'MySQLdb') (got "
+                   f"'mysql://user:***@127.0.0.1:{port}/mlflow')"]
+    status, err = _run(["report", "synthetic-max-length", "--tracking-uri",
+                        "http://user:hunter2@127.0.0.1:http"], capsys)
+    assert (status, err) == (2, ["ortho report: invalid tracking_uri: expected a URI whose port "
+                                 "is a number (got 'http://user:***@127.0.0.1:http')"])

@@ -115,3 +115,7 @@ def test_a_profile_left_out_overrides_nothing(tmp_path):
         assert [c.params for c in cells["cpu"]] == [c.params for c in cells["paper"]]
         assert sorted({c.params["lr"] for c in cells["cpu"]}) == pytest.approx(
             [1e-3, 1e-2, 1e-1])
+    explicit = load_spec(write(tmp_path, bare + "profiles: {smoke: {}, cpu: {}, paper: {}}\n"))
+    bare_spec = load_spec(write(tmp_path, bare))  # the same spec without a profiles key
+    for profile in ("smoke", "cpu", "paper"):  # groups, scheduler, everything resolved alike
+        assert resolve(bare_spec, profile).text == resolve(explicit, profile).text
