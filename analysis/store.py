@@ -48,8 +48,7 @@ def open_store(uri: str) -> MlflowClient:
     address = server_address(uri)
     why = None if address is None else unreachable(*address)
     if why is not None:
-        raise ConfigError("tracking_uri", f"a server that answers ({why} at "
-                          f"{address[0]}:{address[1]})", redact(uri))
+        raise ConfigError("tracking_uri", f"a server that answers ({why})", redact(uri))
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=database_url(uri))

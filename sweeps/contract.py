@@ -243,7 +243,7 @@ def server_address(uri: str) -> tuple[str, int] | None:
     from urllib.parse import urlsplit
     from urllib.request import getproxies, proxy_bypass
 
-    scheme = uri.partition("://")[0].split("+")[0].lower()
+    scheme = uri_kind(uri)
     parts = urlsplit(uri)
     default = DATABASE_PORTS.get(scheme) or {"http": 80, "https": 443}.get(scheme)
     if default is None or not parts.hostname:
@@ -257,6 +257,12 @@ def server_address(uri: str) -> tuple[str, int] | None:
         raise LocationError("tracking_uri", "a URI whose port is a number", redact(uri)) from None
 
 
+def uri_kind(uri: str) -> str:
+    """The scheme of ``uri`` without its ``+driver``, lower case: ``postgresql`` for
+    ``postgresql+psycopg2://...``."""
+    return uri.partition("://")[0].split("+")[0].lower()
+
+
 def first_line(text: str) -> str:
     """The first line of ``text`` that is not blank (what a database driver or Ray said,
     without the paragraph of advice or the link that follows it); ``text`` stripped when it
@@ -266,13 +272,15 @@ def first_line(text: str) -> str:
 
 def unreachable(host: str, port: int) -> str | None:
     """Why no TCP connection to ``host:port`` opens within :data:`REACH_TIMEOUT_S` (a few
-    words), or None when one does: what a server there must at least do, asked before a
-    client that retries for minutes (MLflow, SQLAlchemy, Ray) is pointed at it."""
+    words ending "at HOST:PORT"), or None when one does: what a server there must at least
+    do, asked before a client that retries for minutes (MLflow, SQLAlchemy, Ray) is pointed
+    at it."""
     try:
         socket.create_connection((host, port), timeout=REACH_TIMEOUT_S).close()
     except OSError as err:
-        return (f"no answer within {REACH_TIMEOUT_S:.0f} s" if isinstance(err, TimeoutError)
-                else (err.strerror or str(err)).lower())
+        why = (f"no answer within {REACH_TIMEOUT_S:.0f} s" if isinstance(err, TimeoutError)
+               else (err.strerror or str(err)).lower())
+        return f"{why} at {host}:{port}"
     return None
 
 

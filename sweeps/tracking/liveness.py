@@ -35,6 +35,7 @@ from sweeps.contract import (
     redact,
     server_address,
     unreachable,
+    uri_kind,
 )
 
 HEARTBEAT_SECONDS = 30.0
@@ -117,7 +118,7 @@ def check_reachable(field: str, what: str, host: str, port: int, shown: str) -> 
     there, e.g. "a database server"."""
     why = unreachable(host, port)
     if why is not None:
-        raise ConfigError(field, f"{what} that answers ({why} at {host}:{port})", shown)
+        raise ConfigError(field, f"{what} that answers ({why})", shown)
 
 
 def check_server(uri: str) -> None:
@@ -127,7 +128,7 @@ def check_server(uri: str) -> None:
     A database server's URI (``postgresql://``, ``mysql://``, ...) is checked by a connection
     to its host and port (:func:`check_reachable`), then a login (:func:`check_login`);
     SQLite is left alone."""
-    if uri.partition("://")[0].split("+")[0].lower() in DATABASE_PORTS:
+    if uri_kind(uri) in DATABASE_PORTS:
         address = server_address(uri)
         if address is not None:  # None: a local socket, named in the query
             check_reachable("tracking_uri", "a database server", *address, redact(uri))
