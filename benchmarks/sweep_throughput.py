@@ -48,7 +48,18 @@ sharing the GPU the same way (issue 13's GPU target: at least 50x); ``--packs 0`
 configuration of the profile) and ``--pack-size 28`` give it packs of up to a GPU's size
 (the plan deals each pack shape's configurations into as many packs as the GPU's
 1 / FRACTION trials at once, :func:`sweeps.plan.pack_counts`), ``--profile`` another
-profile.
+profile. ``--pack-size auto`` lets the packed run measure its K (``pack_size: auto``,
+:mod:`sweeps.pack_size`); the row names the K that its parent run records. ``--set
+KEY=VALUE`` overrides a config key of every configuration (a YAML value; repeatable), to
+shorten a profile's protocol to a lease. ``--repeats N`` trains each configuration with N
+seeds (a spec's ``repeats``) and ``--alone-repeats M`` gives the one-per-trial run only the
+first M of them, so that a large sweep's baseline fits a lease (its configurations per hour
+are measured on those, whose costs the other seeds share on average); ``--modes`` runs one
+side only.
+
+    python benchmarks/sweep_throughput.py --gpu 0.25 --profile paper --packs 0 \
+        --only synthetic-max-length --pack-size auto --set max_iters=1000 --set max_seq_len=50 \
+        --set val_size=2000
 
 Beside each run's own figure (``logged/h``) is the one the sweep reports itself, on its last
 line and as metric ``configs_per_hour`` of its parent run, over the same span (from
@@ -79,6 +90,10 @@ from typing import Any
 
 import yaml
 from timing import sgemm_rate
+
+AUTO = "auto"
+"""``--pack-size`` for a measured K (:data:`sweeps.pack_size.AUTO`, which cannot be imported
+at the top: the repository joins ``sys.path`` only when the script starts)."""
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_PROFILE = "cpu"
@@ -114,11 +129,11 @@ CASES = (
 )
 
 
-def subset_spec(case: Case, profile: str, overrides: dict[str, Any], pack_size: int | None,
-                gpu: float) -> tuple[dict[str, Any], int]:
+def subset_spec(case: Case, profile: str, overrides: dict[str, Any],
+                pack_size: int | str | None, gpu: float) -> tuple[dict[str, Any], int | str]:
     """The spec of ``case`` at ``profile`` as plain data (its configurations written out as
     groups, or its Optuna cell, ``overrides`` on every configuration) and the profile's pack
-    size (or ``pack_size``)."""
+    size (or ``pack_size``, a number or ``auto``)."""
     from sweeps.plan import build_plan
     from sweeps.spec import load_spec, resolve
 
@@ -151,7 +166,8 @@ class Row:
     """One run of a sweep."""
 
     mode: str
-    """Packed (with its K) or one configuration per trial."""
+    """Packed (with its K; ``auto`` with the K its parent run records) or one configuration
+    per trial."""
     configs: int
     """Configurations finished."""
     trials: int
@@ -170,8 +186,8 @@ class Row:
         return self.configs / self.seconds * 3600
 
 
-def run(doc: dict[str, Any], pack_size: int, tmp: Path, tag: str, profile: str = RUN_PROFILE,
-        fill: bool = True) -> Row:
+def run(doc: dict[str, Any], pack_size: int | str, tmp: Path, tag: str,
+        profile: str = RUN_PROFILE, fill: bool = True) -> Row:
     """``doc`` with ``pack_size`` swept at ``profile`` by :func:`sweeps.runner.run_sweep` into
     a new home under ``tmp``; the row of what it finished. ``fill``: the plan's packs fill
     the trials that run at once (:func:`sweeps.plan.pack_counts`); else they are cut at
@@ -202,9 +218,45 @@ def run(doc: dict[str, Any], pack_size: int, tmp: Path, tag: str, profile: str =
         sampler.join()
     assert final.state == "finished" and final.failed == 0, out.getvalue()
     trials = int(re.search(r"configurations? in (\d+) trials?", out.getvalue()).group(1))
-    mode = f"packed K={pack_size}" if pack_size > 1 else "one per trial"
+    if pack_size == AUTO:
+        mode = f"auto K={recorded_k(folder / 'home', final.sweep_id)}"
+    else:
+        mode = f"packed K={pack_size}" if pack_size > 1 else "one per trial"
     assert final.per_hour is not None
     return Row(mode, final.done, trials, seconds, sum(loads) / len(loads), final.per_hour)
+
+
+def recorded_k(home: Path, sweep_id: str) -> str:
+    """The pack size the parent run of ``sweep_id`` in ``home``'s store records
+    (:data:`sweeps.contract.PACK_SIZE`), read back from MLflow."""
+    from mlflow import MlflowClient
+
+    from sweeps import contract
+
+    client = MlflowClient(contract.tracking_uri(None, home))
+    parents = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        f"tags.`{contract.SWEEP_ID}` = '{sweep_id}' and "
+        f"tags.`{contract.ROLE}` = '{contract.ROLE_SWEEP}'")
+    assert len(parents) == 1, parents
+    return parents[0].data.tags[contract.PACK_SIZE]
+
+
+def setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``--set`` as a config key and its YAML value."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, yaml.safe_load(value)
+
+
+def size(text: str) -> int | str:
+    """``--pack-size``: a positive number or ``auto``."""
+    if text == AUTO:
+        return AUTO
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or {AUTO}, got {text!r}")
+    return int(text)
 
 
 def _sample_load(loads: list[float], stop: threading.Event) -> None:
@@ -220,20 +272,29 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="the same sweeps with seconds of training per configuration")
     p.add_argument("--gpu", type=float, default=0.0, metavar="FRACTION",
                    help="train on cuda, each trial holding this fraction of a GPU")
-    p.add_argument("--pack-size", type=int, default=None,
-                   help="K of the packed runs (default: the profile's pack_size)")
+    p.add_argument("--pack-size", type=size, default=None,
+                   help="K of the packed runs, or auto (default: the profile's pack_size)")
     p.add_argument("--profile", default="cpu", help="the profile the subsets are taken from")
     p.add_argument("--packs", type=int, default=None,
                    help="train the plan's first N packs (0: all) instead of the chosen ones "
                         "(grid sweeps)")
     p.add_argument("--only", choices=[c.label for c in CASES], default=None,
                    help="run this sweep alone")
+    p.add_argument("--set", type=setting, action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key of every configuration (repeatable)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="seeds per configuration (a spec's repeats; grid sweeps)")
+    p.add_argument("--alone-repeats", type=int, default=None,
+                   help="seeds the one-per-trial run trains (default: --repeats)")
+    p.add_argument("--modes", choices=("both", "packed", "alone"), default="both",
+                   help="which runs of each sweep")
     args = p.parse_args(argv)
 
     from ortho_core.devices import resolve_device
     from sweeps.ray_session import start_embedded_ray
 
-    overrides: dict[str, Any] = {"device": "cuda"} if args.gpu else {}
+    device: dict[str, Any] = {"device": "cuda"} if args.gpu else {}
+    overrides = {**device, **dict(args.set)}
     if args.gpu:
         resolve_device("cuda")  # no GPU: fail here, not in every trial
     start_embedded_ray()
@@ -245,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ratios = []
     with tempfile.TemporaryDirectory(prefix="sweep-throughput-") as tmp:
         warm, _ = subset_spec(Case("warm-up", "ff-mnist", (0,), {}), "cpu",
-                              {**overrides, **FF_QUICK}, None, args.gpu)
+                              {**device, **FF_QUICK}, None, args.gpu)
         run(warm, 1, Path(tmp), "warm-up")  # Ray's workers started and their imports done
         for n, case in enumerate(CASES):
             if args.only not in (None, case.label):
@@ -253,14 +314,19 @@ def main(argv: Sequence[str] | None = None) -> None:
             if args.packs is not None and case.optuna is None:
                 case = Case(case.label, case.spec, tuple(range(args.packs)), case.quick)
             shortened = case.quick if args.quick else {}
-            doc, k = subset_spec(case, args.profile, {**overrides, **shortened},
+            doc, k = subset_spec(case, args.profile, {**shortened, **overrides},
                                  args.pack_size, args.gpu)
-            rows = [run(doc, size, Path(tmp), f"{n}-{size}") for size in (k, 1)]
+            seeds = (1, 1) if case.optuna else (args.repeats, args.alone_repeats or args.repeats)
+            runs = [(k, seeds[0]), (1, seeds[1])]
+            runs = {"both": runs, "packed": runs[:1], "alone": runs[1:]}[args.modes]
+            rows = [run({**doc, "repeats": repeats}, pack, Path(tmp), f"{n}-{pack}")
+                    for pack, repeats in runs]
             for i, row in enumerate(rows):
                 print(f"{case.label if i == 0 else '':<28} {row.mode:<14} {row.configs:>7} "
                       f"{row.trials:>6} {row.seconds:>8.1f} {row.per_hour:>9.0f} "
                       f"{row.logged:>9.0f} {row.load:>5.1f}", flush=True)
-            ratios.append((case.label, rows[0].per_hour / rows[1].per_hour))
+            if len(rows) == 2:
+                ratios.append((case.label, rows[0].per_hour / rows[1].per_hour))
     for label, ratio in ratios:
         print(f"{label}: packed / one per trial = {ratio:.2f}x configurations per hour")
     rate = sgemm_rate(3, time.perf_counter)
