@@ -220,6 +220,8 @@ def run(doc: dict[str, Any], pack_size: int | str, tmp: Path, tag: str,
     trials = int(re.search(r"configurations? in (\d+) trials?", out.getvalue()).group(1))
     if pack_size == AUTO:
         mode = f"auto K={recorded_k(folder / 'home', final.sweep_id)}"
+        print(next(line for line in out.getvalue().splitlines()
+                   if line.startswith("pack_size auto:")), flush=True)
     else:
         mode = f"packed K={pack_size}" if pack_size > 1 else "one per trial"
     assert final.per_hour is not None
