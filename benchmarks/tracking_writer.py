@@ -7,6 +7,8 @@ writer actor on the driver's node (:mod:`sweeps.writer`), in the same process, s
     python benchmarks/tracking_writer.py --trials 64 [--steps 200] [--metrics 3]
                                          [--flush-every 100] [--processes 4]
                                          [--tracking-uri URI]
+    python benchmarks/tracking_writer.py --pack 224 --steps 20 --metrics 9 [--interval 0.5]
+                                         [--processes 4] [--tracking-uri URI]
 
 Each task tracks ``--configs`` configurations one after the other: claim a run (params
 included), ``--flushes`` metric batches of ``--batch`` values, finish (summaries, CSV,
@@ -29,6 +31,18 @@ processes: the writer sees N concurrent callers either way (each with its own
 :class:`~sweeps.writer.RemoteTracker`, its calls in order), while N Ray workers cost a
 second or more of CPU each to start, more than the load itself on a small machine.
 ``tests/cluster/test_load.py`` runs this load and checks that every run arrived whole.
+
+Packs (``--pack K``): ``--processes`` trials at once, each a pack of K configurations as
+:func:`sweeps.trial.run_trial` tracks one (K claims, a :class:`~sweeps.trial.Recorder` over K
+runs reporting every member at each of ``--steps`` steps, one step every ``--interval``
+seconds, K finishes), each trial in a Ray actor of its own. Printed: the wall time from the
+first claim to the last finish against the training's own ``steps × interval``, under the
+Recorder's rule (a flush at 1,000 buffered values per member, or every
+:data:`~sweeps.trial.FLUSH_SECONDS`) and under a flush at every 1,000 values whatever K (the
+rule before it), alternately in one process. ``--pack 224 --steps 20 --metrics 9
+--interval 0.6`` is a synthetic pack of the ``paper`` profile with 8 seeds on an H100
+(``benchmarks/sweep_throughput.py --gpu 0.25 --repeats 8``): 224 members, 9 values at each
+evaluation, an evaluation every 0.6 s.
 
 The default store is a fresh SQLite database; ``--tracking-uri`` names another (a server).
 """
@@ -128,6 +142,44 @@ def load_trial(writer: Any, ref: Any, trial: int, steps: int, metrics: int,
     return steps * metrics
 
 
+def pack_trial(writer: Any, ref: Any, trial: int, members: int, steps: int, metrics: int,
+               interval: float, flush_values: int | None) -> dict[str, float]:
+    """Track load trial ``trial`` as :func:`sweeps.trial.run_trial` tracks a pack of
+    ``members`` configurations: claim their runs, report ``metrics`` values of every member
+    at each of ``steps`` steps, a step every ``interval`` seconds (a trainer's evaluations),
+    through a :class:`~sweeps.trial.Recorder` that flushes at ``flush_values`` buffered values
+    (None: its own rule), finish every member. Seconds spent claiming, reporting (the last
+    batch written) and finishing."""
+    from ortho_core.reporting import Outcome, Report, Result
+    from sweeps.trial import Recorder, TrialContext
+    from sweeps.writer import RemoteTracker
+
+    tracker = RemoteTracker(writer)
+    began = time.perf_counter()
+    claims = [tracker.claim(ref, f"pack-{trial}-{m}", {"trial": trial, "member": m}, {})
+              for m in range(members)]
+    claimed = time.perf_counter()
+    recorder = Recorder(tracker, [c.run_id for c in claims],
+                        TrialContext(writer=writer, sweep=ref, module="", metric="score",
+                                     mode="max"))
+    if flush_values is not None:
+        recorder.flush_values = flush_values
+    due = claimed
+    for step in range(steps):
+        for m in range(members):
+            recorder(Report(member=m, step=step, metrics={
+                f"m{k}": load_value(trial * members + m, step, k) for k in range(metrics)}))
+        due += interval
+        time.sleep(max(0.0, due - time.perf_counter()))
+    recorder.flush(wait=True)
+    reported = time.perf_counter()
+    for m, claim in enumerate(claims):
+        tracker.finish(claim.run_id, Result(Outcome.SOLVED, {"score": float(m)}),
+                       recorder.last_step(m), recorder.rows[m])
+    return {"claim": claimed - began, "report": reported - claimed,
+            "finish": time.perf_counter() - reported}
+
+
 class LoadProcess:
     """A Ray actor running load trials in threads (the trial's modules imported once it
     is up, as a trial process has them)."""
@@ -147,6 +199,32 @@ class LoadProcess:
         with ThreadPoolExecutor(len(trials)) as pool:
             return sum(pool.map(lambda t: load_trial(writer, ref, t, steps, metrics,
                                                      flush_every), trials))
+
+
+    def packs(self, writer: Any, ref: Any, trials: Sequence[int],
+              kwargs: dict[str, Any]) -> list[dict[str, float]]:
+        """:func:`pack_trial` for every trial of ``trials`` at once, a thread each."""
+        with ThreadPoolExecutor(len(trials)) as pool:
+            return list(pool.map(lambda t: pack_trial(writer, ref, t, **kwargs), trials))
+
+
+def pack_load(writer: Any, ref: Any, trials: int, flush_values: int | None,
+              **kwargs: Any) -> tuple[float, dict[str, float]]:
+    """``trials`` pack trials (:func:`pack_trial`, ``kwargs`` its arguments) at once, each in
+    a Ray actor of its own, into ``writer`` for sweep ``ref``: the seconds from the first
+    claim to the last finish, and the slowest trial's seconds of each phase."""
+    import ray
+
+    actor = ray.remote(num_cpus=0)(LoadProcess)
+    pool = [actor.remote() for _ in range(trials)]
+    ray.get([a.ready.remote() for a in pool])
+    began = time.perf_counter()
+    phases = [p for ps in ray.get([a.packs.remote(writer, ref, [t], {
+        **kwargs, "flush_values": flush_values}) for t, a in enumerate(pool)]) for p in ps]
+    elapsed = time.perf_counter() - began
+    for a in pool:
+        ray.kill(a)
+    return elapsed, {k: max(p[k] for p in phases) for k in phases[0]}
 
 
 def concurrent_load(writer: Any, ref: Any, trials: int, steps: int, metrics: int,
@@ -183,6 +261,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="steps between a load trial's metric batches")
     parser.add_argument("--processes", type=int, default=4,
                         help="Ray actors the load trials are spread over")
+    parser.add_argument("--pack", type=int, default=None, metavar="K",
+                        help="measure --processes trials of a pack of K configurations each "
+                             "(--steps steps of --metrics values, one every --interval s), "
+                             "flushed per member against every 1,000 values")
+    parser.add_argument("--interval", type=float, default=0.5,
+                        help="seconds between a pack's steps (its evaluations)")
     args = parser.parse_args(argv)
 
     import ray
@@ -200,6 +284,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         began = time.perf_counter()
         writer = start_writer(uri, "ortho-writer-benchmark")
         writer_start = time.perf_counter() - began
+        if args.pack:
+            pack_comparison(writer, uri, args)
+            ray.shutdown()
+            return
         if args.trials:
             values, elapsed = concurrent_load(writer, ref, args.trials, args.steps,
                                               args.metrics, args.flush_every, args.processes)
@@ -227,6 +315,35 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"{name:34}{direct[key] * 1e3:>10.1f}{through[key] * 1e3:>10.1f}"
               f"{through[key] / direct[key]:>8.2f}")
     print(f"the writer's own start, once per sweep: {writer_start:.2f} s")
+
+
+def pack_comparison(writer: Any, uri: str, args: argparse.Namespace) -> None:
+    """Print the pack load of ``args`` under the Recorder's rule (a flush at 1,000 buffered
+    values per member) and under a flush at every 1,000 values whatever the pack's size (the
+    rule before), each into a sweep of its own in ``uri``, alternately, twice each."""
+    from sweeps import tracking
+    from sweeps.testing import start_sweep
+
+    kwargs = {"members": args.pack, "steps": args.steps, "metrics": args.metrics,
+              "interval": args.interval}
+    values = args.processes * args.pack * args.steps * args.metrics
+    print(f"{args.processes} trials of a pack of {args.pack} at once, {args.steps} steps of "
+          f"{args.metrics} values a member, a step every {args.interval} s (training alone "
+          f"{args.steps * args.interval:.1f} s); {values:,} values")
+    print(f"{'flush':<22}{'wall s':>8}{'values/s':>10}{'claim s':>9}{'report s':>9}"
+          f"{'finish s':>9}")
+    walls: dict[str, list[float]] = {"per member": [], "every 1,000": []}
+    for repeat in range(2):
+        for label, flush in (("per member", None), ("every 1,000", 1000)):
+            ref = start_sweep(tracking.tracker(uri), "writer-benchmark",
+                              f"pack-{label[:5]}-{repeat}-{time.time():.0f}", profile="smoke")
+            wall, phases = pack_load(writer, ref, args.processes, flush, **kwargs)
+            walls[label].append(wall)
+            print(f"{label:<22}{wall:>8.1f}{values / wall:>10,.0f}{phases['claim']:>9.1f}"
+                  f"{phases['report']:>9.1f}{phases['finish']:>9.1f}", flush=True)
+    best = {label: min(w) for label, w in walls.items()}
+    print(f"every 1,000 / per member, best wall of each: "
+          f"{best['every 1,000'] / best['per member']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -59,7 +59,11 @@ from sweeps.tracking import SweepRef
 from sweeps.writer import MetricRow, RemoteTracker
 
 FLUSH_METRICS = 1000
-"""Buffered metric values that trigger a ``log_batch``."""
+"""Buffered metric values per member that trigger a flush (a pack of K flushes at K times
+this): each run's ``log_batch`` then carries about as many values in a pack as alone. MLflow's
+SQL store spends about 4 ms a call besides its cost per value (``benchmarks/tracking_writer.py
+--pack``), so a pack flushing a few values per member at every report would bind the sweep's
+one writer at a third of the values per second that full batches reach."""
 FLUSH_SECONDS = 10.0
 """Longest a reported value waits before it reaches MLflow (the UI shows live runs)."""
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -130,6 +134,8 @@ class Recorder:
         self.rows: list[list[tuple[int, dict[str, float]]]] = [[] for _ in run_ids]
         self._pending: list[list[MetricRow]] = [[] for _ in run_ids]
         self._n_pending = 0
+        self.flush_values = FLUSH_METRICS * max(1, len(self.run_ids))
+        """Buffered values that trigger a flush (besides :data:`FLUSH_SECONDS`)."""
         self._flushed_at = time.monotonic()
 
     def __call__(self, report: Report) -> None:
@@ -139,7 +145,7 @@ class Recorder:
         self._pending[report.member].extend(
             (k, v, now, report.step) for k, v in values.items())
         self._n_pending += len(values)
-        if (self._n_pending >= FLUSH_METRICS
+        if (self._n_pending >= self.flush_values
                 or time.monotonic() - self._flushed_at >= FLUSH_SECONDS):
             self.flush()
         step_metric = self.context.step_metric
