@@ -164,8 +164,8 @@ def main() -> None:
                    help="train only the first M seeds of each configuration one per trial "
                         "(default: all); configurations per hour is a rate either way")
     p.add_argument("--modes", default="alone,packed",
-                   help="what to run: alone (one configuration per trial), packed, or both "
-                        "(default), comma-separated; the ratio needs both")
+                   help="what to run, comma-separated: alone (one configuration per trial), "
+                        "packed, or alone,packed (the default); the ratio needs both")
     p.add_argument("--quick", action="store_true",
                    help="200 iterations per length, 200 validation sequences, T up to 20")
     args = p.parse_args()
@@ -175,7 +175,8 @@ def main() -> None:
     unknown = sorted(set(tasks) - set(TASKS))
     if unknown:
         p.error(f"--tasks: unknown problem(s) {', '.join(unknown)}; choose from {', '.join(TASKS)}")
-    for name, value in (("--repeats", args.repeats), ("--pack-size", args.pack_size)):
+    for name, value in (("--repeats", args.repeats), ("--pack-size", args.pack_size),
+                        ("--slots", args.slots)):
         if value < 1:
             p.error(f"{name} must be at least 1, got {value}")
     alone_repeats = args.repeats if args.alone_repeats is None else args.alone_repeats

@@ -68,7 +68,7 @@ def probe(spec_name: str, profile: str, cpus: float | None, gpu: float | None,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--specs", nargs="+", default=list(SPECS), choices=SPECS)
     parser.add_argument("--profile", default="paper")
     parser.add_argument("--cpus", type=float, help="a trial's CPUs (default: the profile's)")

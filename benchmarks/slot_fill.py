@@ -32,7 +32,7 @@ from timing import sgemm_rate
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--spec", default="synthetic-max-length", help="a shipped spec")
     p.add_argument("--profile", default="cpu", help="its profile")
     p.add_argument("--pack-size", type=int, default=None,

@@ -43,6 +43,8 @@ import yaml
 from ortho_core.reporting import Outcome, Report, Reporter, Result
 
 PACK_FIELDS = ("device",)
+SUMMARY: dict[str, str] = {"score": "the configuration's x"}
+"""The summary keys :func:`train` returns (a spec's ``metric.name`` must be one of them)."""
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -136,7 +138,7 @@ def sgemm_rate() -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--concurrent", type=int, default=1)
     parser.add_argument("--cold-cache", action="store_true",
@@ -154,6 +156,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     report(clock, total, final.elapsed, args, old)
 
 
+EXPERIMENT = "noop"
+"""The name this module's trainer is registered under while the benchmark runs."""
+
+
+def noop_spec(trials: int) -> dict[str, Any]:
+    """The sweep the benchmark times: ``trials`` configurations of :func:`train`, one per
+    trial."""
+    return {"name": "noop", "experiment": EXPERIMENT,
+            "metric": {"name": "score", "mode": "max"},
+            "space": {"x": [i / trials for i in range(trials)]},
+            "resources": {"cpu": 1}, "pack_size": 1,
+            "profiles": {"smoke": {}, "cpu": {}, "paper": {}}}
+
+
 def run(tmp: Path, trials: int, concurrent: int) -> tuple[Any, Clock, float]:
     """One sweep of ``trials`` no-op configurations, timed; its final progress, the clock and
     the seconds ``run_sweep`` took."""
@@ -163,12 +179,8 @@ def run(tmp: Path, trials: int, concurrent: int) -> tuple[Any, Clock, float]:
     from sweeps import ray_session, runner, tracking, tune_run, writer
     from sweeps.tracking import bootstrap
 
-    experiments.EXPERIMENTS["noop"] = "benchmarks.sweep_overhead"
-    spec = {"name": "noop", "experiment": "noop", "metric": {"name": "score", "mode": "max"},
-            "space": {"x": [i / trials for i in range(trials)]},
-            "resources": {"cpu": 1}, "pack_size": 1,
-            "profiles": {"smoke": {}, "cpu": {}, "paper": {}}}
-    (tmp / "noop.yaml").write_text(yaml.safe_dump(spec))
+    experiments.EXPERIMENTS[EXPERIMENT] = "benchmarks.sweep_overhead"
+    (tmp / "noop.yaml").write_text(yaml.safe_dump(noop_spec(trials)))
     clock = Clock()
     clock.wrap(runner, "beside_ray_start", "store thread")
     clock.wrap(ray_session, "start_embedded_ray", "ray")

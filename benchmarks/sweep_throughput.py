@@ -220,8 +220,9 @@ def run(doc: dict[str, Any], pack_size: int | str, tmp: Path, tag: str,
     trials = int(re.search(r"configurations? in (\d+) trials?", out.getvalue()).group(1))
     if pack_size == AUTO:
         mode = f"auto K={recorded_k(folder / 'home', final.sweep_id)}"
-        print(next(line for line in out.getvalue().splitlines()
-                   if line.startswith("pack_size auto:")), flush=True)
+        print(next((line for line in out.getvalue().splitlines()
+                    if line.startswith("pack_size auto:")), "pack_size auto: (no line)"),
+              flush=True)
     else:
         mode = f"packed K={pack_size}" if pack_size > 1 else "one per trial"
     assert final.per_hour is not None
@@ -269,7 +270,7 @@ def _sample_load(loads: list[float], stop: threading.Event) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--quick", action="store_true",
                    help="the same sweeps with seconds of training per configuration")
     p.add_argument("--gpu", type=float, default=0.0, metavar="FRACTION",
@@ -283,22 +284,39 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--only", choices=[c.label for c in CASES], default=None,
                    help="run this sweep alone")
     p.add_argument("--set", type=setting, action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key of every configuration (repeatable)")
+                   help="override a config key of every configuration (repeatable; with "
+                        "--only, since the sweeps' experiments have different keys)")
     p.add_argument("--repeats", type=int, default=1,
                    help="seeds per configuration (a spec's repeats; grid sweeps)")
     p.add_argument("--alone-repeats", type=int, default=None,
-                   help="seeds the one-per-trial run trains (default: --repeats)")
+                   help="seeds the one-per-trial run trains, 1 to --repeats (default: "
+                        "--repeats; grid sweeps)")
     p.add_argument("--modes", choices=("both", "packed", "alone"), default="both",
                    help="which runs of each sweep")
     args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error(f"--repeats: expected at least 1, got {args.repeats}")
+    if args.set and args.only is None:
+        p.error("--set: needs --only (the sweeps' experiments have different config keys)")
+    if args.packs is not None and args.packs < 0:
+        p.error(f"--packs: expected 0 (all) or more, got {args.packs}")
+    if not 0 <= args.gpu <= 1:
+        p.error(f"--gpu: expected a fraction of one GPU in [0, 1], got {args.gpu}")
+    if args.alone_repeats is not None and not 1 <= args.alone_repeats <= args.repeats:
+        p.error(f"--alone-repeats: expected 1 to --repeats ({args.repeats}), "
+                f"got {args.alone_repeats}")
 
     from ortho_core.devices import resolve_device
+    from ortho_core.errors import ConfigError
     from sweeps.ray_session import start_embedded_ray
 
     device: dict[str, Any] = {"device": "cuda"} if args.gpu else {}
     overrides = {**device, **dict(args.set)}
     if args.gpu:
-        resolve_device("cuda")  # no GPU: fail here, not in every trial
+        try:
+            resolve_device("cuda")  # no GPU: fail here, not in every trial
+        except ConfigError as err:
+            p.error(f"--gpu: {err}")
     start_embedded_ray()
     cpus = os.cpu_count()
     print(f"profile {args.profile}{' (--quick)' if args.quick else ''}, {cpus} CPUs, "
@@ -321,8 +339,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             seeds = (1, 1) if case.optuna else (args.repeats, args.alone_repeats or args.repeats)
             runs = [(k, seeds[0]), (1, seeds[1])]
             runs = {"both": runs, "packed": runs[:1], "alone": runs[1:]}[args.modes]
-            rows = [run({**doc, "repeats": repeats}, pack, Path(tmp), f"{n}-{pack}")
-                    for pack, repeats in runs]
+            rows = [run({**doc, "repeats": repeats}, pack, Path(tmp), f"{n}-{i}-{pack}")
+                    for i, (pack, repeats) in enumerate(runs)]
             for i, row in enumerate(rows):
                 print(f"{case.label if i == 0 else '':<28} {row.mode:<14} {row.configs:>7} "
                       f"{row.trials:>6} {row.seconds:>8.1f} {row.per_hour:>9.0f} "

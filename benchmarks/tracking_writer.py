@@ -38,11 +38,14 @@ runs reporting every member at each of ``--steps`` steps, one step every ``--int
 seconds, K finishes), each trial in a Ray actor of its own. Printed: the wall time from the
 first claim to the last finish against the training's own ``steps × interval``, under the
 Recorder's rule (a flush at 1,000 buffered values per member, or every
-:data:`~sweeps.trial.FLUSH_SECONDS`) and under a flush at every 1,000 values whatever K (the
-rule before it), alternately in one process. ``--pack 224 --steps 20 --metrics 9
---interval 0.6`` is a synthetic pack of the ``paper`` profile with 8 seeds on an H100
-(``benchmarks/sweep_throughput.py --gpu 0.25 --repeats 8``): 224 members, 9 values at each
-evaluation, an evaluation every 0.6 s.
+:data:`~sweeps.trial.FLUSH_SECONDS`: for a large pack, the clock) and under a flush at every
+1,000 values whatever K (the rule before it), in one process, in the order A B B A.
+``--pack 224 --steps 20 --metrics 9 --interval 0.6`` approximates synthetic packs of the
+``paper`` profile with 8 seeds on an H100 (``benchmarks/sweep_throughput.py --gpu 0.25
+--repeats 8``, RESULTS.md): 9 values a member at each evaluation (every 100 iterations), and
+an evaluation every 0.6 s, 100 iterations at the 36,375 configs·iterations/s that
+``pack_size: auto`` measured for a pack of 224 alone there (a pack sharing the GPU with three
+others is slower, which loads the writer less).
 
 The default store is a fresh SQLite database; ``--tracking-uri`` names another (a server).
 """
@@ -200,31 +203,29 @@ class LoadProcess:
             return sum(pool.map(lambda t: load_trial(writer, ref, t, steps, metrics,
                                                      flush_every), trials))
 
-
-    def packs(self, writer: Any, ref: Any, trials: Sequence[int],
-              kwargs: dict[str, Any]) -> list[dict[str, float]]:
-        """:func:`pack_trial` for every trial of ``trials`` at once, a thread each."""
-        with ThreadPoolExecutor(len(trials)) as pool:
-            return list(pool.map(lambda t: pack_trial(writer, ref, t, **kwargs), trials))
+    def pack(self, writer: Any, ref: Any, trial: int,
+             kwargs: dict[str, Any]) -> dict[str, float]:
+        """:func:`pack_trial` of ``trial`` with ``kwargs``."""
+        return pack_trial(writer, ref, trial, **kwargs)
 
 
 def pack_load(writer: Any, ref: Any, trials: int, flush_values: int | None,
-              **kwargs: Any) -> tuple[float, dict[str, float]]:
+              **kwargs: Any) -> tuple[float, list[dict[str, float]]]:
     """``trials`` pack trials (:func:`pack_trial`, ``kwargs`` its arguments) at once, each in
     a Ray actor of its own, into ``writer`` for sweep ``ref``: the seconds from the first
-    claim to the last finish, and the slowest trial's seconds of each phase."""
+    claim to the last finish, and each trial's seconds of each phase."""
     import ray
 
     actor = ray.remote(num_cpus=0)(LoadProcess)
     pool = [actor.remote() for _ in range(trials)]
     ray.get([a.ready.remote() for a in pool])
     began = time.perf_counter()
-    phases = [p for ps in ray.get([a.packs.remote(writer, ref, [t], {
-        **kwargs, "flush_values": flush_values}) for t, a in enumerate(pool)]) for p in ps]
+    phases = ray.get([a.pack.remote(writer, ref, t, {**kwargs, "flush_values": flush_values})
+                      for t, a in enumerate(pool)])
     elapsed = time.perf_counter() - began
     for a in pool:
         ray.kill(a)
-    return elapsed, {k: max(p[k] for p in phases) for k in phases[0]}
+    return elapsed, phases
 
 
 def concurrent_load(writer: Any, ref: Any, trials: int, steps: int, metrics: int,
@@ -248,7 +249,7 @@ def concurrent_load(writer: Any, ref: Any, trials: int, steps: int, metrics: int
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--configs", type=int, default=20)
     parser.add_argument("--flushes", type=int, default=10)
     parser.add_argument("--batch", type=int, default=200)
@@ -268,6 +269,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--interval", type=float, default=0.5,
                         help="seconds between a pack's steps (its evaluations)")
     args = parser.parse_args(argv)
+    for name in ("configs", "flushes", "batch", "steps", "metrics", "flush_every", "processes"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')}: expected at least 1, "
+                         f"got {getattr(args, name)}")
+    for name in ("trials", "pack"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name}: expected at least 1, got {getattr(args, name)}")
+    if args.interval < 0:
+        parser.error(f"--interval: expected at least 0, got {args.interval}")
 
     import ray
 
@@ -319,8 +329,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def pack_comparison(writer: Any, uri: str, args: argparse.Namespace) -> None:
     """Print the pack load of ``args`` under the Recorder's rule (a flush at 1,000 buffered
-    values per member) and under a flush at every 1,000 values whatever the pack's size (the
-    rule before), each into a sweep of its own in ``uri``, alternately, twice each."""
+    values per member, or every :data:`~sweeps.trial.FLUSH_SECONDS`) and under a flush at
+    every 1,000 values whatever the pack's size (the rule before), each into a sweep of its
+    own in ``uri``, in the order A B B A (the store grows from run to run)."""
     from sweeps import tracking
     from sweeps.testing import start_sweep
 
@@ -333,14 +344,15 @@ def pack_comparison(writer: Any, uri: str, args: argparse.Namespace) -> None:
     print(f"{'flush':<22}{'wall s':>8}{'values/s':>10}{'claim s':>9}{'report s':>9}"
           f"{'finish s':>9}")
     walls: dict[str, list[float]] = {"per member": [], "every 1,000": []}
-    for repeat in range(2):
-        for label, flush in (("per member", None), ("every 1,000", 1000)):
-            ref = start_sweep(tracking.tracker(uri), "writer-benchmark",
-                              f"pack-{label[:5]}-{repeat}-{time.time():.0f}", profile="smoke")
-            wall, phases = pack_load(writer, ref, args.processes, flush, **kwargs)
-            walls[label].append(wall)
-            print(f"{label:<22}{wall:>8.1f}{values / wall:>10,.0f}{phases['claim']:>9.1f}"
-                  f"{phases['report']:>9.1f}{phases['finish']:>9.1f}", flush=True)
+    rules = (("per member", None), ("every 1,000", 1000))
+    for repeat, (label, flush) in enumerate((*rules, *reversed(rules))):
+        ref = start_sweep(tracking.tracker(uri), "writer-benchmark",
+                          f"pack-{label[:5]}-{repeat}-{time.time():.0f}", profile="smoke")
+        wall, phases = pack_load(writer, ref, args.processes, flush, **kwargs)
+        walls[label].append(wall)
+        slowest = {k: max(p[k] for p in phases) for k in phases[0]}
+        print(f"{label:<22}{wall:>8.1f}{values / wall:>10,.0f}{slowest['claim']:>9.1f}"
+              f"{slowest['report']:>9.1f}{slowest['finish']:>9.1f}", flush=True)
     best = {label: min(w) for label, w in walls.items()}
     print(f"every 1,000 / per member, best wall of each: "
           f"{best['every 1,000'] / best['per member']:.2f}x")

@@ -60,10 +60,13 @@ from sweeps.writer import MetricRow, RemoteTracker
 
 FLUSH_METRICS = 1000
 """Buffered metric values per member that trigger a flush (a pack of K flushes at K times
-this): each run's ``log_batch`` then carries about as many values in a pack as alone. MLflow's
-SQL store spends about 4 ms a call besides its cost per value (``benchmarks/tracking_writer.py
---pack``), so a pack flushing a few values per member at every report would bind the sweep's
-one writer at a third of the values per second that full batches reach."""
+this, or after :data:`FLUSH_SECONDS`, whichever comes first). A count over the whole pack
+would make a large pack flush a few values per member at every report; MLflow's SQL store
+spends about 4 ms a ``log_batch`` call besides its cost per value, so the sweep's one writer
+would spend most of its time on calls (``benchmarks/tracking_writer.py --pack``). A member
+reports a few values per evaluation, so in a large pack the clock comes first and each run's
+batch holds the reports of :data:`FLUSH_SECONDS`; a trial of one configuration flushes as
+before."""
 FLUSH_SECONDS = 10.0
 """Longest a reported value waits before it reaches MLflow (the UI shows live runs)."""
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
