@@ -200,6 +200,8 @@ def run(doc: dict[str, Any], pack_size: int | str, tmp: Path, tag: str,
 
     folder = tmp / tag
     folder.mkdir()
+    print(f"  running {doc['name']} ({tag}): pack_size {pack_size}, {doc['repeats']} seed(s) "
+          "...", file=sys.stderr, flush=True)  # a sweep takes minutes; its rows come after
     path = folder / f"{doc['name']}.yaml"
     path.write_text(yaml.safe_dump({**doc, "pack_size": pack_size}, sort_keys=False))
     out = io.StringIO()
