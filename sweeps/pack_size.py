@@ -204,7 +204,7 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
             rate = measure(module, [base[i % len(base)] for i in range(k)])
         except torch.cuda.OutOfMemoryError:
             torch.cuda.empty_cache()
-            return Probe(curve, f"out of memory at {k}", peaks)
+            return Probe(curve, f"an out-of-memory error at K = {k}", peaks)
         now = time.monotonic()
         if rate is not None:
             curve[k] = rate
@@ -218,13 +218,13 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
         if following is None:
             break
         if walls and now + extrapolate(walls, following) > started + seconds:
-            return Probe(curve, f"the next point would end past {seconds:g} s after the first",
-                     peaks)
+            return Probe(curve, f"the time limit (the next point would end past {seconds:g} s "
+                     "after the first)", peaks)
         if budget is not None:
             need = torch.cuda.memory_allocated(device) + extrapolate(growth, following)
             if need > budget:
-                return Probe(curve, f"the next point would pass the memory budget "
-                             f"({need / 2 ** 30:.2f} of {budget / 2 ** 30:.2f} GiB)", peaks)
+                return Probe(curve, f"the memory budget (the next point would need "
+                             f"{need / 2 ** 30:.2f} of {budget / 2 ** 30:.2f} GiB)", peaks)
     return Probe(curve, f"the cap, {len(base)}", peaks)
 
 

@@ -100,10 +100,12 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
                               progress, stream, run_tags, studies)
     if interrupted:
         tracker.mark_killed(ref)
-        if studies is not None:
-            studies.end_running(finished_values(tracker, ref, spec.metric))
     else:
         backfill_failures(tracker, ref, plan, run_tags)
+    if studies is not None:
+        # Also when not interrupted: a Ctrl-C during the last packs lets them finish, but
+        # Tune, stopping, no longer tells the searcher, so their trials would stay RUNNING.
+        studies.end_running(finished_values(tracker, ref, spec.metric))
     record = tracker.find_sweep(ref.sweep_id)
     assert record is not None
     final = from_mlflow(tracker, record)
@@ -260,6 +262,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         raise ConfigError("spec", f"the spec as sweep {record.ref.sweep_id} resolved it "
                           f"(sha256 {record.spec_sha256[:12]}); the code now resolves it "
                           "differently, so start a new sweep", spec.sha256[:12])
+    measured = spec.pack_size == pack_size.AUTO
     spec = pack_size.recorded(spec, tracker.call(tracker.client.get_run,
                                                  record.ref.parent_run_id).data.tags)
     study_url = _study_url(spec, optuna_storage, uri)
@@ -292,9 +295,11 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         tracker.reopen_sweep(record.ref)
         plan = fill_slots(plan, spec.pack_size, trial_slots(spec.resources.cpu,
                                                             spec.resources.gpu, max_concurrent))
+        packs = (f" (packs of up to {spec.pack_size}, as its first run measured)"
+                 if measured else "")
         print(f"sweep {record.ref.sweep_id}: resuming {spec.name}/{spec.profile}, "
               f"{len(values)} of {count(plan.n_configs, 'configuration')} done, {plan.n_todo} "
-              f"to run in {count(plan.n_tune_trials, 'trial')}; "
+              f"to run in {count(plan.n_tune_trials, 'trial')}{packs}; "
               f"{_where(uri, study_url, record.ref.sweep_id)}",
               file=stream, flush=True)
         run_name = f"{record.ref.sweep_id}-resume-{time.strftime('%H%M%S', time.gmtime())}"

@@ -209,8 +209,8 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord) -> Prog
 
 def studies_line(url: str, sweep_id: str) -> str:
     """Where a sweep's Optuna studies are and what they are called (``url`` masked)."""
-    name = contract.STUDY_NAME.format(sweep_id=sweep_id, cell="<cell>")
-    return f"{url}, one study per cell named {name}"
+    name = contract.STUDY_NAME.format(sweep_id=sweep_id, cell="N")
+    return f"{url}, one study per cell, named {name} for cell N = 0, 1, …"
 
 
 def format_status(p: Progress) -> str:

@@ -219,7 +219,8 @@ def test_auto_measures_records_and_keeps_k_on_resume(tmp_path, monkeypatch):
     out = io.StringIO()
     resumed = resume_sweep(final.sweep_id, home=home, stream=out, force=True)
     assert resumed.state == "finished" and resumed.done == len(LRS)
-    assert f"{len(LRS)} to run in {trials} trials" in out.getvalue()
+    assert (f"{len(LRS)} to run in {trials} trials (packs of up to {k}, as its first run "
+            "measured)") in out.getvalue()
     assert "pack_size auto" not in out.getvalue()
     assert {r.data.tags[contract.TRIAL_KEY] for r in child_runs(home, final.sweep_id)} == keys
     tags = t.client.get_run(record.ref.parent_run_id).data.tags

@@ -135,6 +135,34 @@ def test_an_interrupted_sweep_leaves_no_trial_running(tmp_path, monkeypatch):
     assert [t.user_attrs[KEY_ATTR] for t in trials] == [m["key"] for m in asked]
 
 
+@pytest.mark.usefixtures(toy_ray.__name__)
+def test_packs_that_finish_after_a_ctrl_c_are_told_to_their_study(tmp_path, monkeypatch):
+    """Ctrl-C during the last pack: Tune lets it finish, so the sweep ends FINISHED with
+    every run FINISHED in MLflow, but Tune, stopping, no longer reports those trials to the
+    searcher. Before the sweep exits, each of their Optuna trials is told its run's value,
+    not left RUNNING (a user review found half a study RUNNING after such a sweep)."""
+
+    def last_pack_after_ctrl_c(spec, plan, ref, uri, store, run_name, max_concurrent,
+                               progress, stream, run_tags, studies) -> bool:
+        members = SweepSearcher(plan, spec.metric, spec.mode, studies).suggest("a")["members"]
+        tracker = tracking.tracker(uri)
+        for i, member in enumerate(members):
+            track(tracker, ref, member["key"], member["params"], end="finished",
+                  result=Result(Outcome.SOLVED, {"score": float(i)}))
+        return False  # every trial ended: Tune's fit returns as after a complete sweep
+
+    monkeypatch.setattr("sweeps.runner.execute", last_pack_after_ctrl_c)
+    path = write_spec(tmp_path, fixed={"steps": 1}, space={"x": {"low": 0.0, "high": 1.0}},
+                      pack_size=3, search={"kind": "optuna", "sampler": "random",
+                                           "n_trials": 3, "seed": 0})
+    home = new_home(tmp_path)
+    final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO(), max_concurrent=1)
+    assert final.state == "finished" and final.done == 3
+    url = storage_url(None, tracking.tracking_uri(None, home))
+    trials = optuna.load_study(study_name=study_name(final.sweep_id, 0), storage=url).trials
+    assert [(t.state, t.value) for t in trials] == [(STATE.COMPLETE, float(i)) for i in range(3)]
+
+
 @pytest.mark.cluster
 def test_a_storage_that_refuses_the_password_is_one_line_naming_it(tmp_path, postgres):
     """What the database said, on one line (not SQLAlchemy's link to its docs after a blank
@@ -190,10 +218,12 @@ def test_a_packed_optuna_sweep_tracks_each_member_and_its_study(tmp_path, monkey
     assert provenance_items(report.runs)["search"] == (
         f"Optuna TPE, 4 trials in each of 2 cells; its studies are in {url} (listed by ortho "
         f"sweep studies {final.sweep_id})")
-    where = f"Optuna studies in {url}, one study per cell named {final.sweep_id}/cell-<cell>"
+    where = (f"Optuna studies in {url}, one study per cell, named {final.sweep_id}/cell-N "
+             "for cell N = 0, 1, …")
     assert where in out.getvalue().splitlines()[0]
     status = format_status(sweep_status(home=home))
-    assert (f"  Optuna studies: {url}, one study per cell named {final.sweep_id}/cell-<cell> "
+    assert (f"  Optuna studies: {url}, one study per cell, named {final.sweep_id}/cell-N "
+            "for cell N = 0, 1, … "
             f"(ortho sweep studies {final.sweep_id} shows them)") in status.splitlines()
     assert not [r.getMessage() for r in caplog.records
                 if r.name.startswith("optuna") and r.levelno < logging.WARNING]
