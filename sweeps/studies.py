@@ -18,8 +18,8 @@ Every trial the searcher asks carries the member's trial key (user attribute
 A resume (:func:`resume_studies`) loads the same studies and:
 
 - tells each trial still RUNNING (its driver died before the trial ended) the value of its
-  FINISHED MLflow run when there is one, else marks it FAIL (a sweep stopped by Ctrl-C does
-  this itself before it exits: :meth:`Studies.end_running`);
+  FINISHED MLflow run when there is one, else marks it FAIL (every sweep whose driver lives
+  to its end does this itself before it exits, Ctrl-C or not: :meth:`Studies.end_running`);
 - asks again, first (``enqueue_trial``), the point of every trial whose configuration has no
   FINISHED run (failed or interrupted), once per point, so each configuration ends with one
   run as in a grid;
@@ -118,8 +118,9 @@ class Studies:
     def end_running(self, values: Mapping[str, float | None]) -> None:
         """Tell every trial still RUNNING the value of its configuration's FINISHED run in
         ``values`` (the metric by trial key), else FAIL, as Optuna's own ``optimize`` marks a
-        trial a Ctrl-C stopped: what an interrupted sweep does before it exits, so that
-        the studies show what MLflow holds until a resume."""
+        trial a Ctrl-C stopped: what every sweep does before it exits (after a Ctrl-C, Tune
+        stops telling the searcher, even of packs that then finish), so that the studies
+        show what MLflow holds."""
         for study in self.by_cell.values():
             _end_running(study, values)
 

@@ -74,11 +74,28 @@ STOP_GRACE = 10.0
 """Seconds between asking processes to stop (SIGTERM) and killing them (SIGKILL)."""
 
 
+PORTS_FROM = 20000
+"""Lowest port :func:`free_port` hands out."""
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on right now, drawn below the kernel's
+    ephemeral range: a port in that range can be handed to another process (its bind to port
+    0, an outgoing connection) between this choice and the server's own bind, which once
+    failed a Ray head's dashboard ("address already in use")."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    for _ in range(200):
+        port = PORTS_FROM + secrets.randbelow(max(1, low - PORTS_FROM))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {PORTS_FROM}..{low - 1} after 200 tries")
 
 
 def _wait_until(ready: Callable[[], bool], what: str, alive: Callable[[], bool] | None = None,
