@@ -103,33 +103,43 @@ def test_a_resume_ends_running_trials_and_asks_unfinished_points_again(tmp_path)
     assert resumed.remaining(0) == 4 and resumed.n_tune_trials == 2
 
 
+def _one_pack_of_three(tmp_path, monkeypatch, ends: list[str], interrupted: bool):
+    """An Optuna sweep of one pack of 3 whose Tune part is replaced: the searcher's pack is
+    asked, member i's run tracked and ended ``ends[i]`` with score 7 + i, and Tune's fit returns
+    ``interrupted``. The final progress, the study's trials and the members asked."""
+    asked = []
+
+    def one_pack(spec, plan, ref, uri, store, run_name, max_concurrent, progress, stream,
+                 run_tags, studies) -> bool:
+        members = SweepSearcher(plan, spec.metric, spec.mode, studies).suggest("a")["members"]
+        tracker = tracking.tracker(uri)
+        for i, member in enumerate(members):
+            track(tracker, ref, member["key"], member["params"], end=ends[i],
+                  result=Result(Outcome.SOLVED, {"score": 7.0 + i}))
+        asked.extend(members)
+        return interrupted
+
+    monkeypatch.setattr("sweeps.runner.execute", one_pack)
+    path = write_spec(tmp_path, fixed={"steps": 1}, space={"x": {"low": 0.0, "high": 1.0}},
+                      pack_size=3, search={"kind": "optuna", "sampler": "random",
+                                           "n_trials": 3, "seed": 0})
+    home = new_home(tmp_path)
+    final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO(), max_concurrent=1)
+    url = storage_url(None, tracking.tracking_uri(None, home))
+    trials = optuna.load_study(study_name=study_name(final.sweep_id, 0), storage=url).trials
+    return final, trials, asked
+
+
 @pytest.mark.usefixtures(toy_ray.__name__)
 def test_an_interrupted_sweep_leaves_no_trial_running(tmp_path, monkeypatch):
     """Ctrl-C while a pack of 3 trains, one member's run already FINISHED in MLflow (a member
     that ends before its pack): before the sweep exits, that trial is told its value and the
     other two are failed, as Optuna's ``optimize`` fails a trial a Ctrl-C stops, so the
     study shows what MLflow holds until a resume."""
-    asked = []
-
-    def interrupted_pack(spec, plan, ref, uri, store, run_name, max_concurrent, progress,
-                         stream, run_tags, studies) -> bool:
-        members = SweepSearcher(plan, spec.metric, spec.mode, studies).suggest("a")["members"]
-        tracker = tracking.tracker(uri)
-        for i, member in enumerate(members):
-            track(tracker, ref, member["key"], member["params"], end="finished" if i == 0
-                  else "killed", result=Result(Outcome.SOLVED, {"score": 7.0}))
-        asked.extend(members)
-        return True  # as Tune's fit returns after a Ctrl-C
-
-    monkeypatch.setattr("sweeps.runner.execute", interrupted_pack)
-    path = write_spec(tmp_path, fixed={"steps": 1}, space={"x": {"low": 0.0, "high": 1.0}},
-                      pack_size=3, search={"kind": "optuna", "sampler": "random",
-                                           "n_trials": 3, "seed": 0})
-    home = new_home(tmp_path)
-    final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO(), max_concurrent=1)
+    final, trials, asked = _one_pack_of_three(tmp_path, monkeypatch,
+                                              ["finished", "killed", "killed"],
+                                              interrupted=True)  # as fit returns on Ctrl-C
     assert final.state == "interrupted" and len(asked) == 3
-    url = storage_url(None, tracking.tracking_uri(None, home))
-    trials = optuna.load_study(study_name=study_name(final.sweep_id, 0), storage=url).trials
     assert [t.state for t in trials] == [STATE.COMPLETE, STATE.FAIL, STATE.FAIL]
     assert trials[0].value == 7.0
     assert [t.user_attrs[KEY_ATTR] for t in trials] == [m["key"] for m in asked]
@@ -141,26 +151,10 @@ def test_packs_that_finish_after_a_ctrl_c_are_told_to_their_study(tmp_path, monk
     every run FINISHED in MLflow, but Tune, stopping, no longer reports those trials to the
     searcher. Before the sweep exits, each of their Optuna trials is told its run's value,
     not left RUNNING (a user review found half a study RUNNING after such a sweep)."""
-
-    def last_pack_after_ctrl_c(spec, plan, ref, uri, store, run_name, max_concurrent,
-                               progress, stream, run_tags, studies) -> bool:
-        members = SweepSearcher(plan, spec.metric, spec.mode, studies).suggest("a")["members"]
-        tracker = tracking.tracker(uri)
-        for i, member in enumerate(members):
-            track(tracker, ref, member["key"], member["params"], end="finished",
-                  result=Result(Outcome.SOLVED, {"score": float(i)}))
-        return False  # every trial ended: Tune's fit returns as after a complete sweep
-
-    monkeypatch.setattr("sweeps.runner.execute", last_pack_after_ctrl_c)
-    path = write_spec(tmp_path, fixed={"steps": 1}, space={"x": {"low": 0.0, "high": 1.0}},
-                      pack_size=3, search={"kind": "optuna", "sampler": "random",
-                                           "n_trials": 3, "seed": 0})
-    home = new_home(tmp_path)
-    final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO(), max_concurrent=1)
+    final, trials, _ = _one_pack_of_three(tmp_path, monkeypatch, ["finished"] * 3,
+                                          interrupted=False)  # every trial ended
     assert final.state == "finished" and final.done == 3
-    url = storage_url(None, tracking.tracking_uri(None, home))
-    trials = optuna.load_study(study_name=study_name(final.sweep_id, 0), storage=url).trials
-    assert [(t.state, t.value) for t in trials] == [(STATE.COMPLETE, float(i)) for i in range(3)]
+    assert [(t.state, t.value) for t in trials] == [(STATE.COMPLETE, 7.0 + i) for i in range(3)]
 
 
 @pytest.mark.cluster
