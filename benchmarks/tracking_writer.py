@@ -36,10 +36,11 @@ Packs (``--pack K``): ``--processes`` trials at once, each a pack of K configura
 :func:`sweeps.trial.run_trial` tracks one (K claims, a :class:`~sweeps.trial.Recorder` over K
 runs reporting every member at each of ``--steps`` steps, one step every ``--interval``
 seconds, K finishes), each trial in a Ray actor of its own. Printed: the wall time from the
-first claim to the last finish against the training's own ``steps × interval``, under the
-Recorder's rule (a flush at 1,000 buffered values per member, or every
-:data:`~sweeps.trial.FLUSH_SECONDS`: for a large pack, the clock) and under a flush at every
-1,000 values whatever K (the rule before it), in one process, in the order A B B A.
+first claim to the last finish against the training's own ``steps × interval``, with a
+writer that writes claims, metric values and endings straight into the store's tables
+(:mod:`sweeps.tracking.tables`, what a sweep does with a SQLite or PostgreSQL store)
+and with one that makes them through MLflow's client (what it did before, and does with a
+tracking server), in one process, in the order A B B A.
 ``--pack 224 --steps 20 --metrics 9 --interval 0.6`` approximates synthetic packs of the
 ``paper`` profile with 8 seeds on an H100 (``benchmarks/sweep_throughput.py --gpu 0.25
 --repeats 8``, RESULTS.md): 9 values a member at each evaluation (every 100 iterations), and
@@ -146,13 +147,12 @@ def load_trial(writer: Any, ref: Any, trial: int, steps: int, metrics: int,
 
 
 def pack_trial(writer: Any, ref: Any, trial: int, members: int, steps: int, metrics: int,
-               interval: float, flush_values: int | None) -> dict[str, float]:
+               interval: float) -> dict[str, float]:
     """Track load trial ``trial`` as :func:`sweeps.trial.run_trial` tracks a pack of
     ``members`` configurations: claim their runs, report ``metrics`` values of every member
     at each of ``steps`` steps, a step every ``interval`` seconds (a trainer's evaluations),
-    through a :class:`~sweeps.trial.Recorder` that flushes at ``flush_values`` buffered values
-    (None: its own rule), finish every member. Seconds spent claiming, reporting (the last
-    batch written) and finishing."""
+    through a :class:`~sweeps.trial.Recorder`, finish every member. Seconds spent claiming,
+    reporting (the last batch written) and finishing."""
     from ortho_core.reporting import Outcome, Report, Result
     from sweeps.trial import Recorder, TrialContext
     from sweeps.writer import RemoteTracker
@@ -165,8 +165,6 @@ def pack_trial(writer: Any, ref: Any, trial: int, members: int, steps: int, metr
     recorder = Recorder(tracker, [c.run_id for c in claims],
                         TrialContext(writer=writer, sweep=ref, module="", metric="score",
                                      mode="max"))
-    if flush_values is not None:
-        recorder.flush_values = flush_values
     due = claimed
     for step in range(steps):
         for m in range(members):
@@ -209,7 +207,7 @@ class LoadProcess:
         return pack_trial(writer, ref, trial, **kwargs)
 
 
-def pack_load(writer: Any, ref: Any, trials: int, flush_values: int | None,
+def pack_load(writer: Any, ref: Any, trials: int,
               **kwargs: Any) -> tuple[float, list[dict[str, float]]]:
     """``trials`` pack trials (:func:`pack_trial`, ``kwargs`` its arguments) at once, each in
     a Ray actor of its own, into ``writer`` for sweep ``ref``: the seconds from the first
@@ -220,8 +218,7 @@ def pack_load(writer: Any, ref: Any, trials: int, flush_values: int | None,
     pool = [actor.remote() for _ in range(trials)]
     ray.get([a.ready.remote() for a in pool])
     began = time.perf_counter()
-    phases = ray.get([a.pack.remote(writer, ref, t, {**kwargs, "flush_values": flush_values})
-                      for t, a in enumerate(pool)])
+    phases = ray.get([a.pack.remote(writer, ref, t, kwargs) for t, a in enumerate(pool)])
     elapsed = time.perf_counter() - began
     for a in pool:
         ray.kill(a)
@@ -265,7 +262,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pack", type=int, default=None, metavar="K",
                         help="measure --processes trials of a pack of K configurations each "
                              "(--steps steps of --metrics values, one every --interval s), "
-                             "flushed per member against every 1,000 values")
+                             "runs written into the store's tables against through "
+                             "MLflow's client")
     parser.add_argument("--interval", type=float, default=0.5,
                         help="seconds between a pack's steps (its evaluations)")
     args = parser.parse_args(argv)
@@ -291,13 +289,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         ref = start_sweep(tracking.tracker(uri), "writer-benchmark", f"bench-{time.time():.0f}",
                           profile="smoke")
         start_embedded_ray(num_cpus=1)
+        if args.pack:
+            pack_comparison(uri, args)
+            ray.shutdown()
+            return
         began = time.perf_counter()
         writer = start_writer(uri, "ortho-writer-benchmark")
         writer_start = time.perf_counter() - began
-        if args.pack:
-            pack_comparison(writer, uri, args)
-            ray.shutdown()
-            return
         if args.trials:
             values, elapsed = concurrent_load(writer, ref, args.trials, args.steps,
                                               args.metrics, args.flush_every, args.processes)
@@ -327,13 +325,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"the writer's own start, once per sweep: {writer_start:.2f} s")
 
 
-def pack_comparison(writer: Any, uri: str, args: argparse.Namespace) -> None:
-    """Print the pack load of ``args`` under the Recorder's rule (a flush at 1,000 buffered
-    values per member, or every :data:`~sweeps.trial.FLUSH_SECONDS`) and under a flush at
-    every 1,000 values whatever the pack's size (the rule before), each into a sweep of its
-    own in ``uri``, in the order A B B A (the store grows from run to run)."""
+def pack_comparison(uri: str, args: argparse.Namespace) -> None:
+    """Print the pack load of ``args`` into a writer that writes runs straight into the
+    store's tables (:mod:`sweeps.tracking.tables`, the default) and into one that writes them
+    through MLflow's client (before), each into a sweep of its own in ``uri``, in the order
+    A B B A (the store grows from run to run)."""
+    import ray
+
     from sweeps import tracking
     from sweeps.testing import start_sweep
+    from sweeps.writer import start_writer
 
     kwargs = {"members": args.pack, "steps": args.steps, "metrics": args.metrics,
               "interval": args.interval}
@@ -341,21 +342,26 @@ def pack_comparison(writer: Any, uri: str, args: argparse.Namespace) -> None:
     print(f"{args.processes} trials of a pack of {args.pack} at once, {args.steps} steps of "
           f"{args.metrics} values a member, a step every {args.interval} s (training alone "
           f"{args.steps * args.interval:.1f} s); {values:,} values")
-    print(f"{'flush':<22}{'wall s':>8}{'values/s':>10}{'claim s':>9}{'report s':>9}"
+    print(f"{'writes':<22}{'wall s':>8}{'values/s':>10}{'claim s':>9}{'report s':>9}"
           f"{'finish s':>9}")
-    walls: dict[str, list[float]] = {"per member": [], "every 1,000": []}
-    rules = (("per member", None), ("every 1,000", 1000))
-    for repeat, (label, flush) in enumerate((*rules, *reversed(rules))):
+    writers = {"into the tables": start_writer(uri, "ortho-writer-tables"),
+               "through the client": start_writer(uri, "ortho-writer-client",
+                                                 direct=False)}
+    walls: dict[str, list[float]] = {label: [] for label in writers}
+    order = (*writers, *reversed(writers))
+    for repeat, label in enumerate(order):
         ref = start_sweep(tracking.tracker(uri), "writer-benchmark",
-                          f"pack-{label[:5]}-{repeat}-{time.time():.0f}", profile="smoke")
-        wall, phases = pack_load(writer, ref, args.processes, flush, **kwargs)
+                          f"pack-{label[:4]}-{repeat}-{time.time():.0f}", profile="smoke")
+        wall, phases = pack_load(writers[label], ref, args.processes, **kwargs)
         walls[label].append(wall)
         slowest = {k: max(p[k] for p in phases) for k in phases[0]}
         print(f"{label:<22}{wall:>8.1f}{values / wall:>10,.0f}{slowest['claim']:>9.1f}"
               f"{slowest['report']:>9.1f}{slowest['finish']:>9.1f}", flush=True)
+    for writer in writers.values():
+        ray.kill(writer)
     best = {label: min(w) for label, w in walls.items()}
-    print(f"every 1,000 / per member, best wall of each: "
-          f"{best['every 1,000'] / best['per member']:.2f}x")
+    print(f"through the client / into the tables, best wall of each: "
+          f"{best['through the client'] / best['into the tables']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -340,6 +340,10 @@ def database_url(uri: str) -> str:
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:]*):(\S*)@")
 """``scheme://user:password@``; the password runs to the last ``@`` of the word, so that one
 written with a raw ``@``, ``/`` or ``?`` in it is masked whole."""
+_WEB_TOKEN = re.compile(r"((?:https?|wss?)://)([^\s/?#@:]+)@")
+"""``http(s)://token@``: a web URI's user info without a password is a token as often as a
+name (``https://<token>@host``, how GitHub and many proxies take one), so it is masked whole;
+a database's user alone (``postgresql://ortho@db``) is a name and stays."""
 _SECRET_QUERY = re.compile(r"([?&][^\s=&#]*(?:password|passwd|pwd|secret|token)[^\s=&#]*=)"
                            r"[^\s&#]*", re.IGNORECASE)
 
@@ -350,10 +354,12 @@ MASK = "***"
 
 def redact(text: str) -> str:
     """``text`` with the credentials of every URI in it masked: the password of
-    ``scheme://user:password@host`` and the values of query parameters that name a password,
-    secret or token (``postgresql://u:***@db/mlflow``, ``...?sslpassword=***``). Whatever
-    ``sweeps`` or ``analysis`` prints of a URI goes through it."""
-    return _SECRET_QUERY.sub(rf"\1{MASK}", _USERINFO.sub(rf"\1\2:{MASK}@", text))
+    ``scheme://user:password@host``, the user info of ``http(s)://token@host`` and the
+    values of query parameters that name a password, secret or token
+    (``postgresql://u:***@db/mlflow``, ``https://***@host``, ``...?sslpassword=***``).
+    Whatever ``sweeps`` or ``analysis`` prints of a URI goes through it."""
+    text = _WEB_TOKEN.sub(rf"\1{MASK}@", _USERINFO.sub(rf"\1\2:{MASK}@", text))
+    return _SECRET_QUERY.sub(rf"\1{MASK}", text)
 
 
 def read_expected_cells(text: str) -> list[dict[str, Any]]:

@@ -15,6 +15,11 @@ starts on its own node (:func:`start_writer`: hard node affinity, no CPU), where
   run of one configuration, whatever the store;
 - a tracking outage touches one process.
 
+Into a SQLite or PostgreSQL store, the writer writes params, metric values and endings
+straight into MLflow's tables (:mod:`sweeps.tracking.tables`: the rows MLflow's client
+writes, at a fraction of its cost), all metric values of a flush in one transaction; into a
+tracking server, through MLflow's client.
+
 Every write goes through the writer's outbox (:mod:`sweeps.tracking.outbox`), applied
 one at a time in the order it arrived; a trial has at most one call in flight (each waits
 for the one before it), so its writes keep its order. Metrics go out without waiting
@@ -80,12 +85,18 @@ def _same(stored: float, sent: float) -> bool:
 class TrackerActor:
     """The writer (a Ray actor, one per Tune run): a :class:`~sweeps.tracking.Tracker` of
     ``uri`` behind an :class:`~sweeps.tracking.outbox.Outbox` with ``limits``, reached by
-    Ray calls; ``http_env`` is set in its process first (:data:`WRITER_HTTP_ENV`)."""
+    Ray calls; ``http_env`` is set in its process first (:data:`WRITER_HTTP_ENV`);
+    ``direct=False`` writes every run through MLflow's client, never straight into the
+    store's tables (:attr:`~sweeps.tracking.Tracker.direct`)."""
 
     def __init__(self, uri: str, limits: Limits | None = None,
-                 http_env: Mapping[str, str] | None = None) -> None:
+                 http_env: Mapping[str, str] | None = None, direct: bool = True) -> None:
         os.environ.update(http_env or {})
         self.tracker = tracking.tracker(uri)
+        self.tracker.direct = direct
+        self.tables = None if is_server(uri) else self.tracker.tables
+        """The tables of a SQLite or PostgreSQL store (:mod:`sweeps.tracking.tables`: every
+        metric value goes there), or None (through ``log_batch``)."""
         self.outbox = Outbox(limits or Limits(), outages=is_server(uri), mark_lost=self.mark_lost)
 
     def ready(self) -> str:
@@ -101,10 +112,18 @@ class TrackerActor:
         return self.outbox.call(Write(None, partial(self.tracker.claim, ref, key, params, tags)))
 
     def log_metrics(self, batches: Mapping[str, Sequence[MetricRow]]) -> None:
-        """Log each run's metric rows (run id -> rows), in ``log_batch`` calls of at most
-        :data:`~sweeps.tracking.layout.BATCH` values."""
+        """Log each run's metric rows (run id -> rows): into a database the writer opens
+        itself, all in one write of :attr:`tables` (written once however often it is sent);
+        else in ``log_batch`` calls of at most :data:`~sweeps.tracking.layout.BATCH` values."""
         from mlflow.entities import Metric
 
+        if self.tables is not None:
+            entities = {run_id: [Metric(*row) for row in rows]
+                        for run_id, rows in batches.items()}
+            write = partial(self.tracker.call, self.tables.write_metrics, entities)
+            self.outbox.put([Write(None, write, again=write,
+                                   values=sum(map(len, entities.values())))])
+            return
         writes = []
         for run_id, rows in batches.items():
             metrics = [Metric(*row) for row in rows]
@@ -202,12 +221,12 @@ class StartingWriter:
         return self.actor
 
 
-def launch_writer(uri: str, name: str) -> StartingWriter:
+def launch_writer(uri: str, name: str, direct: bool = True) -> StartingWriter:
     """Start the writer of ``uri`` on this process's node, named ``name`` in Ray's dashboard,
     without waiting for it: its process starts and opens the store while the driver goes on
     (:meth:`StartingWriter.ready` waits, and raises its errors). Its outage limits are this
     process's (:meth:`~sweeps.tracking.outbox.Limits.from_env`: a bad value is a
-    ``ConfigError``)."""
+    ``ConfigError``); ``direct``: see :class:`TrackerActor`."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -215,15 +234,15 @@ def launch_writer(uri: str, name: str) -> StartingWriter:
     actor = ray.remote(TrackerActor).options(
         name=name, num_cpus=0, max_concurrency=MAX_CALLERS,
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
-    ).remote(uri, Limits.from_env(), WRITER_HTTP_ENV if is_server(uri) else {})
+    ).remote(uri, Limits.from_env(), WRITER_HTTP_ENV if is_server(uri) else {}, direct)
     return StartingWriter(actor, node)
 
 
-def start_writer(uri: str, name: str) -> Any:
+def start_writer(uri: str, name: str, direct: bool = True) -> Any:
     """Start the writer of ``uri`` on this process's node, named ``name`` in Ray's dashboard;
     its actor handle, once it runs there and has opened the store (an unreachable store
-    raises here, before any trial starts)."""
-    return launch_writer(uri, name).ready()
+    raises here, before any trial starts); ``direct``: see :class:`TrackerActor`."""
+    return launch_writer(uri, name, direct).ready()
 
 
 class RemoteTracker:

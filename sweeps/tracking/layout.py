@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from ortho_core.reporting import Outcome, Result
@@ -46,6 +47,7 @@ from sweeps.tracking import bootstrap, retry
 from sweeps.tracking.liveness import driver_tag
 from sweeps.tracking.metrics_csv import metrics_csv
 from sweeps.tracking.records import Claim, SweepRecord, SweepRef, stored_result, sweep_record
+from sweeps.tracking.tables import StoreTables, is_database, store_tables
 from sweeps.tracking.uri import artifact_location, quote, sqlite_path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -110,7 +112,10 @@ class Tracker:
 
     One per process and URI (:func:`tracker`). A SQLite store that does not exist yet is
     made from a template (:mod:`sweeps.tracking.bootstrap`) rather than by MLflow's
-    migrations, which cost a second or more.
+    migrations, which cost a second or more. A configuration's params, metric values and
+    ending go straight into the tables of a SQLite or PostgreSQL store
+    (:mod:`sweeps.tracking.tables`: the rows MLflow's client writes, at a fraction of its
+    cost), and through MLflow's client into a server.
     """
 
     def __init__(self, uri: str) -> None:
@@ -123,6 +128,25 @@ class Tracker:
             with self._locked():
                 bootstrap.create_sqlite_store(db)
         self.client = self.call(MlflowClient, tracking_uri=contract.database_url(uri))
+        self.direct = True
+        """Whether writes of configuration runs go straight into the store's tables where
+        it allows that (:attr:`tables`); False sends every write through MLflow's client."""
+        self._tables: StoreTables | None = None
+        self._tables_looked = False
+
+    @property
+    def tables(self) -> StoreTables | None:
+        """The store's tables (:func:`~sweeps.tracking.tables.store_tables`), looked up on
+        first use, once MLflow has made them; None for a server, another schema, or when
+        not :attr:`direct`."""
+        if not self.direct:
+            return None
+        if not self._tables_looked:
+            if is_database(self.uri):
+                self.call(self.client.search_experiments, max_results=1)
+                self._tables = store_tables(self.uri)
+            self._tables_looked = True
+        return self._tables
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` under the SQLite lock, retried while the database is
@@ -281,9 +305,14 @@ class Tracker:
         query = (f"tags.`{contract.SWEEP_ID}` = {quote(ref.sweep_id)} and "
                  f"tags.`{contract.TRIAL_KEY}` = {quote(key)} and "
                  f"tags.`{contract.ROLE}` = '{contract.ROLE_CONFIGURATION}'")
+        identity = {contract.SWEEP_ID: ref.sweep_id, contract.TRIAL_KEY: key,
+                    contract.ROLE: contract.ROLE_CONFIGURATION}
         with self._locked():
-            runs = self.call(self.client.search_runs, [ref.experiment_id], query,
-                             order_by=["attributes.start_time ASC"])
+            runs = []
+            if self.tables is None or self.call(self.tables.any_run, ref.experiment_id,
+                                                identity):
+                runs = self.call(self.client.search_runs, [ref.experiment_id], query,
+                                 order_by=["attributes.start_time ASC"])
             done = [r for r in runs if r.info.status == "FINISHED"]
             for r in runs:
                 if not done or r is not done[0]:
@@ -292,20 +321,29 @@ class Tracker:
                 return Claim(done[0].info.run_id, stored_result(done[0]))
             attempt = 1 + max((int(r.data.tags.get(contract.ATTEMPT, "1")) for r in runs),
                               default=0)
-            run = self.call(self.client.create_run, ref.experiment_id,
-                            run_name=tags.get(contract.RUN_NAME, key),
-                            tags={**tags, contract.PARENT: ref.parent_run_id,
-                                  contract.SWEEP_ID: ref.sweep_id, contract.TRIAL_KEY: key,
-                                  contract.ROLE: contract.ROLE_CONFIGURATION,
-                                  contract.ATTEMPT: str(attempt)})
+            name = tags.get(contract.RUN_NAME, key)
+            run_tags = {**tags, contract.PARENT: ref.parent_run_id,
+                        contract.SWEEP_ID: ref.sweep_id, contract.TRIAL_KEY: key,
+                        contract.ROLE: contract.ROLE_CONFIGURATION,
+                        contract.ATTEMPT: str(attempt)}
+            values = {k: _param_value(v) for k, v in params.items()}
+            if self.tables is not None:
+                return Claim(self.call(self.tables.create_run, ref.experiment_id, name,
+                                       run_tags, values), None)
+            run = self.call(self.client.create_run, ref.experiment_id, run_name=name,
+                            tags=run_tags)
         run_id = run.info.run_id
-        items = [Param(k, _param_value(v)) for k, v in params.items()]
+        items = [Param(k, v) for k, v in values.items()]
         for i in range(0, len(items), PARAM_BATCH):
             self.call(self.client.log_batch, run_id, params=items[i:i + PARAM_BATCH])
         return Claim(run_id, None)
 
     def log_metrics(self, run_id: str, metrics: Sequence[Any]) -> None:
-        """Log MLflow ``Metric`` entities in batches of :data:`BATCH`."""
+        """Log MLflow ``Metric`` entities (into the tables, or in batches of
+        :data:`BATCH`)."""
+        if self.tables is not None:
+            self.call(self.tables.write_metrics, {run_id: metrics})
+            return
         for i in range(0, len(metrics), BATCH):
             self.call(self.client.log_batch, run_id, metrics=list(metrics[i:i + BATCH]))
 
@@ -314,33 +352,64 @@ class Tracker:
         """End a configuration's run: summaries as metrics at ``step`` (unless a stepwise
         metric of that name already holds the value there), the metrics CSV,
         the result's artifacts (JSON), the outcome tag, status FINISHED."""
-        from mlflow.entities import Metric, RunTag
+        from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         last = rows[-1][1] if rows else {}
         summary = [Metric(k, float(v), now, step) for k, v in result.summary.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)
                    and last.get(k) != float(v)]  # no second point for a stepwise metric
-        self.call(self.client.log_text, run_id, metrics_csv(rows), contract.METRICS_CSV)
-        for name, value in result.artifacts.items():
-            self.call(self.client.log_text, run_id, json.dumps(value, default=_jsonable),
-                      f"{name}.json")
+        texts = {contract.METRICS_CSV: metrics_csv(rows)}
+        texts.update({f"{name}.json": json.dumps(value, default=_jsonable)
+                      for name, value in result.artifacts.items()})
+        self.log_texts(run_id, texts)
         tags = {contract.OUTCOME: Outcome(result.outcome).value,
                 contract.SUMMARY: json.dumps(result.summary, default=_jsonable),
                 **(extra_tags or {})}
-        self.call(self.client.log_batch, run_id, metrics=summary[:BATCH],
-                  tags=[RunTag(k, v) for k, v in tags.items()])
-        self.log_metrics(run_id, summary[BATCH:])
-        self.call(self.client.set_terminated, run_id, "FINISHED")
+        self._end(run_id, "FINISHED", summary, tags)
 
     def fail(self, run_id: str, error: str, rows: Rows = ()) -> None:
         """End a configuration's run as failed: ``traceback.txt``, the metrics CSV so far,
         outcome ``failed``, status FAILED."""
-        self.call(self.client.log_text, run_id, error, contract.TRACEBACK)
+        texts = {contract.TRACEBACK: error}
         if rows:
-            self.call(self.client.log_text, run_id, metrics_csv(rows), contract.METRICS_CSV)
-        self.call(self.client.set_tag, run_id, contract.OUTCOME, Outcome.FAILED.value)
-        self.call(self.client.set_terminated, run_id, "FAILED")
+            texts[contract.METRICS_CSV] = metrics_csv(rows)
+        self.log_texts(run_id, texts)
+        self._end(run_id, "FAILED", [], {contract.OUTCOME: Outcome.FAILED.value})
+
+    def _end(self, run_id: str, status: str, metrics: Sequence[Any],
+             tags: Mapping[str, str]) -> None:
+        """Log ``metrics``, set ``tags``, then ``status``: in one transaction into the
+        tables, else in MLflow's calls (the status last)."""
+        from mlflow.entities import RunTag
+
+        if self.tables is not None:
+            self.call(self.tables.end_run, run_id, status, metrics, tags)
+            return
+        if metrics or tags:
+            self.call(self.client.log_batch, run_id, metrics=list(metrics[:BATCH]),
+                      tags=[RunTag(k, v) for k, v in tags.items()])
+            self.log_metrics(run_id, metrics[BATCH:])
+        self.call(self.client.set_terminated, run_id, status)
+
+    def log_texts(self, run_id: str, texts: Mapping[str, str]) -> None:
+        """Log text artifacts (artifact path -> text) of a run: straight into its artifact
+        location when the tables say where that is (MLflow's ``log_text`` reads the whole
+        run to find it, each time), else by ``log_text``."""
+        if self.tables is None:
+            for path, text in texts.items():
+                self.call(self.client.log_text, run_id, text, path)
+            return
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+        repo = get_artifact_repository(self.call(self.tables.artifact_uri, run_id))
+        with tempfile.TemporaryDirectory(prefix="ortho-artifact-") as tmp:
+            for path, text in texts.items():
+                file = PurePosixPath(path)
+                local = Path(tmp) / file.name
+                local.write_text(text, encoding="utf-8")
+                parent = str(file.parent)
+                repo.log_artifact(str(local), None if parent == "." else parent)
 
     def history_rows(self, run_id: str) -> list[tuple[int, dict[str, float]]]:
         """A run's stepwise metrics read back from MLflow, as rows for :func:`metrics_csv`."""
@@ -352,7 +421,7 @@ class Tracker:
 
     def kill(self, run_id: str) -> None:
         """End a run whose trial was interrupted (it is replaced on resume)."""
-        self.call(self.client.set_terminated, run_id, "KILLED")
+        self._end(run_id, "KILLED", [], {})
 
 
 _TRACKERS: dict[str, Tracker] = {}

@@ -92,7 +92,8 @@ class Write:
     an attempt that may have applied it, or part of it (checking the store first)."""
 
     run_id: str | None
-    """The run it writes (None for a claim, whose run does not exist yet)."""
+    """The run it writes (None for a claim, whose run does not exist yet, and for metrics of
+    several runs written at once into a store that has no outages)."""
     apply: Callable[[], Any]
     again: Callable[[], Any] | None = None
     values: int = 0

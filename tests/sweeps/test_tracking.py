@@ -212,7 +212,11 @@ def test_a_bare_postgresql_url_is_opened_with_the_installed_driver(given, opened
      "run --tracking-uri mysql+pymysql://u:***@h/db --storage s3://bucket/ray"),
     ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
     ("sqlite:////abs/ortho-runs/mlflow.db", "sqlite:////abs/ortho-runs/mlflow.db"),
-    ("https://user@mlflow.example.org", "https://user@mlflow.example.org"),
+    ("https://ghp_abc123@mlflow.example.org/x", "https://***@mlflow.example.org/x"),
+    ("--tracking-uri http://tok@10.0.0.5:5000 and ws://t0k@h",
+     "--tracking-uri http://***@10.0.0.5:5000 and ws://***@h"),
+    ("postgresql://ortho@db/mlflow", "postgresql://ortho@db/mlflow"),
+    ("mail ortho@example.org", "mail ortho@example.org"),
 ])
 def test_redact_masks_the_credentials_of_uris(text, masked):
     assert tracking.redact(text) == masked

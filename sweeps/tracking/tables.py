@@ -1,0 +1,298 @@
+"""The writes of a configuration's run made straight in the tables of a SQL store that
+this process opens itself (SQLite or PostgreSQL), one transaction each, rather than through
+MLflow's client: params at a claim, metric values, and a run's ending.
+
+MLflow's SQL store builds an ORM object for every value it logs and updates each run's
+latest values through ORM objects too: 150-200 µs a value on this project's 2-core machine,
+so the sweep's one writer took about 5,000 values a second, fewer than packs on a GPU report;
+and each client call opens a session, loads the run and commits (4-8 ms), three or four of
+them to end a run (``benchmarks/tracking_writer.py --pack``). :class:`StoreTables` writes the
+rows those calls write (``tests/sweeps/test_tables.py`` compares both stores, row by row, on
+SQLite and PostgreSQL):
+
+- metric values (:meth:`StoreTables.write_metrics`, ``log_batch``): a row of ``metrics``
+  each, NaN stored as 0 with ``is_nan`` and infinities as the largest finite floats
+  (MLflow's ``sanitize_metric_value``); a value already there (same key, step, timestamp and
+  value: the table's primary key) is not written again, as MLflow drops it too, so a batch
+  sent twice is written once. ``latest_metrics`` holds, per run and key, the row of the
+  largest (step, timestamp, value), kept when the stored one is as large (MLflow's
+  ``_update_latest_metrics_if_necessary``). All runs of a flush go in one transaction;
+- a new run (:meth:`StoreTables.create_run`: ``create_run``, then ``log_batch`` of its
+  params): its ``runs`` row as MLflow fills it (artifacts under the experiment's location),
+  its tags, its run name tag, and a row of ``params`` per param, values truncated as MLflow
+  truncates them;
+- an ending (:meth:`StoreTables.end_run`: ``log_batch`` of its summaries and tags, then
+  ``set_terminated``): metric values as above, tags set (replacing a tag of the same key;
+  values truncated as MLflow truncates them), then the run's status and end time;
+- only into active runs: a missing or deleted run fails the whole write, as MLflow fails on
+  it; keys are checked by MLflow's own rules.
+
+It also answers whether any run of an experiment has given tags (:meth:`StoreTables.any_run`,
+what a claim asks first, in one query rather than a ``search_runs`` that loads what it finds).
+
+Used only where the tables have exactly the columns written here (:func:`store_tables`;
+otherwise None, and the caller goes through MLflow's client as before), so that a later
+MLflow whose schema differs falls back rather than getting a wrong row. A tracking server is
+never written this way: its database is the server's.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sweeps.contract import RUN_NAME, database_url, sqlite_path
+
+MLFLOW_USER = "mlflow.user"
+"""The tag MLflow takes a new run's ``user_id`` from."""
+
+COLUMNS = {
+    "runs": {"run_uuid", "name", "source_type", "source_name", "entry_point_name", "user_id",
+             "status", "start_time", "end_time", "source_version", "lifecycle_stage",
+             "artifact_uri", "experiment_id", "deleted_time"},
+    "metrics": {"key", "value", "timestamp", "run_uuid", "step", "is_nan"},
+    "latest_metrics": {"key", "value", "timestamp", "run_uuid", "step", "is_nan"},
+    "params": {"key", "value", "run_uuid"},
+    "tags": {"key", "value", "run_uuid"},
+}
+"""The tables written here and their columns, all of them (MLflow 2.x and 3.x)."""
+EXPERIMENT_COLUMNS = {"experiment_id", "artifact_location", "lifecycle_stage"}
+"""The columns of ``experiments`` read here (it has more)."""
+DIALECTS = ("sqlite", "postgresql")
+"""Databases whose upsert (``INSERT … ON CONFLICT``) this module writes."""
+
+
+def sanitize(value: float) -> tuple[float, bool]:
+    """A metric value as MLflow's SQL store keeps it: NaN as 0 with its flag set, infinities
+    as the largest finite floats of their sign."""
+    if math.isnan(value):
+        return 0.0, True
+    if math.isinf(value):
+        return math.copysign(sys.float_info.max, value), False
+    return value, False
+
+
+class StoreTables:
+    """Writes into the tables of one SQL store (see the module docstring); built by
+    :func:`store_tables`."""
+
+    def __init__(self, engine: Any, tables: Mapping[str, Any]) -> None:
+        import sqlalchemy as sa
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        self.engine = engine
+        self.runs = tables["runs"]
+        self.tags = tables["tags"]
+        self.experiments = tables["experiments"]
+        insert = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}[engine.dialect.name]
+        self._insert_metrics = insert(tables["metrics"]).on_conflict_do_nothing()
+        latest = insert(tables["latest_metrics"])
+        new, old = latest.excluded, tables["latest_metrics"].c
+        self._upsert_latest = latest.on_conflict_do_update(
+            index_elements=["key", "run_uuid"],
+            set_={"value": new.value, "timestamp": new.timestamp, "step": new.step,
+                  "is_nan": new.is_nan},
+            where=sa.tuple_(new.step, new.timestamp, new.value)
+            > sa.tuple_(old.step, old.timestamp, old.value))
+        self._insert_params = insert(tables["params"])
+        self._insert_run = insert(self.runs)
+        self._insert_tags = insert(self.tags)
+        tags = insert(tables["tags"])
+        self._upsert_tags = tags.on_conflict_do_update(
+            index_elements=["key", "run_uuid"], set_={"value": tags.excluded.value})
+        self._metric_keys: set[str] = set()
+
+    # -- writes -------------------------------------------------------------------------
+
+    def write_metrics(self, batches: Mapping[str, Sequence[Any]]) -> None:
+        """Write each run's MLflow ``Metric`` entities (run id -> metrics), all in one
+        transaction. ``MlflowException`` for a missing or deleted run, or a key MLflow
+        refuses; nothing is written then."""
+        rows, latest = self._metric_rows(batches)
+        if not rows:
+            return
+        with self.engine.begin() as conn:
+            self._check_active(conn, list(batches))
+            self._write_metric_rows(conn, rows, latest)
+
+    def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str],
+                   params: Mapping[str, str]) -> str:
+        """Create a RUNNING run named ``run_name`` in the active experiment
+        ``experiment_id``, with ``tags`` and ``params`` (name -> value as text), in one
+        transaction, as ``MlflowClient.create_run`` then ``log_batch`` of the params would;
+        its id. ``MlflowException`` for an experiment that is missing or deleted."""
+        import sqlalchemy as sa
+        from mlflow.exceptions import MlflowException
+        from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+        from mlflow.utils.uri import append_to_uri_path
+
+        run_id = uuid.uuid4().hex
+        tags = {**tags, RUN_NAME: tags.get(RUN_NAME, run_name)}
+        run = {"run_uuid": run_id, "name": run_name, "source_type": "UNKNOWN",
+               "source_name": "", "entry_point_name": "",
+               "user_id": tags.get(MLFLOW_USER, "unknown"), "status": "RUNNING",
+               "start_time": int(time.time() * 1000), "end_time": None, "source_version": "",
+               "lifecycle_stage": "active", "experiment_id": int(experiment_id),
+               "deleted_time": None}
+        param_rows = self._param_rows(run_id, params)
+        with self.engine.begin() as conn:
+            found = conn.execute(sa.select(self.experiments.c.artifact_location).where(
+                self.experiments.c.experiment_id == int(experiment_id),
+                self.experiments.c.lifecycle_stage == "active")).first()
+            if found is None:
+                raise MlflowException(f"The experiment {experiment_id} must exist and be in "
+                                      "the 'active' state.", INVALID_PARAMETER_VALUE)
+            run["artifact_uri"] = append_to_uri_path(found[0], run_id, "artifacts")
+            conn.execute(self._insert_run, [run])
+            conn.execute(self._insert_tags, [{"key": k, "value": v, "run_uuid": run_id}
+                                             for k, v in tags.items()])
+            if param_rows:
+                conn.execute(self._insert_params, param_rows)
+        return run_id
+
+    def end_run(self, run_id: str, status: str, metrics: Sequence[Any] = (),
+                tags: Mapping[str, str] | None = None, end_time: int | None = None) -> None:
+        """End the active run ``run_id`` in one transaction: log ``metrics`` (MLflow
+        ``Metric`` entities), set ``tags``, then its ``status`` and ``end_time`` (ms since
+        the epoch, default now)."""
+        import sqlalchemy as sa
+        from mlflow.utils.validation import _validate_tag
+
+        rows, latest = self._metric_rows({run_id: metrics})
+        tag_rows = [{"key": t.key, "value": t.value, "run_uuid": run_id}
+                    for t in (_validate_tag(k, v) for k, v in (tags or {}).items())]
+        values: dict[str, Any] = {"status": status,
+                                  "end_time": end_time or int(time.time() * 1000)}
+        if tags and RUN_NAME in tags:
+            values["name"] = tags[RUN_NAME]
+        with self.engine.begin() as conn:
+            self._check_active(conn, [run_id])
+            if rows:
+                self._write_metric_rows(conn, rows, latest)
+            if tag_rows:
+                conn.execute(self._upsert_tags, tag_rows)
+            conn.execute(sa.update(self.runs).where(self.runs.c.run_uuid == run_id)
+                         .values(**values))
+
+    # -- reads --------------------------------------------------------------------------
+
+    def any_run(self, experiment_id: str, tags: Mapping[str, str]) -> bool:
+        """Whether an active run of experiment ``experiment_id`` has every tag of ``tags``
+        (name -> value): one query, where MLflow's ``search_runs`` would also load every
+        run it finds."""
+        import sqlalchemy as sa
+
+        runs = self.runs.c
+        query = sa.select(runs.run_uuid).where(runs.experiment_id == int(experiment_id),
+                                               runs.lifecycle_stage == "active")
+        for key, value in tags.items():
+            tag = self.tags.alias()
+            query = query.where(sa.exists().where(tag.c.run_uuid == runs.run_uuid,
+                                                  tag.c.key == key, tag.c.value == value))
+        with self.engine.connect() as conn:
+            return conn.execute(query.limit(1)).first() is not None
+
+    def artifact_uri(self, run_id: str) -> str:
+        """Where the run ``run_id`` keeps its artifacts (``KeyError`` for no such run)."""
+        import sqlalchemy as sa
+
+        with self.engine.connect() as conn:
+            uri = conn.execute(sa.select(self.runs.c.artifact_uri).where(
+                self.runs.c.run_uuid == run_id)).scalar()
+        if uri is None:
+            raise KeyError(run_id)
+        return str(uri)
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.engine.dispose()
+
+    # -- helpers ------------------------------------------------------------------------
+
+    @staticmethod
+    def _param_rows(run_id: str, params: Mapping[str, str]) -> list[dict[str, Any]]:
+        """The ``params`` rows of ``params``, checked and truncated as MLflow does."""
+        from mlflow.utils.validation import _validate_param
+
+        return [{"key": p.key, "value": p.value, "run_uuid": run_id}
+                for p in (_validate_param(k, v) for k, v in params.items())]
+
+    def _metric_rows(self, batches: Mapping[str, Sequence[Any]]
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The ``metrics`` rows of ``batches`` and the newest row of each run and key."""
+        rows: list[dict[str, Any]] = []
+        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        for run_id, metrics in batches.items():
+            for m in metrics:
+                self._check_metric_key(m.key)
+                value, is_nan = sanitize(float(m.value))
+                row = {"key": m.key, "value": value, "timestamp": int(m.timestamp),
+                       "run_uuid": run_id, "step": int(m.step), "is_nan": is_nan}
+                rows.append(row)
+                best = latest.get((run_id, m.key))
+                if best is None or ((row["step"], row["timestamp"], value)
+                                    > (best["step"], best["timestamp"], best["value"])):
+                    latest[(run_id, m.key)] = row
+        return rows, list(latest.values())
+
+    def _write_metric_rows(self, conn: Any, rows: list[dict[str, Any]],
+                           latest: list[dict[str, Any]]) -> None:
+        conn.execute(self._insert_metrics, rows)
+        conn.execute(self._upsert_latest, latest)
+
+    def _check_active(self, conn: Any, run_ids: Sequence[str]) -> None:
+        """``MlflowException`` unless every run of ``run_ids`` exists and is active."""
+        import sqlalchemy as sa
+        from mlflow.exceptions import MlflowException
+        from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+
+        active = set(conn.execute(sa.select(self.runs.c.run_uuid).where(
+            self.runs.c.run_uuid.in_(run_ids),
+            self.runs.c.lifecycle_stage == "active")).scalars())
+        missing = [r for r in run_ids if r not in active]
+        if missing:
+            raise MlflowException(f"The run {missing[0]} must exist and be in the 'active' "
+                                  f"state ({len(missing)} such runs in this write).",
+                                  INVALID_PARAMETER_VALUE)
+
+    def _check_metric_key(self, key: str) -> None:
+        if key not in self._metric_keys:
+            from mlflow.utils.validation import _validate_metric_name
+
+            _validate_metric_name(key)
+            self._metric_keys.add(key)
+
+
+def is_database(uri: str) -> bool:
+    """Whether ``uri`` names a SQLite or PostgreSQL database (the stores written here)."""
+    scheme = database_url(uri).partition("://")[0].partition("+")[0]
+    return scheme in DIALECTS and (scheme != "sqlite" or sqlite_path(uri) is not None)
+
+
+def store_tables(uri: str) -> StoreTables | None:
+    """A :class:`StoreTables` of the store at ``uri``, or None where writes must go through
+    MLflow's client: a tracking server, a file store, a database other than SQLite and
+    PostgreSQL, or tables other than :data:`COLUMNS` (and :data:`EXPERIMENT_COLUMNS`). ``uri``'s
+    store must exist (MLflow has opened it)."""
+    import sqlalchemy as sa
+
+    if not is_database(uri):
+        return None
+    engine = sa.create_engine(database_url(uri))
+    metadata = sa.MetaData()
+    try:
+        metadata.reflect(engine, only=[*COLUMNS, "experiments"])
+    except sa.exc.InvalidRequestError:  # a table is missing: not MLflow's schema
+        engine.dispose()
+        return None
+    tables = metadata.tables
+    if (all({c.name for c in tables[name].columns} == columns
+            for name, columns in COLUMNS.items())
+            and {c.name for c in tables["experiments"].columns} >= EXPERIMENT_COLUMNS):
+        return StoreTables(engine, tables)
+    engine.dispose()
+    return None

@@ -1,0 +1,200 @@
+"""Metric values written straight into a SQL store's tables (:mod:`sweeps.tracking.
+store_tables`) read back exactly as those MLflow's ``log_batch`` writes, on SQLite and on
+PostgreSQL: histories, latest values (NaN, infinities, ties and steps out of order
+included), a flush sent twice, a deleted run and a key MLflow refuses."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pytest
+from mlflow.entities import Metric
+from mlflow.exceptions import MlflowException
+
+from ortho_core.reporting import Outcome, Result
+from sweeps import contract, tracking
+from sweeps.testing import sqlite_store, start_sweep, track
+from sweeps.tracking.layout import Tracker
+from sweeps.tracking.tables import store_tables
+
+DATABASES = [pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.cluster)]
+
+FLUSHES = [
+    [Metric("loss", 1.0, 1000, 10), Metric("loss", 0.5, 1001, 20),
+     Metric("acc", math.nan, 1000, 10), Metric("acc", 0.25, 1001, 20),
+     Metric("grad", math.inf, 1000, 10),
+     Metric("loss", 0.5, 1001, 20)],  # a value sent twice in one batch
+    [Metric("loss", 0.75, 1002, 15),  # an earlier step, later: not the latest
+     Metric("acc", math.nan, 1003, 30), Metric("grad", -math.inf, 1003, 30),
+     Metric("tie", 2.0, 1004, 5), Metric("tie", 1.0, 1004, 5),  # the larger value is latest
+     Metric("same", 0.0, 1005, 7)],
+    [Metric("same", math.nan, 1005, 7),  # stored as 0 too: as large, so the first stays
+     Metric("loss", 0.125, 1006, 20)],  # same step, later time: the latest
+]
+
+
+@pytest.fixture(scope="module", params=DATABASES)
+def database(request, tmp_path_factory):
+    """A tracking URI that the writer opens itself: a SQLite file, or a PostgreSQL
+    database of the session's server (one for the module: MLflow's migrations take
+    seconds; each test writes runs of its own)."""
+    if request.param == "sqlite":
+        return sqlite_store(tmp_path_factory.mktemp("store"))
+    pg = request.getfixturevalue("postgres")
+    return pg.create_database(f"store_tables_{uuid.uuid4().hex[:12]}")
+
+
+def _runs(uri, n, home):
+    """``n`` new runs in ``uri`` (artifacts of a PostgreSQL store's experiment under
+    ``home``, not in the working directory)."""
+    tracker = tracking.tracker(uri)
+    exp = tracker.experiment_id("metric-tables", home=home)
+    return tracker, [tracker.client.create_run(exp).info.run_id for _ in range(n)]
+
+
+def _history(client, run_id):
+    return {key: sorted((m.step, m.timestamp, repr(m.value))
+                        for m in client.get_metric_history(run_id, key))
+            for key in client.get_run(run_id).data.metrics}
+
+
+def _latest(client, run_id):
+    metrics = client.get_run(run_id).data.metrics
+    return {k: "nan" if math.isnan(v) else v for k, v in metrics.items()}
+
+
+def test_flushes_read_back_as_those_of_log_batch(database, tmp_path):
+    tracker, (by_mlflow, direct, other) = _runs(database, 3, tmp_path)
+    tables = store_tables(database)
+    assert tables is not None
+    for flush in FLUSHES:
+        tracker.client.log_batch(by_mlflow, metrics=flush)
+        tables.write_metrics({direct: flush, other: flush[:1]})
+    client = tracker.client
+    assert _history(client, direct) == _history(client, by_mlflow)
+    assert _latest(client, direct) == _latest(client, by_mlflow)
+    assert _latest(client, direct) == {"loss": 0.125, "acc": "nan", "tie": 2.0, "same": 0.0,
+                                       "grad": -1.7976931348623157e308}
+    assert len(client.get_metric_history(direct, "loss")) == 4
+    assert _latest(client, other) == {"loss": 0.75, "same": "nan"}
+    tables.close()
+
+
+def test_a_flush_sent_twice_is_written_once(database, tmp_path):
+    tracker, (run_id,) = _runs(database, 1, tmp_path)
+    tables = store_tables(database)
+    tables.write_metrics({run_id: FLUSHES[0]})
+    tables.write_metrics({run_id: FLUSHES[0]})
+    assert len(tracker.client.get_metric_history(run_id, "loss")) == 2
+    assert len(tracker.client.get_metric_history(run_id, "acc")) == 2
+    tables.close()
+
+
+def test_a_deleted_or_missing_run_fails_the_flush_and_nothing_is_written(database, tmp_path):
+    tracker, (alive, deleted) = _runs(database, 2, tmp_path)
+    tracker.client.delete_run(deleted)
+    tables = store_tables(database)
+    for gone in (deleted, "0" * 32):
+        with pytest.raises(MlflowException, match=gone):
+            tables.write_metrics({alive: FLUSHES[0], gone: FLUSHES[1]})
+    assert tracker.client.get_run(alive).data.metrics == {}
+    tables.close()
+
+
+@pytest.mark.parametrize("key", ["../escape", "/rooted"])
+def test_a_key_mlflow_refuses_is_refused(tmp_path, key):
+    uri = sqlite_store(tmp_path / "store")
+    tracker, (run_id,) = _runs(uri, 1, tmp_path)
+    tables = store_tables(uri)
+    with pytest.raises(MlflowException, match="Invalid value"):
+        tracker.client.log_batch(run_id, metrics=[Metric(key, 1.0, 1000, 1)])
+    with pytest.raises(MlflowException, match="Invalid value"):
+        tables.write_metrics({run_id: [Metric("fine", 1.0, 1000, 1), Metric(key, 1.0, 1000, 1)]})
+    assert tracker.client.get_run(run_id).data.metrics == {}
+    tables.close()
+
+
+def test_only_stores_of_the_known_tables_are_written_directly(tmp_path):
+    uri = sqlite_store(tmp_path / "store")
+    tracking.tracker(uri)
+    assert store_tables(uri) is not None
+    assert store_tables("http://127.0.0.1:5000") is None
+    assert store_tables(f"file://{tmp_path}/mlruns") is None
+    db = tracking.sqlite_path(uri)
+    with sqlite3.connect(db) as conn:
+        conn.execute("ALTER TABLE metrics ADD COLUMN model_id VARCHAR(32)")
+    conn.close()
+    assert store_tables(uri) is None
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    assert store_tables(f"sqlite:///{empty}") is None
+
+
+def _run_as_written(tracker, run_id):
+    """What a configuration's run holds, less what differs between two runs of one sweep."""
+    run = tracker.client.get_run(run_id)
+    tags = {k: v for k, v in run.data.tags.items()
+            if k not in (contract.TRIAL_KEY, contract.RUN_NAME)}
+    files = {a.path: Path(tracker.client.download_artifacts(run_id, a.path)).read_text()
+             for a in tracker.client.list_artifacts(run_id)}
+    info = run.info
+    return {"status": info.status, "ended": info.end_time is not None,
+            "run": (info.lifecycle_stage, info.user_id, info.start_time is not None,
+                    info.run_name == run.data.tags[contract.RUN_NAME],
+                    info.artifact_uri.replace(run_id, "<id>"), info.experiment_id),
+            "params": run.data.params, "tags": tags, "metrics": _latest(tracker.client, run_id),
+            "history": {key: [(step, value) for step, _, value in points]  # stamped apart
+                        for key, points in _history(tracker.client, run_id).items()},
+            "artifacts": files}
+
+
+@pytest.mark.parametrize("end", ["finished", "failed", "killed"])
+def test_a_run_claimed_and_ended_into_the_tables_reads_as_one_written_by_mlflow(database, end,
+                                                                              tmp_path):
+    """Each run claimed (created with its params) and ended by a :class:`Tracker` writing
+    into the tables, and one writing through MLflow's client, on one store."""
+    direct, client = Tracker(database), Tracker(database)
+    client.direct = False
+    assert direct.tables is not None and client.tables is None
+    direct.experiment_id("tables", home=tmp_path)  # start_sweep's, artifacts under tmp_path
+    ref = start_sweep(direct, "tables", f"s-{end}-{uuid.uuid4().hex[:6]}", profile="smoke")
+    long = "x" * 9000  # past MLflow's 6,000 characters of a param and 8,000 of a tag
+    params = {"lr": 0.25, "hidden": 8, "note": long, "sizes": [1, 2]}
+    rows = [(100, {"loss": 1.0, "acc": math.nan}), (200, {"loss": 0.5, "acc": 0.75})]
+    result = Result(Outcome.SOLVED, {"loss": 0.5, "score": 0.875, "text": long},
+                    artifacts={"curve": [0.1, 0.2]})
+    runs = [track(t, ref, f"k-{name}", params, end=end, result=result, rows=rows,
+                  error="Traceback (most recent call last):\nValueError: boom\n")
+            for name, t in (("direct", direct), ("client", client))]
+    written = [_run_as_written(client, run_id) for run_id in runs]
+    assert written[0] == written[1]
+    assert written[0]["status"] == end.upper() and written[0]["ended"]
+    assert len(written[0]["params"]["note"]) == 6000
+    if end == "finished":
+        assert written[0]["metrics"]["score"] == 0.875
+        assert written[0]["artifacts"]["curve.json"] == "[0.1, 0.2]"
+        assert len(written[0]["tags"][contract.SUMMARY]) == 8000
+    if end == "failed":
+        assert written[0]["tags"][contract.OUTCOME] == "failed"
+        assert "ValueError: boom" in written[0]["artifacts"][contract.TRACEBACK]
+
+
+def test_any_run_finds_only_an_active_run_of_the_experiment_with_every_tag(database, tmp_path):
+    tracker = tracking.tracker(database)
+    exp, other = (tracker.experiment_id(f"any-run-{uuid.uuid4().hex[:6]}", home=tmp_path)
+                  for _ in "ab")
+    tables = store_tables(database)
+    wanted = {"ortho.sweep_id": "s1", "ortho.trial_key": "k1"}
+    assert not tables.any_run(exp, wanted)
+    tracker.client.create_run(other, tags=wanted)
+    tracker.client.create_run(exp, tags={**wanted, "ortho.trial_key": "k2"})
+    tracker.client.create_run(exp, tags={"ortho.sweep_id": "s1"})
+    assert not tables.any_run(exp, wanted)
+    deleted = tracker.client.create_run(exp, tags={**wanted, "extra": "x"}).info.run_id
+    assert tables.any_run(exp, wanted)
+    tracker.client.delete_run(deleted)
+    assert not tables.any_run(exp, wanted)
+    tables.close()
