@@ -159,8 +159,8 @@ def pack_trial(writer: Any, ref: Any, trial: int, members: int, steps: int, metr
 
     tracker = RemoteTracker(writer)
     began = time.perf_counter()
-    claims = [tracker.claim(ref, f"pack-{trial}-{m}", {"trial": trial, "member": m}, {})
-              for m in range(members)]
+    claims = tracker.claim_all(ref, [(f"pack-{trial}-{m}", {"trial": trial, "member": m}, {})
+                                     for m in range(members)])
     claimed = time.perf_counter()
     recorder = Recorder(tracker, [c.run_id for c in claims],
                         TrialContext(writer=writer, sweep=ref, module="", metric="score",
@@ -174,9 +174,9 @@ def pack_trial(writer: Any, ref: Any, trial: int, members: int, steps: int, metr
         time.sleep(max(0.0, due - time.perf_counter()))
     recorder.flush(wait=True)
     reported = time.perf_counter()
-    for m, claim in enumerate(claims):
-        tracker.finish(claim.run_id, Result(Outcome.SOLVED, {"score": float(m)}),
-                       recorder.last_step(m), recorder.rows[m])
+    tracker.finish_all([(claim.run_id, Result(Outcome.SOLVED, {"score": float(m)}),
+                         recorder.last_step(m), recorder.rows[m])
+                        for m, claim in enumerate(claims)])
     return {"claim": claimed - began, "report": reported - claimed,
             "finish": time.perf_counter() - reported}
 

@@ -1,16 +1,18 @@
 """The Ray Tune function trainable: one trial trains one pack and tracks every member.
 
 :func:`run_trial` receives ``{"members": [...]}`` (see :mod:`sweeps.plan`), claims an MLflow
-run per member (:meth:`sweeps.tracking.Tracker.claim`: a FINISHED one is skipped and its
-stored result reused), builds the members' ``Config`` with ``from_dict``, and calls the
-trainer with a :class:`Recorder`, which batches every report into MLflow and, when the spec
-has an early-stopping scheduler, forwards the scheduler's metric to ``ray.tune.report``.
+run per member (:meth:`sweeps.tracking.Tracker.claim_all`, the whole pack in one call: a
+FINISHED one is skipped and its stored result reused), builds the members' ``Config`` with
+``from_dict``, and calls the trainer with a :class:`Recorder`, which batches every report
+into MLflow and, when the spec has an early-stopping scheduler, forwards the scheduler's
+metric to ``ray.tune.report``.
 Every write goes through the sweep's writer on the driver's node (:mod:`sweeps.writer`):
 a trial never opens the tracking store itself.
 
 Endings:
 
-- the trainer returns: each run gets its summaries, metrics CSV and outcome (FINISHED);
+- the trainer returns: each run gets its summaries, metrics CSV and outcome (FINISHED; the
+  pack's endings in one call);
   a member that failed alone (:mod:`ortho_core.experiments.isolation`: one member's
   failure never ends its pack) gets ``traceback.txt``, its metrics CSV and outcome
   ``failed`` (FAILED) while the others finish, and the trial ends normally (the error is
@@ -183,6 +185,17 @@ def best(values: Sequence[float | None], mode: str) -> float:
     return max(finite) if mode == "max" else min(finite)
 
 
+def member_tags(member: Mapping[str, Any], node: Mapping[str, str]) -> dict[str, str]:
+    """The tags of a pack member's run: ``node``'s (where it runs, the code's provenance),
+    its cell, its Optuna point and its run name where it has them."""
+    tags = {**node, tracking.CELL: str(member["cell"])}
+    if member.get("optuna") is not None:
+        tags[tracking.OPTUNA_PARAMS] = json.dumps(member["optuna"])
+    if member.get("name"):
+        tags[contract.RUN_NAME] = member["name"]
+    return tags
+
+
 def run_trial(config: dict[str, Any], context: TrialContext) -> None:
     """Train one pack (Ray Tune function trainable; see the module docstring)."""
     from ray import tune
@@ -193,20 +206,12 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> None:
     tracker = RemoteTracker(context.writer)
     node = {**context.run_tags, **tracking.node_tags()}
     configs = [from_dict(module.Config, resolve_device(m["params"])) for m in members]
-    results: list[Result | None] = []
-    todo: list[int] = []
-    run_ids: list[str] = []
-    for i, (member, cfg) in enumerate(zip(members, configs, strict=True)):
-        tags = {**node, tracking.CELL: str(member["cell"])}
-        if member.get("optuna") is not None:
-            tags[tracking.OPTUNA_PARAMS] = json.dumps(member["optuna"])
-        if member.get("name"):
-            tags[contract.RUN_NAME] = member["name"]
-        claim = tracker.claim(context.sweep, member["key"], to_dict(cfg), tags)
-        results.append(claim.stored)
-        if claim.stored is None:
-            todo.append(i)
-            run_ids.append(claim.run_id)
+    claims = tracker.claim_all(context.sweep, [
+        (member["key"], to_dict(cfg), member_tags(member, node))
+        for member, cfg in zip(members, configs, strict=True)])
+    results: list[Result | None] = [claim.stored for claim in claims]
+    todo = [i for i, claim in enumerate(claims) if claim.stored is None]
+    run_ids = [claims[i].run_id for i in todo]
     forwarded: dict[str, float] = {}
     if todo:
         recorder = Recorder(tracker, run_ids, context)
@@ -230,9 +235,10 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> None:
         for j, (i, run_id, result) in enumerate(ended):
             if result.outcome is Outcome.FAILED:
                 tracker.fail(run_id, result.error or "", recorder.rows[j])
-            else:
-                tracker.finish(run_id, result, recorder.last_step(j), recorder.rows[j])
             results[i] = result
+        tracker.finish_all([(run_id, result, recorder.last_step(j), recorder.rows[j])
+                            for j, (_, run_id, result) in enumerate(ended)
+                            if result.outcome is not Outcome.FAILED])
         forwarded = recorder.last_forwarded
     values = [tracking.metric_value(r.summary, context.metric) for r in results if r]
     final = {context.metric: best(values, context.mode), "configs": len(members),

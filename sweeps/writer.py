@@ -51,7 +51,7 @@ from typing import Any, TextIO
 
 from ortho_core.reporting import Result
 from sweeps import contract, tracking
-from sweeps.tracking.layout import BATCH
+from sweeps.tracking.layout import BATCH, Rows
 from sweeps.tracking.outbox import RETRY_MAX_S, Limits, Outbox, Write
 from sweeps.tracking.records import Claim, SweepRef
 
@@ -109,7 +109,13 @@ class TrackerActor:
               tags: Mapping[str, str]) -> Claim:
         """:meth:`~sweeps.tracking.Tracker.claim` (a claim tried again finds the run an
         earlier attempt may have made and replaces it, as any claim does)."""
-        return self.outbox.call(Write(None, partial(self.tracker.claim, ref, key, params, tags)))
+        return self.claim_all(ref, [(key, params, tags)])[0]
+
+    def claim_all(self, ref: SweepRef,
+                  items: Sequence[tuple[str, Mapping[str, Any], Mapping[str, str]]]
+                  ) -> list[Claim]:
+        """:meth:`~sweeps.tracking.Tracker.claim_all`: a pack's claims in one write."""
+        return self.outbox.call(Write(None, partial(self.tracker.claim_all, ref, items)))
 
     def log_metrics(self, batches: Mapping[str, Sequence[MetricRow]]) -> None:
         """Log each run's metric rows (run id -> rows): into a database the writer opens
@@ -156,6 +162,16 @@ class TrackerActor:
         self.outbox.put([Write(run_id, partial(self.tracker.finish, run_id, result, step, rows),
                                again=partial(self.finish_again, run_id, result, step, rows),
                                calls=2)])
+
+    def finish_all(self, ends: Sequence[tuple[str, Result, int, Rows]]) -> None:
+        """:meth:`finish` of each (run id, result, step, rows): into the tables, one write
+        (written once however often it is sent); else a write per run."""
+        if self.tables is None:
+            for run_id, result, step, rows in ends:
+                self.finish(run_id, result, step, rows)
+            return
+        write = partial(self.tracker.finish_all, ends)
+        self.outbox.put([Write(None, write, again=write)])
 
     def finish_again(self, run_id: str, result: Result, step: int,
                      rows: Sequence[tuple[int, Mapping[str, float]]]) -> None:
@@ -277,10 +293,22 @@ class RemoteTracker:
         self._in_flight = self.actor.log_metrics.remote(
             {run_id: list(rows) for run_id, rows in batches.items() if rows})
 
+    def claim_all(self, ref: SweepRef,
+                  items: Sequence[tuple[str, Mapping[str, Any], Mapping[str, str]]]
+                  ) -> list[Claim]:
+        """:meth:`TrackerActor.claim_all`."""
+        return self._call("claim_all", ref, [(k, dict(p), dict(t)) for k, p, t in items])
+
     def finish(self, run_id: str, result: Result, step: int,
                rows: Sequence[tuple[int, Mapping[str, float]]]) -> None:
         """:meth:`TrackerActor.finish`."""
         self._call("finish", run_id, result, step, list(rows))
+
+    def finish_all(self, ends: Sequence[tuple[str, Result, int, Rows]]) -> None:
+        """:meth:`TrackerActor.finish_all` (nothing to send for no runs)."""
+        if ends:
+            self._call("finish_all",
+                       [(r, res, step, list(rows)) for r, res, step, rows in ends])
 
     def fail(self, run_id: str, error: str,
              rows: Sequence[tuple[int, Mapping[str, float]]] = ()) -> None:

@@ -300,43 +300,65 @@ class Tracker:
         it FINISHED, else replace any other runs of it by a new RUNNING run with ``params``
         and ``tags`` (see the module docstring), named by the tag
         :data:`~sweeps.contract.RUN_NAME` among them, else by ``key``."""
+        return self.claim_all(ref, [(key, params, tags)])[0]
+
+    def claim_all(self, ref: SweepRef,
+                  items: Sequence[tuple[str, Mapping[str, Any], Mapping[str, str]]]
+                  ) -> list[Claim]:
+        """:meth:`claim` of each (key, params, tags) of ``items`` (distinct keys), under one
+        hold of the store's lock; into the tables, one query finds which keys have runs
+        (MLflow's search reads only those) and the new runs are made in one transaction."""
         from mlflow.entities import Param
 
+        keys = [key for key, _, _ in items]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"claims of one configuration twice at once: {keys}")
+        claims: dict[str, Claim] = {}
+        new: list[tuple[str, str, dict[str, str], dict[str, str]]] = []
+        with self._locked():
+            known = set(keys) if self.tables is None else self.call(
+                self.tables.tagged, ref.experiment_id,
+                {contract.SWEEP_ID: ref.sweep_id, contract.ROLE: contract.ROLE_CONFIGURATION},
+                contract.TRIAL_KEY, keys)
+            for key, params, tags in items:
+                runs = self._runs_of(ref, key) if key in known else []
+                done = [r for r in runs if r.info.status == "FINISHED"]
+                for r in runs:
+                    if not done or r is not done[0]:
+                        self.retire(r)
+                if done:
+                    claims[key] = Claim(done[0].info.run_id, stored_result(done[0]))
+                    continue
+                attempt = 1 + max((int(r.data.tags.get(contract.ATTEMPT, "1")) for r in runs),
+                                  default=0)
+                new.append((key, tags.get(contract.RUN_NAME, key),
+                            {**tags, contract.PARENT: ref.parent_run_id,
+                             contract.SWEEP_ID: ref.sweep_id, contract.TRIAL_KEY: key,
+                             contract.ROLE: contract.ROLE_CONFIGURATION,
+                             contract.ATTEMPT: str(attempt)},
+                            {k: _param_value(v) for k, v in params.items()}))
+            if self.tables is not None:
+                ids = self.call(self.tables.create_runs, ref.experiment_id,
+                                [(name, run_tags, values) for _, name, run_tags, values in new])
+                claims.update({key: Claim(run_id, None)
+                               for (key, *_), run_id in zip(new, ids, strict=True)})
+                new = []
+            for key, name, run_tags, values in new:
+                run_id = self.call(self.client.create_run, ref.experiment_id, run_name=name,
+                                   tags=run_tags).info.run_id
+                params_ = [Param(k, v) for k, v in values.items()]
+                for i in range(0, len(params_), PARAM_BATCH):
+                    self.call(self.client.log_batch, run_id, params=params_[i:i + PARAM_BATCH])
+                claims[key] = Claim(run_id, None)
+        return [claims[key] for key in keys]
+
+    def _runs_of(self, ref: SweepRef, key: str) -> list[Any]:
+        """The active runs of configuration ``key`` of the sweep, oldest first."""
         query = (f"tags.`{contract.SWEEP_ID}` = {quote(ref.sweep_id)} and "
                  f"tags.`{contract.TRIAL_KEY}` = {quote(key)} and "
                  f"tags.`{contract.ROLE}` = '{contract.ROLE_CONFIGURATION}'")
-        identity = {contract.SWEEP_ID: ref.sweep_id, contract.TRIAL_KEY: key,
-                    contract.ROLE: contract.ROLE_CONFIGURATION}
-        with self._locked():
-            runs = []
-            if self.tables is None or self.call(self.tables.any_run, ref.experiment_id,
-                                                identity):
-                runs = self.call(self.client.search_runs, [ref.experiment_id], query,
-                                 order_by=["attributes.start_time ASC"])
-            done = [r for r in runs if r.info.status == "FINISHED"]
-            for r in runs:
-                if not done or r is not done[0]:
-                    self.retire(r)
-            if done:
-                return Claim(done[0].info.run_id, stored_result(done[0]))
-            attempt = 1 + max((int(r.data.tags.get(contract.ATTEMPT, "1")) for r in runs),
-                              default=0)
-            name = tags.get(contract.RUN_NAME, key)
-            run_tags = {**tags, contract.PARENT: ref.parent_run_id,
-                        contract.SWEEP_ID: ref.sweep_id, contract.TRIAL_KEY: key,
-                        contract.ROLE: contract.ROLE_CONFIGURATION,
-                        contract.ATTEMPT: str(attempt)}
-            values = {k: _param_value(v) for k, v in params.items()}
-            if self.tables is not None:
-                return Claim(self.call(self.tables.create_run, ref.experiment_id, name,
-                                       run_tags, values), None)
-            run = self.call(self.client.create_run, ref.experiment_id, run_name=name,
-                            tags=run_tags)
-        run_id = run.info.run_id
-        items = [Param(k, v) for k, v in values.items()]
-        for i in range(0, len(items), PARAM_BATCH):
-            self.call(self.client.log_batch, run_id, params=items[i:i + PARAM_BATCH])
-        return Claim(run_id, None)
+        return self.call(self.client.search_runs, [ref.experiment_id], query,
+                         order_by=["attributes.start_time ASC"])
 
     def log_metrics(self, run_id: str, metrics: Sequence[Any]) -> None:
         """Log MLflow ``Metric`` entities (into the tables, or in batches of
@@ -352,21 +374,33 @@ class Tracker:
         """End a configuration's run: summaries as metrics at ``step`` (unless a stepwise
         metric of that name already holds the value there), the metrics CSV,
         the result's artifacts (JSON), the outcome tag, status FINISHED."""
+        self.finish_all([(run_id, result, step, rows)], extra_tags)
+
+    def finish_all(self, ends: Sequence[tuple[str, Result, int, Rows]],
+                   extra_tags: Mapping[str, str] | None = None) -> None:
+        """:meth:`finish` of each (run id, result, step, rows) of ``ends``; into the tables,
+        all in one transaction once every artifact is written."""
         from mlflow.entities import Metric
 
+        if not ends:
+            return
         now = int(time.time() * 1000)
-        last = rows[-1][1] if rows else {}
-        summary = [Metric(k, float(v), now, step) for k, v in result.summary.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool)
-                   and last.get(k) != float(v)]  # no second point for a stepwise metric
-        texts = {contract.METRICS_CSV: metrics_csv(rows)}
-        texts.update({f"{name}.json": json.dumps(value, default=_jsonable)
-                      for name, value in result.artifacts.items()})
-        self.log_texts(run_id, texts)
-        tags = {contract.OUTCOME: Outcome(result.outcome).value,
-                contract.SUMMARY: json.dumps(result.summary, default=_jsonable),
-                **(extra_tags or {})}
-        self._end(run_id, "FINISHED", summary, tags)
+        endings = []
+        texts: dict[str, dict[str, str]] = {}
+        for run_id, result, step, rows in ends:
+            last = rows[-1][1] if rows else {}
+            summary = [Metric(k, float(v), now, step) for k, v in result.summary.items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool)
+                       and last.get(k) != float(v)]  # no second point for a stepwise metric
+            texts[run_id] = {contract.METRICS_CSV: metrics_csv(rows)}
+            texts[run_id].update({f"{name}.json": json.dumps(value, default=_jsonable)
+                                  for name, value in result.artifacts.items()})
+            endings.append((run_id, "FINISHED", summary,
+                            {contract.OUTCOME: Outcome(result.outcome).value,
+                             contract.SUMMARY: json.dumps(result.summary, default=_jsonable),
+                             **(extra_tags or {})}))
+        self.log_texts(texts)
+        self._end(endings)
 
     def fail(self, run_id: str, error: str, rows: Rows = ()) -> None:
         """End a configuration's run as failed: ``traceback.txt``, the metrics CSV so far,
@@ -374,42 +408,48 @@ class Tracker:
         texts = {contract.TRACEBACK: error}
         if rows:
             texts[contract.METRICS_CSV] = metrics_csv(rows)
-        self.log_texts(run_id, texts)
-        self._end(run_id, "FAILED", [], {contract.OUTCOME: Outcome.FAILED.value})
+        self.log_texts({run_id: texts})
+        self._end([(run_id, "FAILED", [], {contract.OUTCOME: Outcome.FAILED.value})])
 
-    def _end(self, run_id: str, status: str, metrics: Sequence[Any],
-             tags: Mapping[str, str]) -> None:
-        """Log ``metrics``, set ``tags``, then ``status``: in one transaction into the
-        tables, else in MLflow's calls (the status last)."""
+    def _end(self, ends: Sequence[tuple[str, str, Sequence[Any], Mapping[str, str]]]) -> None:
+        """For each (run id, status, metrics, tags): log the metrics, set the tags, then the
+        status: all in one transaction into the tables, else in MLflow's calls (a run's
+        status last)."""
         from mlflow.entities import RunTag
 
         if self.tables is not None:
-            self.call(self.tables.end_run, run_id, status, metrics, tags)
+            self.call(self.tables.end_runs, ends)
             return
-        if metrics or tags:
-            self.call(self.client.log_batch, run_id, metrics=list(metrics[:BATCH]),
-                      tags=[RunTag(k, v) for k, v in tags.items()])
-            self.log_metrics(run_id, metrics[BATCH:])
-        self.call(self.client.set_terminated, run_id, status)
+        for run_id, status, metrics, tags in ends:
+            if metrics or tags:
+                self.call(self.client.log_batch, run_id, metrics=list(metrics[:BATCH]),
+                          tags=[RunTag(k, v) for k, v in tags.items()])
+                self.log_metrics(run_id, metrics[BATCH:])
+            self.call(self.client.set_terminated, run_id, status)
 
-    def log_texts(self, run_id: str, texts: Mapping[str, str]) -> None:
-        """Log text artifacts (artifact path -> text) of a run: straight into its artifact
-        location when the tables say where that is (MLflow's ``log_text`` reads the whole
-        run to find it, each time), else by ``log_text``."""
+    def log_texts(self, texts: Mapping[str, Mapping[str, str]]) -> None:
+        """Log text artifacts (run id -> artifact path -> text): straight into each run's
+        artifact location when the tables say where that is (MLflow's ``log_text`` reads
+        the whole run to find it, each time), else by ``log_text``."""
         if self.tables is None:
-            for path, text in texts.items():
-                self.call(self.client.log_text, run_id, text, path)
+            for run_id, files in texts.items():
+                for path, text in files.items():
+                    self.call(self.client.log_text, run_id, text, path)
             return
         from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
-        repo = get_artifact_repository(self.call(self.tables.artifact_uri, run_id))
+        uris = self.call(self.tables.artifact_uris, list(texts))
         with tempfile.TemporaryDirectory(prefix="ortho-artifact-") as tmp:
-            for path, text in texts.items():
-                file = PurePosixPath(path)
-                local = Path(tmp) / file.name
-                local.write_text(text, encoding="utf-8")
-                parent = str(file.parent)
-                repo.log_artifact(str(local), None if parent == "." else parent)
+            for run_id, files in texts.items():
+                if run_id not in uris:
+                    raise KeyError(f"no run {run_id} in the store")
+                repo = get_artifact_repository(uris[run_id])
+                for path, text in files.items():
+                    file = PurePosixPath(path)
+                    local = Path(tmp) / file.name
+                    local.write_text(text, encoding="utf-8")
+                    parent = str(file.parent)
+                    repo.log_artifact(str(local), None if parent == "." else parent)
 
     def history_rows(self, run_id: str) -> list[tuple[int, dict[str, float]]]:
         """A run's stepwise metrics read back from MLflow, as rows for :func:`metrics_csv`."""
@@ -421,7 +461,7 @@ class Tracker:
 
     def kill(self, run_id: str) -> None:
         """End a run whose trial was interrupted (it is replaced on resume)."""
-        self._end(run_id, "KILLED", [], {})
+        self._end([(run_id, "KILLED", [], {})])
 
 
 _TRACKERS: dict[str, Tracker] = {}

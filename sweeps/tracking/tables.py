@@ -17,18 +17,19 @@ SQLite and PostgreSQL):
   sent twice is written once. ``latest_metrics`` holds, per run and key, the row of the
   largest (step, timestamp, value), kept when the stored one is as large (MLflow's
   ``_update_latest_metrics_if_necessary``). All runs of a flush go in one transaction;
-- a new run (:meth:`StoreTables.create_run`: ``create_run``, then ``log_batch`` of its
-  params): its ``runs`` row as MLflow fills it (artifacts under the experiment's location),
-  its tags, its run name tag, and a row of ``params`` per param, values truncated as MLflow
-  truncates them;
-- an ending (:meth:`StoreTables.end_run`: ``log_batch`` of its summaries and tags, then
-  ``set_terminated``): metric values as above, tags set (replacing a tag of the same key;
+- new runs (:meth:`StoreTables.create_runs`: ``create_run``, then ``log_batch`` of its
+  params, for each): its ``runs`` row as MLflow fills it (artifacts under the experiment's
+  location), its tags, its run name tag, and a row of ``params`` per param, values truncated
+  as MLflow truncates them;
+- endings (:meth:`StoreTables.end_runs`: ``log_batch`` of a run's summaries and tags, then
+  ``set_terminated``, for each): metric values as above, tags set (replacing a tag of the same key;
   values truncated as MLflow truncates them), then the run's status and end time;
 - only into active runs: a missing or deleted run fails the whole write, as MLflow fails on
   it; keys are checked by MLflow's own rules.
 
-It also answers whether any run of an experiment has given tags (:meth:`StoreTables.any_run`,
-what a claim asks first, in one query rather than a ``search_runs`` that loads what it finds).
+It also answers which trial keys of a sweep have runs (:meth:`StoreTables.tagged`, what
+claims ask first, in one query rather than a ``search_runs`` per key that loads what it
+finds). A pack's claims are one transaction, as are its endings.
 
 Used only where the tables have exactly the columns written here (:func:`store_tables`;
 otherwise None, and the caller goes through MLflow's client as before), so that a later
@@ -119,26 +120,34 @@ class StoreTables:
             self._check_active(conn, list(batches))
             self._write_metric_rows(conn, rows, latest)
 
-    def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str],
-                   params: Mapping[str, str]) -> str:
-        """Create a RUNNING run named ``run_name`` in the active experiment
-        ``experiment_id``, with ``tags`` and ``params`` (name -> value as text), in one
-        transaction, as ``MlflowClient.create_run`` then ``log_batch`` of the params would;
-        its id. ``MlflowException`` for an experiment that is missing or deleted."""
+    def create_runs(self, experiment_id: str,
+                    runs: Sequence[tuple[str, Mapping[str, str], Mapping[str, str]]]
+                    ) -> list[str]:
+        """Create a RUNNING run in the active experiment ``experiment_id`` for each (run
+        name, tags, params as text) of ``runs``, all in one transaction, as
+        ``MlflowClient.create_run`` then ``log_batch`` of its params would; their ids.
+        ``MlflowException`` for an experiment that is missing or deleted."""
         import sqlalchemy as sa
         from mlflow.exceptions import MlflowException
         from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
         from mlflow.utils.uri import append_to_uri_path
 
-        run_id = uuid.uuid4().hex
-        tags = {**tags, RUN_NAME: tags.get(RUN_NAME, run_name)}
-        run = {"run_uuid": run_id, "name": run_name, "source_type": "UNKNOWN",
-               "source_name": "", "entry_point_name": "",
-               "user_id": tags.get(MLFLOW_USER, "unknown"), "status": "RUNNING",
-               "start_time": int(time.time() * 1000), "end_time": None, "source_version": "",
-               "lifecycle_stage": "active", "experiment_id": int(experiment_id),
-               "deleted_time": None}
-        param_rows = self._param_rows(run_id, params)
+        now = int(time.time() * 1000)
+        ids, run_rows, tag_rows, param_rows = [], [], [], []
+        for name, tags, params in runs:
+            run_id = uuid.uuid4().hex
+            tags = {**tags, RUN_NAME: tags.get(RUN_NAME, name)}
+            ids.append(run_id)
+            run_rows.append({
+                "run_uuid": run_id, "name": name, "source_type": "UNKNOWN", "source_name": "",
+                "entry_point_name": "", "user_id": tags.get(MLFLOW_USER, "unknown"),
+                "status": "RUNNING", "start_time": now, "end_time": None,
+                "source_version": "", "lifecycle_stage": "active",
+                "experiment_id": int(experiment_id), "deleted_time": None})
+            tag_rows += [{"key": k, "value": v, "run_uuid": run_id} for k, v in tags.items()]
+            param_rows += self._param_rows(run_id, params)
+        if not ids:
+            return ids
         with self.engine.begin() as conn:
             found = conn.execute(sa.select(self.experiments.c.artifact_location).where(
                 self.experiments.c.experiment_id == int(experiment_id),
@@ -146,66 +155,76 @@ class StoreTables:
             if found is None:
                 raise MlflowException(f"The experiment {experiment_id} must exist and be in "
                                       "the 'active' state.", INVALID_PARAMETER_VALUE)
-            run["artifact_uri"] = append_to_uri_path(found[0], run_id, "artifacts")
-            conn.execute(self._insert_run, [run])
-            conn.execute(self._insert_tags, [{"key": k, "value": v, "run_uuid": run_id}
-                                             for k, v in tags.items()])
+            for row in run_rows:
+                row["artifact_uri"] = append_to_uri_path(found[0], row["run_uuid"],
+                                                         "artifacts")
+            conn.execute(self._insert_run, run_rows)
+            conn.execute(self._insert_tags, tag_rows)
             if param_rows:
                 conn.execute(self._insert_params, param_rows)
-        return run_id
+        return ids
 
-    def end_run(self, run_id: str, status: str, metrics: Sequence[Any] = (),
-                tags: Mapping[str, str] | None = None, end_time: int | None = None) -> None:
-        """End the active run ``run_id`` in one transaction: log ``metrics`` (MLflow
-        ``Metric`` entities), set ``tags``, then its ``status`` and ``end_time`` (ms since
-        the epoch, default now)."""
+    def end_runs(self, ends: Sequence[tuple[str, str, Sequence[Any], Mapping[str, str]]],
+                 end_time: int | None = None) -> None:
+        """End each active run of ``ends`` (run id, status, MLflow ``Metric`` entities to
+        log, tags to set), all in one transaction: its metrics, its tags, then its status
+        and ``end_time`` (ms since the epoch, default now). ``MlflowException`` for a run
+        that is missing or deleted; nothing is written then."""
         import sqlalchemy as sa
         from mlflow.utils.validation import _validate_tag
 
-        rows, latest = self._metric_rows({run_id: metrics})
+        if not ends:
+            return
+        rows, latest = self._metric_rows({run_id: metrics for run_id, _, metrics, _ in ends})
         tag_rows = [{"key": t.key, "value": t.value, "run_uuid": run_id}
-                    for t in (_validate_tag(k, v) for k, v in (tags or {}).items())]
-        values: dict[str, Any] = {"status": status,
-                                  "end_time": end_time or int(time.time() * 1000)}
-        if tags and RUN_NAME in tags:
-            values["name"] = tags[RUN_NAME]
+                    for run_id, _, _, tags in ends
+                    for t in (_validate_tag(k, v) for k, v in tags.items())]
+        ended = end_time or int(time.time() * 1000)
+        updates = [{"b_id": run_id, "b_status": status, "b_end": ended,
+                    "b_name": tags.get(RUN_NAME)} for run_id, status, _, tags in ends]
         with self.engine.begin() as conn:
-            self._check_active(conn, [run_id])
+            self._check_active(conn, [run_id for run_id, *_ in ends])
             if rows:
                 self._write_metric_rows(conn, rows, latest)
             if tag_rows:
                 conn.execute(self._upsert_tags, tag_rows)
-            conn.execute(sa.update(self.runs).where(self.runs.c.run_uuid == run_id)
-                         .values(**values))
+            runs = self.runs.c
+            conn.execute(sa.update(self.runs).where(runs.run_uuid == sa.bindparam("b_id"))
+                         .values(status=sa.bindparam("b_status"),
+                                 end_time=sa.bindparam("b_end"),
+                                 name=sa.func.coalesce(sa.bindparam("b_name"), runs.name)),
+                         updates)
 
     # -- reads --------------------------------------------------------------------------
 
-    def any_run(self, experiment_id: str, tags: Mapping[str, str]) -> bool:
-        """Whether an active run of experiment ``experiment_id`` has every tag of ``tags``
-        (name -> value): one query, where MLflow's ``search_runs`` would also load every
-        run it finds."""
+    def tagged(self, experiment_id: str, tags: Mapping[str, str], key: str,
+               values: Sequence[str]) -> set[str]:
+        """Those of ``values`` that tag ``key`` has on an active run of experiment
+        ``experiment_id`` that also has every tag of ``tags`` (name -> value): one query,
+        where MLflow's ``search_runs`` would take one per value and load every run found."""
         import sqlalchemy as sa
 
         runs = self.runs.c
-        query = sa.select(runs.run_uuid).where(runs.experiment_id == int(experiment_id),
-                                               runs.lifecycle_stage == "active")
-        for key, value in tags.items():
+        wanted = self.tags.alias()
+        query = sa.select(wanted.c.value).join(
+            self.runs, runs.run_uuid == wanted.c.run_uuid).where(
+            wanted.c.key == key, wanted.c.value.in_(list(values)),
+            runs.experiment_id == int(experiment_id), runs.lifecycle_stage == "active")
+        for name, value in tags.items():
             tag = self.tags.alias()
             query = query.where(sa.exists().where(tag.c.run_uuid == runs.run_uuid,
-                                                  tag.c.key == key, tag.c.value == value))
+                                                  tag.c.key == name, tag.c.value == value))
         with self.engine.connect() as conn:
-            return conn.execute(query.limit(1)).first() is not None
+            return set(conn.execute(query).scalars())
 
-    def artifact_uri(self, run_id: str) -> str:
-        """Where the run ``run_id`` keeps its artifacts (``KeyError`` for no such run)."""
+    def artifact_uris(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """Where each run of ``run_ids`` keeps its artifacts (run id -> URI; a run that does
+        not exist is left out)."""
         import sqlalchemy as sa
 
         with self.engine.connect() as conn:
-            uri = conn.execute(sa.select(self.runs.c.artifact_uri).where(
-                self.runs.c.run_uuid == run_id)).scalar()
-        if uri is None:
-            raise KeyError(run_id)
-        return str(uri)
+            return dict(conn.execute(sa.select(self.runs.c.run_uuid, self.runs.c.artifact_uri)
+                                     .where(self.runs.c.run_uuid.in_(list(run_ids)))).all())
 
     def close(self) -> None:
         """Release the database connections."""

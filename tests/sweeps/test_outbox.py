@@ -112,6 +112,9 @@ class FakeTracker:
         self.claims += 1
         return Claim(key, None)
 
+    def claim_all(self, ref: SweepRef, items: Any) -> list[Claim]:
+        return [self.claim(ref, *item) for item in items]
+
     def finish(self, run_id: str, result: Result, step: int, rows: Any) -> None:
         from mlflow.entities import Metric, RunTag
 

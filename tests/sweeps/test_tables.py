@@ -182,19 +182,26 @@ def test_a_run_claimed_and_ended_into_the_tables_reads_as_one_written_by_mlflow(
         assert "ValueError: boom" in written[0]["artifacts"][contract.TRACEBACK]
 
 
-def test_any_run_finds_only_an_active_run_of_the_experiment_with_every_tag(database, tmp_path):
+def test_tagged_names_the_keys_only_active_runs_of_the_experiment_with_every_tag_have(
+        database, tmp_path):
     tracker = tracking.tracker(database)
-    exp, other = (tracker.experiment_id(f"any-run-{uuid.uuid4().hex[:6]}", home=tmp_path)
+    exp, other = (tracker.experiment_id(f"tagged-{uuid.uuid4().hex[:6]}", home=tmp_path)
                   for _ in "ab")
     tables = store_tables(database)
-    wanted = {"ortho.sweep_id": "s1", "ortho.trial_key": "k1"}
-    assert not tables.any_run(exp, wanted)
-    tracker.client.create_run(other, tags=wanted)
-    tracker.client.create_run(exp, tags={**wanted, "ortho.trial_key": "k2"})
-    tracker.client.create_run(exp, tags={"ortho.sweep_id": "s1"})
-    assert not tables.any_run(exp, wanted)
-    deleted = tracker.client.create_run(exp, tags={**wanted, "extra": "x"}).info.run_id
-    assert tables.any_run(exp, wanted)
+    sweep = {"ortho.sweep_id": "s1"}
+
+    def tagged():
+        return tables.tagged(exp, sweep, "ortho.trial_key", ["k1", "k2", "k3"])
+
+    assert tagged() == set()
+    tracker.client.create_run(other, tags={**sweep, "ortho.trial_key": "k1"})
+    tracker.client.create_run(exp, tags={"ortho.sweep_id": "s2", "ortho.trial_key": "k1"})
+    tracker.client.create_run(exp, tags={**sweep, "ortho.trial_key": "k9"})
+    tracker.client.create_run(exp, tags=sweep)
+    assert tagged() == set()
+    tracker.client.create_run(exp, tags={**sweep, "ortho.trial_key": "k2", "extra": "x"})
+    deleted = tracker.client.create_run(exp, tags={**sweep, "ortho.trial_key": "k3"}).info.run_id
+    assert tagged() == {"k2", "k3"}
     tracker.client.delete_run(deleted)
-    assert not tables.any_run(exp, wanted)
+    assert tagged() == {"k2"}
     tables.close()

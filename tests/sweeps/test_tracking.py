@@ -129,6 +129,47 @@ def test_claim_skips_finished_and_replaces_failed_runs(store):
         == [(7, 3.0)]
 
 
+def test_a_pack_claimed_at_once_keeps_finished_runs_and_replaces_the_rest(store):
+    t, ref = _sweep(store)
+    done, failed, running = (t.claim(ref, k, {"k": k}, {}) for k in ("done", "failed", "running"))
+    t.finish(done.run_id, Result(Outcome.SOLVED, {"score": 1.0}), 3, [])
+    t.fail(failed.run_id, "Traceback: boom")
+    claims = t.claim_all(ref, [(k, {"k": k}, {tracking.CELL: "2"})
+                               for k in ("new", "done", "failed", "running")])
+    new, kept, retried, replaced = claims
+    assert kept == tracking.records.Claim(done.run_id, Result(Outcome.SOLVED, {"score": 1.0}))
+    assert new.stored is None and retried.stored is None and replaced.stored is None
+    runs = {r.data.tags[tracking.TRIAL_KEY]: r for r in t.configurations(ref)}
+    assert {k: (r.info.run_id, r.info.status, r.data.tags[tracking.ATTEMPT], r.data.params)
+            for k, r in runs.items()} == {
+        "new": (new.run_id, "RUNNING", "1", {"k": "new"}),
+        "done": (done.run_id, "FINISHED", "1", {"k": "done"}),
+        "failed": (retried.run_id, "RUNNING", "2", {"k": "failed"}),
+        "running": (replaced.run_id, "RUNNING", "2", {"k": "running"})}
+    assert runs["new"].data.tags[tracking.CELL] == "2"
+    assert t.client.get_run(running.run_id).info.status == "KILLED"  # retired, in the trash
+    with pytest.raises(ValueError, match="twice"):
+        t.claim_all(ref, [("x", {}, {}), ("x", {}, {})])
+
+
+def test_a_pack_finished_at_once_ends_each_run_with_its_own_result(store):
+    t, ref = _sweep(store)
+    claims = t.claim_all(ref, [(f"k{i}", {"i": i}, {}) for i in range(3)])
+    t.finish_all([(c.run_id, Result(Outcome.SOLVED if i else Outcome.UNSOLVED,
+                                    {"score": float(i)}, artifacts={"curve": [i]}),
+                   5, [(5, {"loss": 1.0 / (i + 1)})]) for i, c in enumerate(claims)])
+    for i, c in enumerate(claims):
+        run = t.client.get_run(c.run_id)
+        assert run.info.status == "FINISHED"
+        assert run.data.tags[tracking.OUTCOME] == ("solved" if i else "unsolved")
+        assert run.data.metrics == {"score": float(i)}
+        csv = Path(t.client.download_artifacts(c.run_id, tracking.METRICS_CSV)).read_text()
+        assert csv.splitlines()[1].split(",") == ["5", repr(1.0 / (i + 1))]
+        assert Path(t.client.download_artifacts(c.run_id, "curve.json")).read_text() == f"[{i}]"
+        assert t.claim(ref, f"k{i}", {}, {}).stored.summary == {"score": float(i)}
+    t.finish_all([])
+
+
 def test_failed_run_keeps_its_traceback(store, tmp_path):
     t, ref = _sweep(store)
     claim = t.claim(ref, "k", {}, {})
