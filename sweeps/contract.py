@@ -340,10 +340,11 @@ def database_url(uri: str) -> str:
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:]*):(\S*)@")
 """``scheme://user:password@``; the password runs to the last ``@`` of the word, so that one
 written with a raw ``@``, ``/`` or ``?`` in it is masked whole."""
-_WEB_TOKEN = re.compile(r"((?:https?|wss?)://)([^\s/?#@:]+)@")
+_WEB_TOKEN = re.compile(r"((?:https?|wss?)://)([^\s/?#:]+)@", re.IGNORECASE)
 """``http(s)://token@``: a web URI's user info without a password is a token as often as a
-name (``https://<token>@host``, how GitHub and many proxies take one), so it is masked whole;
-a database's user alone (``postgresql://ortho@db``) is a name and stays."""
+name (``https://<token>@host``, how GitHub and many proxies take one), so it is masked whole,
+to the last ``@`` before the host (a token written with a raw ``@``); a database's user alone
+(``postgresql://ortho@db``) is a name and stays."""
 _SECRET_QUERY = re.compile(r"([?&][^\s=&#]*(?:password|passwd|pwd|secret|token)[^\s=&#]*=)"
                            r"[^\s&#]*", re.IGNORECASE)
 

@@ -94,7 +94,7 @@ class TrackerActor:
         os.environ.update(http_env or {})
         self.tracker = tracking.tracker(uri)
         self.tracker.direct = direct
-        self.tables = None if is_server(uri) else self.tracker.tables
+        self.tables = self.tracker.tables
         """The tables of a SQLite or PostgreSQL store (:mod:`sweeps.tracking.tables`: every
         metric value goes there), or None (through ``log_batch``)."""
         self.outbox = Outbox(limits or Limits(), outages=is_server(uri), mark_lost=self.mark_lost)
@@ -119,15 +119,15 @@ class TrackerActor:
 
     def log_metrics(self, batches: Mapping[str, Sequence[MetricRow]]) -> None:
         """Log each run's metric rows (run id -> rows): into a database the writer opens
-        itself, all in one write of :attr:`tables` (written once however often it is sent);
-        else in ``log_batch`` calls of at most :data:`~sweeps.tracking.layout.BATCH` values."""
+        itself, all in one write of :attr:`tables`; else in ``log_batch`` calls of at most
+        :data:`~sweeps.tracking.layout.BATCH` values."""
         from mlflow.entities import Metric
 
         if self.tables is not None:
             entities = {run_id: [Metric(*row) for row in rows]
                         for run_id, rows in batches.items()}
-            write = partial(self.tracker.call, self.tables.write_metrics, entities)
-            self.outbox.put([Write(None, write, again=write,
+            self.outbox.put([Write(None, partial(self.tracker.call, self.tables.write_metrics,
+                                                 entities),
                                    values=sum(map(len, entities.values())))])
             return
         writes = []
@@ -164,14 +164,13 @@ class TrackerActor:
                                calls=2)])
 
     def finish_all(self, ends: Sequence[tuple[str, Result, int, Rows]]) -> None:
-        """:meth:`finish` of each (run id, result, step, rows): into the tables, one write
-        (written once however often it is sent); else a write per run."""
+        """:meth:`finish` of each (run id, result, step, rows): into the tables, one write;
+        else a write per run."""
         if self.tables is None:
             for run_id, result, step, rows in ends:
                 self.finish(run_id, result, step, rows)
             return
-        write = partial(self.tracker.finish_all, ends)
-        self.outbox.put([Write(None, write, again=write)])
+        self.outbox.put([Write(None, partial(self.tracker.finish_all, ends))])
 
     def finish_again(self, run_id: str, result: Result, step: int,
                      rows: Sequence[tuple[int, Mapping[str, float]]]) -> None:

@@ -144,7 +144,7 @@ class Tracker:
         if not self._tables_looked:
             if is_database(self.uri):
                 self.call(self.client.search_experiments, max_results=1)
-                self._tables = store_tables(self.uri)
+                self._tables = self.call(store_tables, self.uri)
             self._tables_looked = True
         return self._tables
 
@@ -429,8 +429,8 @@ class Tracker:
 
     def log_texts(self, texts: Mapping[str, Mapping[str, str]]) -> None:
         """Log text artifacts (run id -> artifact path -> text): straight into each run's
-        artifact location when the tables say where that is (MLflow's ``log_text`` reads
-        the whole run to find it, each time), else by ``log_text``."""
+        artifact location when the tables say where that is (one query for them all, where
+        MLflow's ``log_text`` reads each whole run to find it), else by ``log_text``."""
         if self.tables is None:
             for run_id, files in texts.items():
                 for path, text in files.items():
@@ -443,7 +443,8 @@ class Tracker:
             for run_id, files in texts.items():
                 if run_id not in uris:
                     raise KeyError(f"no run {run_id} in the store")
-                repo = get_artifact_repository(uris[run_id])
+                repo = get_artifact_repository(
+                    uris[run_id], tracking_uri=contract.database_url(self.uri))
                 for path, text in files.items():
                     file = PurePosixPath(path)
                     local = Path(tmp) / file.name

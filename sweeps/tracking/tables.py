@@ -25,7 +25,9 @@ SQLite and PostgreSQL):
   ``set_terminated``, for each): metric values as above, tags set (replacing a tag of the same key;
   values truncated as MLflow truncates them), then the run's status and end time;
 - only into active runs: a missing or deleted run fails the whole write, as MLflow fails on
-  it; keys are checked by MLflow's own rules.
+  it (a flush of a pack's metrics is one write: a run deleted while its trial trains, which
+  only a second driver of the sweep does, costs the flush of its whole pack); every metric
+  value, param and tag is checked, and truncated, by MLflow's own rules.
 
 It also answers which trial keys of a sweep have runs (:meth:`StoreTables.tagged`, what
 claims ask first, in one query rather than a ``search_runs`` per key that loads what it
@@ -63,6 +65,11 @@ COLUMNS = {
 """The tables written here and their columns, all of them (MLflow 2.x and 3.x)."""
 EXPERIMENT_COLUMNS = {"experiment_id", "artifact_location", "lifecycle_stage"}
 """The columns of ``experiments`` read here (it has more)."""
+REVISIONS = frozenset({"dc11669786a5"})
+"""The schema revisions (MLflow's ``alembic_version``) whose tables, keys and constraints
+this module's rows were checked against (``tests/sweeps/test_tables.py``): MLflow 3.17's.
+A store of another revision is written through MLflow's client until its rows are checked
+and its revision added here."""
 DIALECTS = ("sqlite", "postgresql")
 """Databases whose upsert (``INSERT … ON CONFLICT``) this module writes."""
 
@@ -105,7 +112,6 @@ class StoreTables:
         tags = insert(tables["tags"])
         self._upsert_tags = tags.on_conflict_do_update(
             index_elements=["key", "run_uuid"], set_={"value": tags.excluded.value})
-        self._metric_keys: set[str] = set()
 
     # -- writes -------------------------------------------------------------------------
 
@@ -135,8 +141,12 @@ class StoreTables:
         now = int(time.time() * 1000)
         ids, run_rows, tag_rows, param_rows = [], [], [], []
         for name, tags, params in runs:
+            if tags.get(RUN_NAME, name) != name:
+                raise MlflowException(f"Both 'run_name' argument and 'mlflow.runName' tag are "
+                                      f"specified, but with different values ({name!r}, "
+                                      f"{tags[RUN_NAME]!r}).", INVALID_PARAMETER_VALUE)
             run_id = uuid.uuid4().hex
-            tags = {**tags, RUN_NAME: tags.get(RUN_NAME, name)}
+            tags = {**tags, RUN_NAME: name}
             ids.append(run_id)
             run_rows.append({
                 "run_uuid": run_id, "name": name, "source_type": "UNKNOWN", "source_name": "",
@@ -176,12 +186,15 @@ class StoreTables:
         if not ends:
             return
         rows, latest = self._metric_rows({run_id: metrics for run_id, _, metrics, _ in ends})
+        from mlflow.entities import RunStatus
+
         tag_rows = [{"key": t.key, "value": t.value, "run_uuid": run_id}
                     for run_id, _, _, tags in ends
                     for t in (_validate_tag(k, v) for k, v in tags.items())]
-        ended = end_time or int(time.time() * 1000)
-        updates = [{"b_id": run_id, "b_status": status, "b_end": ended,
-                    "b_name": tags.get(RUN_NAME)} for run_id, status, _, tags in ends]
+        names = {row["run_uuid"]: row["value"] for row in tag_rows if row["key"] == RUN_NAME}
+        ended = int(time.time() * 1000) if end_time is None else end_time
+        updates = [{"b_id": run_id, "b_status": RunStatus.to_string(RunStatus.from_string(status)),
+                    "b_end": ended, "b_name": names.get(run_id)} for run_id, status, _, _ in ends]
         with self.engine.begin() as conn:
             self._check_active(conn, [run_id for run_id, *_ in ends])
             if rows:
@@ -243,11 +256,13 @@ class StoreTables:
     def _metric_rows(self, batches: Mapping[str, Sequence[Any]]
                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The ``metrics`` rows of ``batches`` and the newest row of each run and key."""
+        from mlflow.utils.validation import _validate_metric
+
         rows: list[dict[str, Any]] = []
         latest: dict[tuple[str, str], dict[str, Any]] = {}
         for run_id, metrics in batches.items():
             for m in metrics:
-                self._check_metric_key(m.key)
+                _validate_metric(m.key, m.value, m.timestamp, m.step)
                 value, is_nan = sanitize(float(m.value))
                 row = {"key": m.key, "value": value, "timestamp": int(m.timestamp),
                        "run_uuid": run_id, "step": int(m.step), "is_nan": is_nan}
@@ -278,14 +293,6 @@ class StoreTables:
                                   f"state ({len(missing)} such runs in this write).",
                                   INVALID_PARAMETER_VALUE)
 
-    def _check_metric_key(self, key: str) -> None:
-        if key not in self._metric_keys:
-            from mlflow.utils.validation import _validate_metric_name
-
-            _validate_metric_name(key)
-            self._metric_keys.add(key)
-
-
 def is_database(uri: str) -> bool:
     """Whether ``uri`` names a SQLite or PostgreSQL database (the stores written here)."""
     scheme = database_url(uri).partition("://")[0].partition("+")[0]
@@ -294,24 +301,44 @@ def is_database(uri: str) -> bool:
 
 def store_tables(uri: str) -> StoreTables | None:
     """A :class:`StoreTables` of the store at ``uri``, or None where writes must go through
-    MLflow's client: a tracking server, a file store, a database other than SQLite and
-    PostgreSQL, or tables other than :data:`COLUMNS` (and :data:`EXPERIMENT_COLUMNS`). ``uri``'s
-    store must exist (MLflow has opened it)."""
+    MLflow's client: a tracking server, a file store, a database other than SQLite (3.24 or
+    later, for its upsert) and PostgreSQL, a schema of a revision other than
+    :data:`REVISIONS`, or tables other than :data:`COLUMNS` (and
+    :data:`EXPERIMENT_COLUMNS`). ``uri``'s store must exist (MLflow has opened it). Its
+    connections are opened as MLflow opens its own: checked before each use (a database
+    restarted, or a connection dropped while idle, is reconnected), and a SQLite database
+    waited for up to 20 s while another process writes, with its foreign keys enforced."""
+    import sqlite3
+
     import sqlalchemy as sa
 
-    if not is_database(uri):
+    if not is_database(uri) or (sqlite_path(uri) is not None
+                                and sqlite3.sqlite_version_info < (3, 24)):
         return None
-    engine = sa.create_engine(database_url(uri))
+    engine = sa.create_engine(database_url(uri), pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
     metadata = sa.MetaData()
     try:
+        with engine.connect() as conn:
+            revision = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
         metadata.reflect(engine, only=[*COLUMNS, "experiments"])
-    except sa.exc.InvalidRequestError:  # a table is missing: not MLflow's schema
+    except sa.exc.SQLAlchemyError:  # a table is missing, or unreadable: not MLflow's schema
         engine.dispose()
         return None
     tables = metadata.tables
-    if (all({c.name for c in tables[name].columns} == columns
-            for name, columns in COLUMNS.items())
+    if (revision in REVISIONS
+            and all({c.name for c in tables[name].columns} == columns
+                    for name, columns in COLUMNS.items())
             and {c.name for c in tables["experiments"].columns} >= EXPERIMENT_COLUMNS):
         return StoreTables(engine, tables)
     engine.dispose()
     return None
+
+
+def _sqlite_pragmas(connection: Any, _record: Any) -> None:
+    """What MLflow sets on each of its SQLite sessions (``mlflow.store.db.utils``)."""
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.execute("PRAGMA busy_timeout = 20000")
+    cursor.close()

@@ -100,6 +100,9 @@ class FakeTracker:
     """The calls of :class:`~sweeps.tracking.Tracker` the writer makes, laid out as it lays
     them out (an ending's outcome and summaries in one batch, its status last)."""
 
+    tables = None
+    """A server's store is never written straight into its tables."""
+
     def __init__(self, server: FakeServer) -> None:
         self.client = server
         self.claims = 0

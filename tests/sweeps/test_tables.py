@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import time
 import uuid
 from pathlib import Path
 
@@ -17,8 +18,9 @@ from mlflow.exceptions import MlflowException
 from ortho_core.reporting import Outcome, Result
 from sweeps import contract, tracking
 from sweeps.testing import sqlite_store, start_sweep, track
+from sweeps.tracking.bootstrap import schema_revision
 from sweeps.tracking.layout import Tracker
-from sweeps.tracking.tables import store_tables
+from sweeps.tracking.tables import REVISIONS, store_tables
 
 DATABASES = [pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.cluster)]
 
@@ -104,15 +106,20 @@ def test_a_deleted_or_missing_run_fails_the_flush_and_nothing_is_written(databas
     tables.close()
 
 
-@pytest.mark.parametrize("key", ["../escape", "/rooted"])
-def test_a_key_mlflow_refuses_is_refused(tmp_path, key):
-    uri = sqlite_store(tmp_path / "store")
-    tracker, (run_id,) = _runs(uri, 1, tmp_path)
-    tables = store_tables(uri)
-    with pytest.raises(MlflowException, match="Invalid value"):
-        tracker.client.log_batch(run_id, metrics=[Metric(key, 1.0, 1000, 1)])
-    with pytest.raises(MlflowException, match="Invalid value"):
-        tables.write_metrics({run_id: [Metric("fine", 1.0, 1000, 1), Metric(key, 1.0, 1000, 1)]})
+@pytest.mark.parametrize(("metric", "says"), [
+    (Metric("../escape", 1.0, 1000, 1), "Names may be treated as files"),
+    (Metric("/rooted", 1.0, 1000, 1), "Names may be treated as files"),
+    (Metric("k" * 251, 1.0, 1000, 1), "exceeds the maximum length"),
+    (Metric("negative-time", 1.0, -5, 1), "Timestamp must be a nonnegative"),
+])
+def test_a_value_mlflow_refuses_is_refused_and_nothing_is_written(database, tmp_path, metric,
+                                                                  says):
+    tracker, (run_id,) = _runs(database, 1, tmp_path)
+    tables = store_tables(database)
+    with pytest.raises(MlflowException, match=says):
+        tracker.client.log_batch(run_id, metrics=[metric])
+    with pytest.raises(MlflowException, match=says):
+        tables.write_metrics({run_id: [Metric("fine", 1.0, 1000, 1), metric]})
     assert tracker.client.get_run(run_id).data.metrics == {}
     tables.close()
 
@@ -131,6 +138,63 @@ def test_only_stores_of_the_known_tables_are_written_directly(tmp_path):
     empty = tmp_path / "empty.db"
     sqlite3.connect(empty).close()
     assert store_tables(f"sqlite:///{empty}") is None
+
+
+def test_a_store_of_an_unchecked_schema_revision_is_not_written_directly(tmp_path):
+    uri = sqlite_store(tmp_path / "store")
+    tracking.tracker(uri)
+    with sqlite3.connect(tracking.sqlite_path(uri)) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = 'later000rev1'")
+    conn.close()
+    assert store_tables(uri) is None
+
+
+def test_the_installed_mlflow_s_schema_is_one_whose_rows_were_checked():
+    """An MLflow release of another schema makes every store go through MLflow's client
+    (slower, not wrong): check this module's rows against it, then add its revision."""
+    assert schema_revision() in REVISIONS
+
+
+@pytest.mark.cluster
+def test_a_postgresql_connection_dropped_while_idle_is_opened_again(postgres, tmp_path):
+    import psycopg2
+
+    uri = postgres.create_database(f"dropped_{uuid.uuid4().hex[:12]}")
+    tracker, (run_id,) = _runs(uri, 1, tmp_path)
+    tables = store_tables(uri)
+    tables.write_metrics({run_id: FLUSHES[0][:1]})
+    conn = psycopg2.connect(host="127.0.0.1", port=postgres.port, user=postgres.user,
+                            password=postgres.password, dbname="postgres")
+    conn.autocommit = True
+    with conn.cursor() as cur:  # what a restart of the database, or a firewall, does
+        cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()", (uri.rsplit("/", 1)[1],))
+    conn.close()
+    tables.write_metrics({run_id: FLUSHES[0][1:2]})
+    assert len(tracker.client.get_metric_history(run_id, "loss")) == 2
+    tables.close()
+
+
+def _raw_rows(tables, run_id):
+    """The run's rows in ``runs``, ``tags`` and ``params`` as the database holds them, less
+    its id, name, key and times (which differ between two runs), the times checked to be
+    milliseconds of today."""
+    import sqlalchemy as sa
+
+    with tables.engine.connect() as conn:
+        [run] = conn.execute(sa.select(tables.runs).where(
+            tables.runs.c.run_uuid == run_id)).mappings().all()
+        tags = conn.execute(sa.text("SELECT key, value FROM tags WHERE run_uuid = :r "
+                                    "ORDER BY key"), {"r": run_id}).all()
+        params = conn.execute(sa.text("SELECT key, value FROM params WHERE run_uuid = :r "
+                                      "ORDER BY key"), {"r": run_id}).all()
+    now = time.time() * 1000
+    for column in ("start_time", "end_time"):
+        assert run[column] is None or abs(run[column] - now) < 600_000, column
+    differ = {"run_uuid", "name", "start_time", "end_time"}
+    return ({k: (v.replace(run_id, "<id>") if isinstance(v, str) else v)
+             for k, v in run.items() if k not in differ},
+            [t for t in tags if t[0] not in (contract.TRIAL_KEY, contract.RUN_NAME)], params)
 
 
 def _run_as_written(tracker, run_id):
@@ -171,6 +235,7 @@ def test_a_run_claimed_and_ended_into_the_tables_reads_as_one_written_by_mlflow(
             for name, t in (("direct", direct), ("client", client))]
     written = [_run_as_written(client, run_id) for run_id in runs]
     assert written[0] == written[1]
+    assert _raw_rows(direct.tables, runs[0]) == _raw_rows(direct.tables, runs[1])
     assert written[0]["status"] == end.upper() and written[0]["ended"]
     assert len(written[0]["params"]["note"]) == 6000
     if end == "finished":

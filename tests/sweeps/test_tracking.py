@@ -256,6 +256,8 @@ def test_a_bare_postgresql_url_is_opened_with_the_installed_driver(given, opened
     ("https://ghp_abc123@mlflow.example.org/x", "https://***@mlflow.example.org/x"),
     ("--tracking-uri http://tok@10.0.0.5:5000 and ws://t0k@h",
      "--tracking-uri http://***@10.0.0.5:5000 and ws://***@h"),
+    ("HTTPS://tok@host/x", "HTTPS://***@host/x"),
+    ("https://a@b@mlflow.example.org/x?q=1", "https://***@mlflow.example.org/x?q=1"),
     ("postgresql://ortho@db/mlflow", "postgresql://ortho@db/mlflow"),
     ("mail ortho@example.org", "mail ortho@example.org"),
 ])
