@@ -114,8 +114,13 @@ class TrackerActor:
     def claim_all(self, ref: SweepRef,
                   items: Sequence[tuple[str, Mapping[str, Any], Mapping[str, str]]]
                   ) -> list[Claim]:
-        """:meth:`~sweeps.tracking.Tracker.claim_all`: a pack's claims in one write."""
-        return self.outbox.call(Write(None, partial(self.tracker.claim_all, ref, items)))
+        """:meth:`~sweeps.tracking.Tracker.claim_all`: a pack's claims in one write into
+        the tables; through a server, a write per claim (each kept once applied, so that a
+        request refused for a moment repeats one claim, not the pack's)."""
+        if self.tables is not None:
+            return self.outbox.call(Write(None, partial(self.tracker.claim_all, ref, items)))
+        return [self.outbox.call(Write(None, partial(self.tracker.claim, ref, *item)))
+                for item in items]
 
     def log_metrics(self, batches: Mapping[str, Sequence[MetricRow]]) -> None:
         """Log each run's metric rows (run id -> rows): into a database the writer opens

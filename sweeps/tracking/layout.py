@@ -37,6 +37,7 @@ import json
 import os
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
@@ -306,13 +307,21 @@ class Tracker:
                   items: Sequence[tuple[str, Mapping[str, Any], Mapping[str, str]]]
                   ) -> list[Claim]:
         """:meth:`claim` of each (key, params, tags) of ``items`` (distinct keys), under one
-        hold of the store's lock; into the tables, one query finds which keys have runs
-        (MLflow's search reads only those) and the new runs are made in one transaction."""
+        hold of the store's lock; every param is checked first, so that a param MLflow
+        refuses raises before any run is replaced. Into the tables, one query finds which
+        keys have runs (MLflow's search reads only those, and retires those not FINISHED)
+        and the new runs are made in one transaction."""
         from mlflow.entities import Param
 
         keys = [key for key, _, _ in items]
         if len(set(keys)) != len(keys):
             raise ValueError(f"claims of one configuration twice at once: {keys}")
+        from mlflow.utils.validation import _validate_param
+
+        values = [{k: _param_value(v) for k, v in params.items()} for _, params, _ in items]
+        for params in values:  # refused here, before any run is retired for a new one
+            for k, v in params.items():
+                _validate_param(k, v)
         claims: dict[str, Claim] = {}
         new: list[tuple[str, str, dict[str, str], dict[str, str]]] = []
         with self._locked():
@@ -320,7 +329,7 @@ class Tracker:
                 self.tables.tagged, ref.experiment_id,
                 {contract.SWEEP_ID: ref.sweep_id, contract.ROLE: contract.ROLE_CONFIGURATION},
                 contract.TRIAL_KEY, keys)
-            for key, params, tags in items:
+            for (key, _, tags), params in zip(items, values, strict=True):
                 runs = self._runs_of(ref, key) if key in known else []
                 done = [r for r in runs if r.info.status == "FINISHED"]
                 for r in runs:
@@ -336,7 +345,7 @@ class Tracker:
                              contract.SWEEP_ID: ref.sweep_id, contract.TRIAL_KEY: key,
                              contract.ROLE: contract.ROLE_CONFIGURATION,
                              contract.ATTEMPT: str(attempt)},
-                            {k: _param_value(v) for k, v in params.items()}))
+                            params))
             if self.tables is not None:
                 ids = self.call(self.tables.create_runs, ref.experiment_id,
                                 [(name, run_tags, values) for _, name, run_tags, values in new])
@@ -379,11 +388,27 @@ class Tracker:
     def finish_all(self, ends: Sequence[tuple[str, Result, int, Rows]],
                    extra_tags: Mapping[str, str] | None = None) -> None:
         """:meth:`finish` of each (run id, result, step, rows) of ``ends``; into the tables,
-        all in one transaction once every artifact is written."""
-        from mlflow.entities import Metric
-
+        all in one transaction once every artifact is written. When that fails, each run is
+        ended on its own, and one whose ending raises (a summary MLflow refuses, an
+        artifact that cannot be written) is failed with that error: one member's ending
+        never costs the others theirs (a store that refuses every write still raises)."""
         if not ends:
             return
+        try:
+            self._finish_all(ends, extra_tags)
+        except Exception:
+            if len(ends) == 1:
+                raise
+            for run_id, result, step, rows in ends:
+                try:
+                    self._finish_all([(run_id, result, step, rows)], extra_tags)
+                except Exception:
+                    self.fail(run_id, traceback.format_exc(), rows)
+
+    def _finish_all(self, ends: Sequence[tuple[str, Result, int, Rows]],
+                    extra_tags: Mapping[str, str] | None) -> None:
+        from mlflow.entities import Metric
+
         now = int(time.time() * 1000)
         endings = []
         texts: dict[str, dict[str, str]] = {}

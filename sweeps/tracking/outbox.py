@@ -1,7 +1,9 @@
 """The writer's outbox: every write of a sweep's trials, sent to the store one at a time in
 the order it arrived, and held through an outage of a tracking server (issue 14).
 
-A write (:class:`Write`) is a claim, a batch of metric values or an ending. One thread
+A write (:class:`Write`) is a claim, a batch of metric values or an ending; into a store the
+writer opens itself (which has no outages), also a pack's claims, a flush of every run of a
+pack, or a pack's endings. One thread
 (the sender) applies the oldest write, then the next. When a tracking server cannot be
 reached or cannot answer now (:func:`sweeps.tracking.retry.unreachable`), the write stays
 first in line and is tried again (backoff from :data:`RETRY_MIN_S` to :data:`RETRY_MAX_S`)
@@ -92,8 +94,8 @@ class Write:
     an attempt that may have applied it, or part of it (checking the store first)."""
 
     run_id: str | None
-    """The run it writes (None for a claim, whose run does not exist yet, and for metrics of
-    several runs written at once into a store that has no outages)."""
+    """The run it writes (None for a claim, whose run does not exist yet, and for a write of
+    several runs at once into a store that has no outages)."""
     apply: Callable[[], Any]
     again: Callable[[], Any] | None = None
     values: int = 0

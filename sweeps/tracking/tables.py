@@ -31,7 +31,7 @@ SQLite and PostgreSQL):
 
 It also answers which trial keys of a sweep have runs (:meth:`StoreTables.tagged`, what
 claims ask first, in one query rather than a ``search_runs`` per key that loads what it
-finds). A pack's claims are one transaction, as are its endings.
+finds). A pack's new runs are made in one transaction, and its endings in one.
 
 Used only where the tables have exactly the columns written here (:func:`store_tables`;
 otherwise None, and the caller goes through MLflow's client as before), so that a later
@@ -41,6 +41,7 @@ never written this way: its database is the server's.
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import time
@@ -48,7 +49,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sweeps.contract import RUN_NAME, database_url, sqlite_path
+from sweeps.contract import RUN_NAME, database_url, redact, sqlite_path
+
+log = logging.getLogger(__name__)
 
 MLFLOW_USER = "mlflow.user"
 """The tag MLflow takes a new run's ``user_id`` from."""
@@ -181,12 +184,12 @@ class StoreTables:
         and ``end_time`` (ms since the epoch, default now). ``MlflowException`` for a run
         that is missing or deleted; nothing is written then."""
         import sqlalchemy as sa
+        from mlflow.entities import RunStatus
         from mlflow.utils.validation import _validate_tag
 
         if not ends:
             return
         rows, latest = self._metric_rows({run_id: metrics for run_id, _, metrics, _ in ends})
-        from mlflow.entities import RunStatus
 
         tag_rows = [{"key": t.key, "value": t.value, "run_uuid": run_id}
                     for run_id, _, _, tags in ends
@@ -293,6 +296,7 @@ class StoreTables:
                                   f"state ({len(missing)} such runs in this write).",
                                   INVALID_PARAMETER_VALUE)
 
+
 def is_database(uri: str) -> bool:
     """Whether ``uri`` names a SQLite or PostgreSQL database (the stores written here)."""
     scheme = database_url(uri).partition("://")[0].partition("+")[0]
@@ -301,9 +305,9 @@ def is_database(uri: str) -> bool:
 
 def store_tables(uri: str) -> StoreTables | None:
     """A :class:`StoreTables` of the store at ``uri``, or None where writes must go through
-    MLflow's client: a tracking server, a file store, a database other than SQLite (3.24 or
-    later, for its upsert) and PostgreSQL, a schema of a revision other than
-    :data:`REVISIONS`, or tables other than :data:`COLUMNS` (and
+    MLflow's client: a tracking server, a file store, a database other than SQLite (3.32 or
+    later: its upsert, and 32,766 values a statement for a pack's) and PostgreSQL, a schema
+    of a revision other than :data:`REVISIONS`, or tables other than :data:`COLUMNS` (and
     :data:`EXPERIMENT_COLUMNS`). ``uri``'s store must exist (MLflow has opened it). Its
     connections are opened as MLflow opens its own: checked before each use (a database
     restarted, or a connection dropped while idle, is reconnected), and a SQLite database
@@ -313,25 +317,31 @@ def store_tables(uri: str) -> StoreTables | None:
     import sqlalchemy as sa
 
     if not is_database(uri) or (sqlite_path(uri) is not None
-                                and sqlite3.sqlite_version_info < (3, 24)):
+                                and sqlite3.sqlite_version_info < (3, 32)):
         return None
     engine = sa.create_engine(database_url(uri), pool_pre_ping=True)
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
-    metadata = sa.MetaData()
-    try:
-        with engine.connect() as conn:
-            revision = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
-        metadata.reflect(engine, only=[*COLUMNS, "experiments"])
-    except sa.exc.SQLAlchemyError:  # a table is missing, or unreadable: not MLflow's schema
+    names = ["alembic_version", "experiments", *COLUMNS]
+    present = set(sa.inspect(engine).get_table_names())
+    if not present.issuperset(names):
+        log.info("%s is not MLflow's schema: runs are written through MLflow's client",
+                 redact(uri))
         engine.dispose()
         return None
+    with engine.connect() as conn:
+        revision = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+    metadata = sa.MetaData()
+    metadata.reflect(engine, only=names)
     tables = metadata.tables
     if (revision in REVISIONS
             and all({c.name for c in tables[name].columns} == columns
                     for name, columns in COLUMNS.items())
             and {c.name for c in tables["experiments"].columns} >= EXPERIMENT_COLUMNS):
         return StoreTables(engine, tables)
+    log.warning("the store's schema (revision %s) is not one whose rows sweeps/tracking/"
+                "tables.py was checked against: runs are written through MLflow's client "
+                "(slower)", revision)
     engine.dispose()
     return None
 

@@ -213,6 +213,19 @@ def test_a_claim_waits_for_the_server(server: FakeServer) -> None:
     assert server.status["r2"] == "RUNNING"
 
 
+def test_a_pack_s_claims_through_a_server_refused_midway_repeat_only_the_refused_one(
+        server: FakeServer) -> None:
+    """A pack's claims through a server are a write each: the server refuses the third
+    claim twice, and only that claim is sent again (a write for the whole pack would repeat
+    all of them, and never get through a server that refuses now and then)."""
+    writer = TrackerActor(URI, Limits(outage_s=60))
+    server.script = ["ok", "ok", "down", "down"]
+    claims = writer.claim_all(REF, [(f"r{i}", {}, {}) for i in range(5)])
+    assert [c.run_id for c in claims] == [f"r{i}" for i in range(5)]
+    assert writer.tracker.claims == 5
+    assert server.status == {f"r{i}": "RUNNING" for i in range(5)}
+
+
 def test_beyond_the_outage_limit_runs_are_marked_failed_and_claims_fail(
         server: FakeServer) -> None:
     writer = TrackerActor(URI, Limits(outage_s=0.2))

@@ -106,6 +106,22 @@ def test_a_deleted_or_missing_run_fails_the_flush_and_nothing_is_written(databas
     tables.close()
 
 
+def test_endings_of_several_runs_are_written_all_or_none(database, tmp_path):
+    tracker, (alive, other, deleted) = _runs(database, 3, tmp_path)
+    tracker.client.delete_run(deleted)
+    tables = store_tables(database)
+    ending = ([Metric("score", 1.0, 1000, 3)], {contract.OUTCOME: "solved"})
+    with pytest.raises(MlflowException, match=deleted):
+        tables.end_runs([(run_id, "FINISHED", *ending) for run_id in (alive, other, deleted)])
+    for run_id in (alive, other):
+        run = tracker.client.get_run(run_id)
+        assert (run.info.status, run.data.metrics, contract.OUTCOME in run.data.tags) \
+            == ("RUNNING", {}, False)
+    tables.end_runs([(run_id, "FINISHED", *ending) for run_id in (alive, other)])
+    assert {tracker.client.get_run(r).info.status for r in (alive, other)} == {"FINISHED"}
+    tables.close()
+
+
 @pytest.mark.parametrize(("metric", "says"), [
     (Metric("../escape", 1.0, 1000, 1), "Names may be treated as files"),
     (Metric("/rooted", 1.0, 1000, 1), "Names may be treated as files"),

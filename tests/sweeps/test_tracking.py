@@ -147,6 +147,7 @@ def test_a_pack_claimed_at_once_keeps_finished_runs_and_replaces_the_rest(store)
         "failed": (retried.run_id, "RUNNING", "2", {"k": "failed"}),
         "running": (replaced.run_id, "RUNNING", "2", {"k": "running"})}
     assert runs["new"].data.tags[tracking.CELL] == "2"
+    assert len(t.configurations(ref)) == 4
     assert t.client.get_run(running.run_id).info.status == "KILLED"  # retired, in the trash
     with pytest.raises(ValueError, match="twice"):
         t.claim_all(ref, [("x", {}, {}), ("x", {}, {})])
@@ -168,6 +169,31 @@ def test_a_pack_finished_at_once_ends_each_run_with_its_own_result(store):
         assert Path(t.client.download_artifacts(c.run_id, "curve.json")).read_text() == f"[{i}]"
         assert t.claim(ref, f"k{i}", {}, {}).stored.summary == {"score": float(i)}
     t.finish_all([])
+
+
+def test_one_member_s_ending_mlflow_refuses_fails_that_member_alone(store):
+    t, ref = _sweep(store)
+    claims = t.claim_all(ref, [(f"k{i}", {"i": i}, {}) for i in range(3)])
+    summaries = [{"score": 0.0}, {"acc@1": 1.0}, {"score": 2.0}]  # '@': not a metric name
+    t.finish_all([(c.run_id, Result(Outcome.SOLVED, summary), 5, [(5, {"loss": 0.5})])
+                  for c, summary in zip(claims, summaries, strict=True)])
+    runs = [t.client.get_run(c.run_id) for c in claims]
+    assert [r.info.status for r in runs] == ["FINISHED", "FAILED", "FINISHED"]
+    assert [r.data.tags[tracking.OUTCOME] for r in runs] == ["solved", "failed", "solved"]
+    traceback = Path(t.client.download_artifacts(claims[1].run_id, tracking.TRACEBACK))
+    assert "acc@1" in traceback.read_text()
+    assert t.claim(ref, "k2", {}, {}).stored == Result(Outcome.SOLVED, {"score": 2.0})
+
+
+def test_a_param_mlflow_refuses_raises_before_any_run_is_replaced(store):
+    from mlflow.exceptions import MlflowException
+
+    t, ref = _sweep(store)
+    failed = t.claim(ref, "k1", {"lr": 0.1}, {})
+    t.fail(failed.run_id, "Traceback: boom")
+    with pytest.raises(MlflowException, match="Invalid value"):
+        t.claim_all(ref, [("k0", {"lr": 0.1}, {}), ("k1", {"../lr": 0.1}, {})])
+    assert [r.info.run_id for r in t.configurations(ref)] == [failed.run_id]
 
 
 def test_failed_run_keeps_its_traceback(store, tmp_path):
