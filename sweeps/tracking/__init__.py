@@ -9,6 +9,8 @@
   :class:`Claim`, :func:`stored_result`);
 - :mod:`.metrics_csv`: the ``metrics.csv`` artifact;
 - :mod:`.cells`: the expected cells of a resolved spec (imported when a sweep starts);
+- :mod:`.tables`: a configuration run's rows written straight into a SQLite or PostgreSQL
+  store's tables (as MLflow's client writes them, at a fraction of its cost);
 - :mod:`.layout`: :class:`Tracker`, the one writer of the layout.
 
 Importing this package imports neither MLflow nor the spec code: a :class:`Tracker` imports
