@@ -249,7 +249,9 @@ def ray_session(address: str | None) -> Iterator[bool]:
 
 def check_address(address: str | None) -> None:
     """``ConfigError`` naming ``address`` when nothing answers at a cluster's ``HOST:PORT``
-    (or ``ray://HOST:PORT``): ``ray.init`` would retry for about a minute, printing only its
+    (or ``ray://HOST:PORT``), or what answers is not a gRPC server (:func:`speaks_grpc`: the
+    GCS, and the Ray Client server of ``ray://``, are; the dashboard at 8265, a web server or
+    a database are not): ``ray.init`` would retry for minutes either way, printing only its
     own warnings. The embedded Ray (None) and ``auto`` are left alone; an address of another
     form is left to Ray."""
     if address is None or address == "auto":
@@ -258,6 +260,38 @@ def check_address(address: str | None) -> None:
     if sep and host and port.isdigit():
         check_reachable("address", "a running Ray cluster's address", host, int(port),
                         address)
+        if not speaks_grpc(host, int(port)):
+            raise ConfigError("address", "a Ray cluster's GCS, HOST:PORT (port 6379 by "
+                              "default), or ray://HOST:PORT for its Ray Client server (10001); "
+                              f"what answers at {host}:{port} is not Ray (8265 is the "
+                              "dashboard's port, for `ortho sweep submit`)", address)
+
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+"""What an HTTP/2 client sends first (RFC 9113, section 3.4)."""
+EMPTY_SETTINGS = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""An HTTP/2 SETTINGS frame with no settings: length 0, type 4, no flags, stream 0."""
+
+
+def speaks_grpc(host: str, port: int, timeout: float = 3.0) -> bool:
+    """Whether the server at ``host:port`` answers an HTTP/2 connection preface with a
+    SETTINGS frame, as every gRPC server (Ray's GCS, its Ray Client server) does at once;
+    False for anything else (an HTTP/1 server answers with text, a silent one within
+    ``timeout`` seconds with nothing)."""
+    import socket
+
+    head = b""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(HTTP2_PREFACE + EMPTY_SETTINGS)
+            while len(head) < len(EMPTY_SETTINGS):
+                chunk = sock.recv(len(EMPTY_SETTINGS) - len(head))
+                if not chunk:
+                    break
+                head += chunk
+    except OSError:
+        return False
+    return len(head) == len(EMPTY_SETTINGS) and head[3] == EMPTY_SETTINGS[3]
 
 
 def check_job_server(address: str) -> None:

@@ -1,14 +1,18 @@
 """How many trials the Ray cluster runs at once (``trial_slots``), which the plan's packs fill:
 on the embedded Ray of two CPUs, and node by node on a cluster whose nodes the test describes;
-and the embedded Ray's processes: no dashboard head while usage statistics are off."""
+the embedded Ray's processes: no dashboard head while usage statistics are off; and a
+cluster's address where something other than Ray answers, refused in seconds."""
 
 from __future__ import annotations
+
+import time
 
 import psutil
 import pytest
 import ray
 from ray._private.node import Node
 
+from ortho_core.errors import ConfigError
 from sweeps import ray_session
 from sweeps.ray_session import trial_slots
 from tests.sweeps.helpers import toy_ray
@@ -65,3 +69,41 @@ def test_the_dashboard_head_is_skipped_only_while_usage_stats_are_off(monkeypatc
     with ray_session._no_usage_stats_head():
         assert (Node.start_api_server is not original) == skipped
     assert Node.start_api_server is original
+
+
+@pytest.fixture
+def not_ray():
+    """Two servers that are not Ray, on loopback: a web server (as the dashboard's port
+    8265 is) and one that accepts connections and never answers; their ports."""
+    import socket
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    web = ThreadingHTTPServer(("127.0.0.1", 0), SimpleHTTPRequestHandler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    silent = socket.create_server(("127.0.0.1", 0))
+    yield {"web": web.server_address[1], "silent": silent.getsockname()[1]}
+    web.shutdown()
+    silent.close()
+
+
+@pytest.mark.parametrize("server", ["web", "silent"])
+def test_an_address_where_something_else_answers_is_refused_in_seconds(not_ray, server):
+    address = f"127.0.0.1:{not_ray[server]}"
+    began = time.monotonic()
+    with pytest.raises(ConfigError, match="is not Ray") as refused:
+        ray_session.check_address(address)
+    assert refused.value.field == "address" and time.monotonic() - began < 10
+
+
+@pytest.mark.usefixtures(toy_ray.__name__)
+def test_a_running_ray_s_gcs_address_is_taken():
+    ray_session.check_address(ray.get_runtime_context().gcs_address)
+
+
+def test_sweep_run_against_a_web_server_exits_2_naming_address(not_ray, tmp_path, capsys):
+    from sweeps.cli import main
+
+    assert main(["sweep", "run", "synthetic-max-length", "--profile", "smoke", "--home",
+                 str(tmp_path), "--address", f"127.0.0.1:{not_ray['web']}"]) == 2
+    assert "invalid address" in capsys.readouterr().err
