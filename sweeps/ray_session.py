@@ -251,20 +251,26 @@ def check_address(address: str | None) -> None:
     """``ConfigError`` naming ``address`` when nothing answers at a cluster's ``HOST:PORT``
     (or ``ray://HOST:PORT``), or what answers is not a gRPC server (:func:`speaks_grpc`: the
     GCS, and the Ray Client server of ``ray://``, are; the dashboard at 8265, a web server or
-    a database are not): ``ray.init`` would retry for minutes either way, printing only its
-    own warnings. The embedded Ray (None) and ``auto`` are left alone; an address of another
-    form is left to Ray."""
+    a database are not; not asked where Ray uses TLS, :func:`uses_tls`): ``ray.init`` would
+    retry for minutes either way, printing only its own warnings. The embedded Ray (None) and
+    ``auto`` are left alone; an address of another form is left to Ray."""
     if address is None or address == "auto":
         return
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if sep and host and port.isdigit():
         check_reachable("address", "a running Ray cluster's address", host, int(port),
                         address)
-        if not speaks_grpc(host, int(port)):
+        if not uses_tls() and not speaks_grpc(host, int(port)):
             raise ConfigError("address", "a Ray cluster's GCS, HOST:PORT (port 6379 by "
                               "default), or ray://HOST:PORT for its Ray Client server (10001); "
                               f"what answers at {host}:{port} is not Ray (8265 is the "
                               "dashboard's port, for `ortho sweep submit`)", address)
+
+
+def uses_tls() -> bool:
+    """Whether Ray talks to its cluster over TLS (``RAY_USE_TLS``, as Ray reads it): then
+    :func:`speaks_grpc`'s plain preface would be refused by a good address, and is not sent."""
+    return os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")
 
 
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

@@ -96,6 +96,11 @@ def test_an_address_where_something_else_answers_is_refused_in_seconds(not_ray, 
     assert refused.value.field == "address" and time.monotonic() - began < 10
 
 
+def test_where_ray_uses_tls_only_the_port_is_checked(not_ray, monkeypatch):
+    monkeypatch.setenv("RAY_USE_TLS", "1")
+    ray_session.check_address(f"127.0.0.1:{not_ray['silent']}")  # a TLS server is silent too
+
+
 @pytest.mark.usefixtures(toy_ray.__name__)
 def test_a_running_ray_s_gcs_address_is_taken():
     ray_session.check_address(ray.get_runtime_context().gcs_address)
