@@ -95,8 +95,8 @@ class TrackerActor:
         self.tracker = tracking.tracker(uri)
         self.tracker.direct = direct
         self.tables = self.tracker.tables
-        """The tables of a SQLite or PostgreSQL store (:mod:`sweeps.tracking.tables`: every
-        metric value goes there), or None (through ``log_batch``)."""
+        """The tables of a SQLite or PostgreSQL store (:mod:`sweeps.tracking.tables`: claims,
+        metric values and endings go there), or None (through MLflow's client)."""
         self.outbox = Outbox(limits or Limits(), outages=is_server(uri), mark_lost=self.mark_lost)
 
     def ready(self) -> str:

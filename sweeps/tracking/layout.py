@@ -311,15 +311,13 @@ class Tracker:
         refuses raises before any run is replaced. Into the tables, one query finds which
         keys have runs (MLflow's search reads only those, and retires those not FINISHED)
         and the new runs are made in one transaction."""
-        from mlflow.entities import Param
+        from mlflow.utils.validation import _validate_param
 
         keys = [key for key, _, _ in items]
         if len(set(keys)) != len(keys):
             raise ValueError(f"claims of one configuration twice at once: {keys}")
-        from mlflow.utils.validation import _validate_param
-
-        values = [{k: _param_value(v) for k, v in params.items()} for _, params, _ in items]
-        for params in values:  # refused here, before any run is retired for a new one
+        texts = [{k: _param_value(v) for k, v in params.items()} for _, params, _ in items]
+        for params in texts:  # refused here, before any run is retired for a new one
             for k, v in params.items():
                 _validate_param(k, v)
         claims: dict[str, Claim] = {}
@@ -329,7 +327,7 @@ class Tracker:
                 self.tables.tagged, ref.experiment_id,
                 {contract.SWEEP_ID: ref.sweep_id, contract.ROLE: contract.ROLE_CONFIGURATION},
                 contract.TRIAL_KEY, keys)
-            for (key, _, tags), params in zip(items, values, strict=True):
+            for (key, _, tags), params in zip(items, texts, strict=True):
                 runs = self._runs_of(ref, key) if key in known else []
                 done = [r for r in runs if r.info.status == "FINISHED"]
                 for r in runs:
@@ -348,18 +346,24 @@ class Tracker:
                             params))
             if self.tables is not None:
                 ids = self.call(self.tables.create_runs, ref.experiment_id,
-                                [(name, run_tags, values) for _, name, run_tags, values in new])
-                claims.update({key: Claim(run_id, None)
-                               for (key, *_), run_id in zip(new, ids, strict=True)})
-                new = []
-            for key, name, run_tags, values in new:
-                run_id = self.call(self.client.create_run, ref.experiment_id, run_name=name,
-                                   tags=run_tags).info.run_id
-                params_ = [Param(k, v) for k, v in values.items()]
-                for i in range(0, len(params_), PARAM_BATCH):
-                    self.call(self.client.log_batch, run_id, params=params_[i:i + PARAM_BATCH])
-                claims[key] = Claim(run_id, None)
+                                [(name, run_tags, params) for _, name, run_tags, params in new])
+            else:
+                ids = [self._create_run(ref, *made) for made in new]
+            claims.update({key: Claim(run_id, None)
+                           for (key, *_), run_id in zip(new, ids, strict=True)})
         return [claims[key] for key in keys]
+
+    def _create_run(self, ref: SweepRef, key: str, name: str, tags: Mapping[str, str],
+                    params: Mapping[str, str]) -> str:
+        """A new run made through MLflow's client, then its params; its id."""
+        from mlflow.entities import Param
+
+        run_id = self.call(self.client.create_run, ref.experiment_id, run_name=name,
+                           tags=tags).info.run_id
+        items = [Param(k, v) for k, v in params.items()]
+        for i in range(0, len(items), PARAM_BATCH):
+            self.call(self.client.log_batch, run_id, params=items[i:i + PARAM_BATCH])
+        return run_id
 
     def _runs_of(self, ref: SweepRef, key: str) -> list[Any]:
         """The active runs of configuration ``key`` of the sweep, oldest first."""
