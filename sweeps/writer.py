@@ -94,9 +94,6 @@ class TrackerActor:
         os.environ.update(http_env or {})
         self.tracker = tracking.tracker(uri)
         self.tracker.direct = direct
-        self.tables = self.tracker.tables
-        """The tables of a SQLite or PostgreSQL store (:mod:`sweeps.tracking.tables`: claims,
-        metric values and endings go there), or None (through MLflow's client)."""
         self.outbox = Outbox(limits or Limits(), outages=is_server(uri), mark_lost=self.mark_lost)
 
     def ready(self) -> str:
@@ -117,21 +114,23 @@ class TrackerActor:
         """:meth:`~sweeps.tracking.Tracker.claim_all`: a pack's claims in one write into
         the tables; through a server, a write per claim (each kept once applied, so that a
         request refused for a moment repeats one claim, not the pack's)."""
-        if self.tables is not None:
+        if self.tracker.tables is not None:
             return self.outbox.call(Write(None, partial(self.tracker.claim_all, ref, items)))
         return [self.outbox.call(Write(None, partial(self.tracker.claim, ref, *item)))
                 for item in items]
 
     def log_metrics(self, batches: Mapping[str, Sequence[MetricRow]]) -> None:
-        """Log each run's metric rows (run id -> rows): into a database the writer opens
-        itself, all in one write of :attr:`tables`; else in ``log_batch`` calls of at most
-        :data:`~sweeps.tracking.layout.BATCH` values."""
+        """Log each run's metric rows (run id -> rows): into the tables of a database the
+        writer opens itself (:attr:`~sweeps.tracking.Tracker.tables`), all in one write;
+        else in ``log_batch`` calls of at most :data:`~sweeps.tracking.layout.BATCH`
+        values."""
         from mlflow.entities import Metric
 
-        if self.tables is not None:
+        tables = self.tracker.tables
+        if tables is not None:
             entities = {run_id: [Metric(*row) for row in rows]
                         for run_id, rows in batches.items()}
-            self.outbox.put([Write(None, partial(self.tracker.call, self.tables.write_metrics,
+            self.outbox.put([Write(None, partial(self.tracker.call, tables.write_metrics,
                                                  entities),
                                    values=sum(map(len, entities.values())))])
             return
@@ -171,7 +170,7 @@ class TrackerActor:
     def finish_all(self, ends: Sequence[tuple[str, Result, int, Rows]]) -> None:
         """:meth:`finish` of each (run id, result, step, rows): into the tables, one write;
         else a write per run."""
-        if self.tables is None:
+        if self.tracker.tables is None:
             for run_id, result, step, rows in ends:
                 self.finish(run_id, result, step, rows)
             return

@@ -348,12 +348,13 @@ class Tracker:
                 ids = self.call(self.tables.create_runs, ref.experiment_id,
                                 [(name, run_tags, params) for _, name, run_tags, params in new])
             else:
-                ids = [self._create_run(ref, *made) for made in new]
+                ids = [self._create_run(ref, name, run_tags, params)
+                       for _, name, run_tags, params in new]
             claims.update({key: Claim(run_id, None)
                            for (key, *_), run_id in zip(new, ids, strict=True)})
         return [claims[key] for key in keys]
 
-    def _create_run(self, ref: SweepRef, key: str, name: str, tags: Mapping[str, str],
+    def _create_run(self, ref: SweepRef, name: str, tags: Mapping[str, str],
                     params: Mapping[str, str]) -> str:
         """A new run made through MLflow's client, then its params; its id."""
         from mlflow.entities import Param

@@ -177,11 +177,11 @@ class StoreTables:
                 conn.execute(self._insert_params, param_rows)
         return ids
 
-    def end_runs(self, ends: Sequence[tuple[str, str, Sequence[Any], Mapping[str, str]]],
-                 end_time: int | None = None) -> None:
+    def end_runs(self, ends: Sequence[tuple[str, str, Sequence[Any], Mapping[str, str]]]
+                 ) -> None:
         """End each active run of ``ends`` (run id, status, MLflow ``Metric`` entities to
         log, tags to set), all in one transaction: its metrics, its tags, then its status
-        and ``end_time`` (ms since the epoch, default now). ``MlflowException`` for a run
+        and end time (now). ``MlflowException`` for a run
         that is missing or deleted; nothing is written then."""
         import sqlalchemy as sa
         from mlflow.entities import RunStatus
@@ -195,7 +195,7 @@ class StoreTables:
                     for run_id, _, _, tags in ends
                     for t in (_validate_tag(k, v) for k, v in tags.items())]
         names = {row["run_uuid"]: row["value"] for row in tag_rows if row["key"] == RUN_NAME}
-        ended = int(time.time() * 1000) if end_time is None else end_time
+        ended = int(time.time() * 1000)
         updates = [{"b_id": run_id, "b_status": RunStatus.to_string(RunStatus.from_string(status)),
                     "b_end": ended, "b_name": names.get(run_id)} for run_id, status, _, _ in ends]
         with self.engine.begin() as conn:
