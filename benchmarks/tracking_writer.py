@@ -9,6 +9,7 @@ writer actor on the driver's node (:mod:`sweeps.writer`), in the same process, s
                                          [--tracking-uri URI]
     python benchmarks/tracking_writer.py --pack 224 --steps 20 --metrics 9 [--interval 0.5]
                                          [--processes 4] [--tracking-uri URI]
+    python benchmarks/tracking_writer.py --retry 224 [--runs 45000] [--tracking-uri URI]
 
 Each task tracks ``--configs`` configurations one after the other: claim a run (params
 included), ``--flushes`` metric batches of ``--batch`` values, finish (summaries, CSV,
@@ -47,6 +48,14 @@ tracking server), in one process, in the order A B B A.
 an evaluation every 0.6 s, 100 iterations at the 36,375 configs·iterations/s that
 ``pack_size: auto`` measured for a pack of 224 alone there (a pack sharing the GPU with three
 others is slower, which loads the writer less).
+
+A retried pack (``--retry K``): the claim of a pack of K configurations whose runs a failed
+attempt left RUNNING (what a Tune retry of a pack asks the writer: each key's run is ended
+KILLED and replaced by a new one), on a store that already holds ``--runs`` runs of earlier
+sweeps of the same K keys, made through :meth:`~sweeps.tracking.Tracker.claim_all` straight
+into the tables and through MLflow's client, in one process, in the order A B B A. The claim
+holds the store's lock, so the writer makes no other trial's write, nor the driver's
+heartbeat, meanwhile.
 
 The default store is a fresh SQLite database; ``--tracking-uri`` names another (a server).
 """
@@ -264,6 +273,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "(--steps steps of --metrics values, one every --interval s), "
                              "runs written into the store's tables against through "
                              "MLflow's client")
+    parser.add_argument("--retry", type=int, default=None, metavar="K",
+                        help="time the claim of a retried pack of K configurations, into "
+                             "the tables against through MLflow's client")
+    parser.add_argument("--runs", type=int, default=45000,
+                        help="runs of earlier sweeps in the store before --retry's claims")
     parser.add_argument("--interval", type=float, default=0.5,
                         help="seconds between a pack's steps (its evaluations)")
     args = parser.parse_args(argv)
@@ -271,11 +285,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')}: expected at least 1, "
                          f"got {getattr(args, name)}")
-    for name in ("trials", "pack"):
+    for name in ("trials", "pack", "retry"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name}: expected at least 1, got {getattr(args, name)}")
     if args.interval < 0:
         parser.error(f"--interval: expected at least 0, got {args.interval}")
+    if args.runs < 0:
+        parser.error(f"--runs: expected at least 0, got {args.runs}")
 
     import ray
 
@@ -288,6 +304,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         uri = args.tracking_uri or sqlite_store(Path(tmp) / "home")
         ref = start_sweep(tracking.tracker(uri), "writer-benchmark", f"bench-{time.time():.0f}",
                           profile="smoke")
+        if args.retry:
+            retry_comparison(uri, ref.experiment_id, args.retry, args.runs)
+            return
         start_embedded_ray(num_cpus=1)
         if args.pack:
             pack_comparison(uri, args)
@@ -361,6 +380,51 @@ def pack_comparison(uri: str, args: argparse.Namespace) -> None:
         ray.kill(writer)
     best = {label: min(w) for label, w in walls.items()}
     print(f"through the client / into the tables, best wall of each: "
+          f"{best['through the client'] / best['into the tables']:.2f}x")
+
+
+def retry_comparison(uri: str, experiment_id: str, members: int, runs: int) -> None:
+    """Print how long the claim of a retried pack of ``members`` configurations holds the
+    writer, on a store of ``runs`` earlier runs of the same keys (see the module docstring):
+    into the tables and through MLflow's client, each into sweeps of its own, in the order
+    A B B A."""
+    from sweeps import contract, tracking
+    from sweeps.testing import start_sweep
+
+    keys = [f"pack-{m}" for m in range(members)]
+    filler = tracking.tracker(uri)
+    made = 0
+    while made < runs:
+        batch = min(members, runs - made)
+        sweep = f"earlier-{made // members}"
+        filler.tables.create_runs(experiment_id, [
+            (keys[m], {contract.SWEEP_ID: sweep, contract.TRIAL_KEY: keys[m],
+                       contract.ROLE: contract.ROLE_CONFIGURATION}, {"member": str(m)})
+            for m in range(batch)])
+        made += batch
+    direct, client = tracking.Tracker(uri), tracking.Tracker(uri)
+    client.direct = False
+    trackers = {"into the tables": direct, "through the client": client}
+    print(f"a retried pack of {members} configurations (each key's run RUNNING) on a store "
+          f"of {runs:,} earlier runs of the same keys")
+    print(f"{'claims':<22}{'first s':>9}{'retried s':>11}")
+    seconds: dict[str, list[float]] = {label: [] for label in trackers}
+    for repeat, label in enumerate((*trackers, *reversed(trackers))):
+        tracker = trackers[label]
+        ref = start_sweep(tracker, "writer-benchmark", f"retry-{label[:4]}-{repeat}",
+                          profile="smoke")
+        items = [(key, {"member": m}, {}) for m, key in enumerate(keys)]
+        began = time.perf_counter()
+        first = tracker.claim_all(ref, items)
+        claimed = time.perf_counter()
+        again = tracker.claim_all(ref, items)
+        retried = time.perf_counter() - claimed
+        if {c.run_id for c in first} & {c.run_id for c in again}:
+            raise SystemExit(f"{label}: the retried claim kept a RUNNING run")
+        seconds[label].append(retried)
+        print(f"{label:<22}{claimed - began:>9.2f}{retried:>11.2f}", flush=True)
+    best = {label: min(s) for label, s in seconds.items()}
+    print(f"through the client / into the tables, the retried claim, best of each: "
           f"{best['through the client'] / best['into the tables']:.2f}x")
 
 

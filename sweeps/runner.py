@@ -130,7 +130,7 @@ def finished_values(tracker: tracking.Tracker, ref: tracking.SweepRef,
     """``metric`` of every FINISHED configuration run of the sweep, by trial key (None: not
     finite)."""
     return {run.data.tags[tracking.TRIAL_KEY]: tracking.metric_value(
-        tracking.stored_result(run).summary, metric)
+        tracking.stored_result(run.data.tags).summary, metric)
         for run in tracker.configurations(ref) if run.info.status == "FINISHED"}
 
 

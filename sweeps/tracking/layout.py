@@ -48,7 +48,7 @@ from sweeps.tracking import bootstrap, retry
 from sweeps.tracking.liveness import driver_tag
 from sweeps.tracking.metrics_csv import metrics_csv
 from sweeps.tracking.records import Claim, SweepRecord, SweepRef, stored_result, sweep_record
-from sweeps.tracking.tables import StoreTables, is_database, store_tables
+from sweeps.tracking.tables import StoreTables, TaggedRun, is_database, store_tables
 from sweeps.tracking.uri import artifact_location, quote, sqlite_path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -275,16 +275,15 @@ class Tracker:
         re-runs those configurations); how many."""
         doomed = [r for r in self.configurations(ref) if r.info.status != "FINISHED"]
         for run in doomed:
-            self.retire(run)
+            self.retire(run.info.run_id, run.info.status)
         return len(doomed)
 
-    def retire(self, run: Any) -> None:
-        """Delete a configuration's run (an MLflow ``Run``) that is being replaced, ending
-        it KILLED first if it is still RUNNING (its trial is gone: see the module
-        docstring)."""
-        if run.info.status == "RUNNING":
-            self.call(self.client.set_terminated, run.info.run_id, "KILLED")
-        self.call(self.client.delete_run, run.info.run_id)
+    def retire(self, run_id: str, status: str) -> None:
+        """Delete a configuration's run that is being replaced, ending it KILLED first if
+        its ``status`` is still RUNNING (its trial is gone: see the module docstring)."""
+        if status == "RUNNING":
+            self.call(self.client.set_terminated, run_id, "KILLED")
+        self.call(self.client.delete_run, run_id)
 
     def mark_killed(self, ref: SweepRef) -> int:
         """End every RUNNING child run of an interrupted sweep as KILLED; how many."""
@@ -308,9 +307,8 @@ class Tracker:
                   ) -> list[Claim]:
         """:meth:`claim` of each (key, params, tags) of ``items`` (distinct keys), under one
         hold of the store's lock; every param is checked first, so that a param MLflow
-        refuses raises before any run is replaced. Into the tables, one query finds which
-        keys have runs (MLflow's search reads only those, and retires those not FINISHED)
-        and the new runs are made in one transaction."""
+        refuses raises before any run is replaced. Into the tables, two queries find the
+        keys' runs (:meth:`_runs_of`) and the new runs are made in one transaction."""
         from mlflow.utils.validation import _validate_param
 
         keys = [key for key, _, _ in items]
@@ -323,20 +321,17 @@ class Tracker:
         claims: dict[str, Claim] = {}
         new: list[tuple[str, str, dict[str, str], dict[str, str]]] = []
         with self._locked():
-            known = set(keys) if self.tables is None else self.call(
-                self.tables.tagged, ref.experiment_id,
-                {contract.SWEEP_ID: ref.sweep_id, contract.ROLE: contract.ROLE_CONFIGURATION},
-                contract.TRIAL_KEY, keys)
+            found = self._runs_of(ref, keys)
             for (key, _, tags), params in zip(items, texts, strict=True):
-                runs = self._runs_of(ref, key) if key in known else []
-                done = [r for r in runs if r.info.status == "FINISHED"]
+                runs = found.get(key, [])
+                done = [r for r in runs if r.status == "FINISHED"]
                 for r in runs:
                     if not done or r is not done[0]:
-                        self.retire(r)
+                        self.retire(r.run_id, r.status)
                 if done:
-                    claims[key] = Claim(done[0].info.run_id, stored_result(done[0]))
+                    claims[key] = Claim(done[0].run_id, stored_result(done[0].tags))
                     continue
-                attempt = 1 + max((int(r.data.tags.get(contract.ATTEMPT, "1")) for r in runs),
+                attempt = 1 + max((int(r.tags.get(contract.ATTEMPT, "1")) for r in runs),
                                   default=0)
                 new.append((key, tags.get(contract.RUN_NAME, key),
                             {**tags, contract.PARENT: ref.parent_run_id,
@@ -366,13 +361,26 @@ class Tracker:
             self.call(self.client.log_batch, run_id, params=items[i:i + PARAM_BATCH])
         return run_id
 
-    def _runs_of(self, ref: SweepRef, key: str) -> list[Any]:
-        """The active runs of configuration ``key`` of the sweep, oldest first."""
-        query = (f"tags.`{contract.SWEEP_ID}` = {quote(ref.sweep_id)} and "
-                 f"tags.`{contract.TRIAL_KEY}` = {quote(key)} and "
-                 f"tags.`{contract.ROLE}` = '{contract.ROLE_CONFIGURATION}'")
-        return self.call(self.client.search_runs, [ref.experiment_id], query,
-                         order_by=["attributes.start_time ASC"])
+    def _runs_of(self, ref: SweepRef, keys: Sequence[str]) -> dict[str, list[TaggedRun]]:
+        """The active runs of each configuration of ``keys`` in the sweep that has any,
+        oldest first, with the tags a claim reads: from the tables in two queries, else by a
+        ``search_runs`` per key."""
+        sweep = {contract.SWEEP_ID: ref.sweep_id, contract.ROLE: contract.ROLE_CONFIGURATION}
+        read = (contract.ATTEMPT, contract.SUMMARY, contract.OUTCOME)
+        if self.tables is not None:
+            return self.call(self.tables.tagged_runs, ref.experiment_id, sweep,
+                             contract.TRIAL_KEY, keys, read)
+        found: dict[str, list[TaggedRun]] = {}
+        for key in keys:
+            query = " and ".join(f"tags.`{k}` = {quote(v)}"
+                                 for k, v in {**sweep, contract.TRIAL_KEY: key}.items())
+            runs = self.call(self.client.search_runs, [ref.experiment_id], query,
+                             order_by=["attributes.start_time ASC"])
+            if runs:
+                found[key] = [TaggedRun(r.info.run_id, r.info.status,
+                                        {k: v for k, v in r.data.tags.items() if k in read})
+                              for r in runs]
+        return found
 
     def log_metrics(self, run_id: str, metrics: Sequence[Any]) -> None:
         """Log MLflow ``Metric`` entities (into the tables, or in batches of

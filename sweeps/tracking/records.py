@@ -102,9 +102,8 @@ class Claim:
     """The result of an earlier FINISHED run (then nothing is to be trained), else None."""
 
 
-def stored_result(run: Any) -> Result:
-    """The :class:`Result` a FINISHED configuration run holds."""
-    tags = run.data.tags
+def stored_result(tags: Mapping[str, str]) -> Result:
+    """The :class:`Result` a FINISHED configuration run holds, from its tags."""
     summary = json.loads(tags[SUMMARY]) if SUMMARY in tags else {}
     return Result(outcome=Outcome(tags.get(OUTCOME, Outcome.UNSOLVED.value)), summary=summary)
 

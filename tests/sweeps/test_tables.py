@@ -263,7 +263,7 @@ def test_a_run_claimed_and_ended_into_the_tables_reads_as_one_written_by_mlflow(
         assert "ValueError: boom" in written[0]["artifacts"][contract.TRACEBACK]
 
 
-def test_tagged_names_the_keys_only_active_runs_of_the_experiment_with_every_tag_have(
+def test_tagged_runs_are_the_active_runs_of_the_experiment_with_every_tag_oldest_first(
         database, tmp_path):
     tracker = tracking.tracker(database)
     exp, other = (tracker.experiment_id(f"tagged-{uuid.uuid4().hex[:6]}", home=tmp_path)
@@ -272,17 +272,27 @@ def test_tagged_names_the_keys_only_active_runs_of_the_experiment_with_every_tag
     sweep = {"ortho.sweep_id": "s1"}
 
     def tagged():
-        return tables.tagged(exp, sweep, "ortho.trial_key", ["k1", "k2", "k3"])
+        found = tables.tagged_runs(exp, sweep, "ortho.trial_key", ["k1", "k2", "k3"],
+                                   read=["ortho.attempt", "absent"])
+        return {key: [(r.run_id, r.status, r.tags) for r in runs] for key, runs in found.items()}
 
-    assert tagged() == set()
-    tracker.client.create_run(other, tags={**sweep, "ortho.trial_key": "k1"})
-    tracker.client.create_run(exp, tags={"ortho.sweep_id": "s2", "ortho.trial_key": "k1"})
-    tracker.client.create_run(exp, tags={**sweep, "ortho.trial_key": "k9"})
-    tracker.client.create_run(exp, tags=sweep)
-    assert tagged() == set()
-    tracker.client.create_run(exp, tags={**sweep, "ortho.trial_key": "k2", "extra": "x"})
-    deleted = tracker.client.create_run(exp, tags={**sweep, "ortho.trial_key": "k3"}).info.run_id
-    assert tagged() == {"k2", "k3"}
+    def run(experiment, start_time, **tags):
+        return tracker.client.create_run(experiment, start_time=start_time,
+                                         tags=tags).info.run_id
+
+    assert tagged() == {}
+    run(other, 1, **sweep, **{"ortho.trial_key": "k1"})
+    run(exp, 1, **{"ortho.sweep_id": "s2", "ortho.trial_key": "k1"})
+    run(exp, 1, **sweep, **{"ortho.trial_key": "k9"})
+    run(exp, 1, **sweep)
+    assert tagged() == {}
+    later = run(exp, 20, **sweep, **{"ortho.trial_key": "k2", "ortho.attempt": "2", "x": "y"})
+    earlier = run(exp, 10, **sweep, **{"ortho.trial_key": "k2"})
+    deleted = run(exp, 5, **sweep, **{"ortho.trial_key": "k3"})
+    tracker.client.set_terminated(earlier, "FAILED")
+    assert tagged() == {"k2": [(earlier, "FAILED", {}),
+                               (later, "RUNNING", {"ortho.attempt": "2"})],
+                        "k3": [(deleted, "RUNNING", {})]}
     tracker.client.delete_run(deleted)
-    assert tagged() == {"k2"}
+    assert list(tagged()) == ["k2"]
     tables.close()
