@@ -52,9 +52,13 @@ PointCheck = Callable[[dict[str, Any], Mapping[str, Dimension], Mapping[str, Loc
 its Optuna dimensions, the path each param was written at, and its group's path."""
 
 
-def expand(eff: Effective, source: SpecSource, check: PointCheck | None = None) -> list[Cell]:
+def expand(eff: Effective, source: SpecSource, check: PointCheck | None = None,
+           identity: Callable[[dict[str, Any]], str] | None = None) -> list[Cell]:
     """Every cell of every group, in order (group, grid point, repeat); ``check`` sees every
-    grid point first. Raises :class:`SpecError` where two groups give one configuration."""
+    grid point first. Raises :class:`SpecError` where two groups give one configuration:
+    the same params and Optuna dimensions, a grid cell's params compared by ``identity``
+    (the trial key, where the trainer is at hand, so that ``lr: 1`` and ``lr: 1.0``, or a
+    default written out, are one configuration, as in the store), else as written."""
     repeats: int = eff.value("repeats")
     seed, seed_path = eff.settings["seed"]
     cells: list[Cell] = []
@@ -66,12 +70,13 @@ def expand(eff: Effective, source: SpecSource, check: PointCheck | None = None) 
                 check(point, optuna, where, group_path)
             for r in range(repeats):
                 params = {**point, "seed": seed + r}
-                identity = json.dumps([params, sorted(optuna)], sort_keys=True, default=str)
-                if identity in seen:
+                same = json.dumps([params if identity is None or optuna else identity(params),
+                                   sorted(optuna)], sort_keys=True, default=str)
+                if same in seen:
                     raise source.error(group_path or ("space",), "distinct configurations "
                                        "(this group repeats a configuration of "
-                                       f"{format_path(seen[identity])})")
-                seen[identity] = group_path
+                                       f"{format_path(seen[same])})")
+                seen[same] = group_path
                 cells.append(Cell(params=params, optuna_space=dict(optuna)))
     return cells
 

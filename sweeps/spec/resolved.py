@@ -22,7 +22,7 @@ import yaml
 from ortho_core import experiments
 from ortho_core.config import from_dict
 from ortho_core.errors import ConfigError
-from sweeps.spec.cells import Cell, expand
+from sweeps.spec.cells import Cell, expand, trial_key
 from sweeps.spec.profiles import Effective, check_scheduler, check_search, check_size
 from sweeps.spec.schema import OptunaSettings, Resources, Scheduler, Search, Spec
 from sweeps.spec.source import Location, SpecError, SpecSource
@@ -143,7 +143,8 @@ def _checked(spec: Spec, profile: str, config_cls: type) -> tuple[Effective, lis
             if key not in known:
                 raise source.error(path, f"a config key of {spec.experiment}: "
                                    + ", ".join(known), key)
-    return eff, expand(eff, source, functools.partial(_validate, config_cls, source))
+    return eff, expand(eff, source, functools.partial(_validate, config_cls, source),
+                       functools.partial(trial_key, spec.experiment))
 
 
 def _validate(config_cls: type, source: SpecSource, point: dict[str, Any],

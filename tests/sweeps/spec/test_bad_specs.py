@@ -73,6 +73,14 @@ BAD = [
     ("the same configuration twice", [("  - fixed: {variant: oinit, pretrain_lr: 0.1}",
                                        "  - fixed: {variant: oinit, pretrain_lr: 0.1}\n"
                                        "  - fixed: {variant: plain}  #<")], "groups[3]"),
+    ("the same configuration written two ways", [
+        ("  - fixed: {variant: oinit, pretrain_lr: 0.1}",
+         "  - fixed: {variant: oinit, pretrain_lr: 1}\n"
+         "  - fixed: {variant: oinit, pretrain_lr: 1.0}  #<")], "groups[3]"),
+    ("the same configuration with a default written out", [
+        ("  - fixed: {variant: oinit, pretrain_lr: 0.1}",
+         "  - fixed: {variant: oinit, pretrain_lr: 0.1}\n"
+         "  - fixed: {variant: plain, penalty: 0.0, init: normalised}  #<")], "groups[3]"),
 ]
 
 
