@@ -38,6 +38,7 @@ from tests.cluster.manifests import (
     docs,
     exact_version,
     k8s_docs,
+    one,
     ray_client_auth,
     requirements,
     walk,
@@ -310,6 +311,18 @@ def test_compose_publishes_mlflow_on_loopback_only(compose: dict[str, Any]) -> N
         assert service.get("network_mode") != "host"
         for dependency in service.get("depends_on", {}):
             assert dependency in compose["services"]
+
+
+def test_every_mlflow_server_runs_one_uvicorn_worker(compose: dict[str, Any]) -> None:
+    """With several workers uvicorn leaves Nagle's algorithm on for each connection
+    (Kludex/uvicorn#3149): each request after a connection's first then waits ~40 ms for the
+    client's delayed ACK, 44 ms against 1 ms on this machine, which makes the sweep's writer
+    3x slower (``benchmarks/server_workers.py``, RESULTS.md)."""
+    (cmd,) = [json.loads(args) for keyword, args in dockerfile(CLUSTER / "mlflow" / "Dockerfile")
+              if keyword == "CMD"]
+    (pod,) = one("Deployment", "mlflow")["spec"]["template"]["spec"]["containers"]
+    for args in (cmd, compose["services"]["mlflow"]["command"], pod["args"]):
+        assert args[0] == "server" and args[args.index("--workers") + 1] == "1", args
 
 
 def test_compose_mlflow_uses_postgres_and_the_bucket_it_creates(compose: dict[str, Any]) -> None:
