@@ -18,8 +18,9 @@ decides whether a sweep in the store is still the spec's) and checks the data of
 left to run: a missing dataset stops everything with exit status 2, naming each spec, the
 dataset, the file and the command that fetches it, unless ``--skip-missing-data`` leaves
 those specs out (the page and the last line say which, and how to add them). A tracking URI
-reaches the children in their environment (``ORTHO_TRACKING_URI``), never their command
-lines, which every user of the machine can read.
+that holds a password reaches the children in their environment (``ORTHO_TRACKING_URI``),
+never their command lines, which every user of the machine can read; any other, as
+``--tracking-uri``, so that what a child prints to run later names it.
 
 Then every spec's :class:`~analysis.report.Report` is built and the page written to
 ``<out>/<paper>.html`` (:mod:`analysis.html`): the paper's title, the count of verdicts that
@@ -75,11 +76,19 @@ class Where:
         return resolve_tracking_uri(self.tracking_uri, self.home)
 
     def child_argv(self, *args: str, address: bool = True) -> list[str]:
-        """``python -m MODULE ARGS`` with ``--home`` (and ``--address``) appended."""
+        """``python -m MODULE ARGS`` with ``--address`` appended, and for a sweep command
+        ``--home`` and a ``--tracking-uri`` that holds no password (one that does reaches
+        the child in its environment, :meth:`child_env`), so that the commands a sweep
+        prints for later (``resume with: ...``) name the store, as the user's shell has no
+        ``$ORTHO_TRACKING_URI``."""
         argv = [sys.executable, "-m", *args]
         if address and self.address:
             argv += ["--address", self.address]
-        return argv + (["--home", self.home] if self.home and args[0] == "sweeps.cli" else [])
+        if args[0] != "sweeps.cli":
+            return argv
+        if self.tracking_uri and contract.redact(self.uri()) == self.uri():
+            argv += ["--tracking-uri", self.uri()]
+        return argv + (["--home", self.home] if self.home else [])
 
     def options(self) -> list[str]:
         """``--address`` and the store's options (:func:`sweeps.contract.store_options`) that
@@ -88,9 +97,10 @@ class Where:
             contract.store_options(contract.home_dir(self.home), self.uri())
 
     def child_env(self) -> dict[str, str]:
-        """This environment, with the tracking URI (credentials and all) added."""
+        """This environment, with a tracking URI that holds a password added (kept off the
+        command line, where other users of the machine could read it)."""
         env = dict(os.environ)
-        if self.tracking_uri:
+        if self.tracking_uri and contract.redact(self.uri()) != self.uri():
             env["ORTHO_TRACKING_URI"] = self.uri()
         return env
 
