@@ -22,8 +22,10 @@ A B B A.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -42,9 +44,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(directory: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(directory: Path, workers: int,
+                 started: list[subprocess.Popen[bytes]]) -> str:
     """``mlflow server`` with ``workers`` uvicorn workers on a fresh SQLite store under
-    ``directory``, ready; the process and its URI."""
+    ``directory``, added to ``started`` at once (so that it is stopped whatever follows),
+    ready; its URI."""
     directory.mkdir(parents=True)
     port = free_port()
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
@@ -56,17 +60,18 @@ def start_server(directory: Path, workers: int) -> tuple[subprocess.Popen[bytes]
              f"sqlite:///{directory / 'mlflow.db'}", "--artifacts-destination",
              str(directory / "artifacts")],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    started.append(server)
     uri = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
         try:
             with urllib.request.urlopen(f"{uri}/health", timeout=2):
-                return server, uri
+                return uri
         except OSError:
             if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                raise SystemExit(f"mlflow server --workers {workers} did not start: see "
-                                 f"{directory / 'mlflow.log'}") from None
+                tail = (directory / "mlflow.log").read_text(errors="replace")[-2000:]
+                raise SystemExit(f"mlflow server --workers {workers} did not start; its log "
+                                 f"ends:\n{tail}") from None
             time.sleep(0.3)
 
 
@@ -104,12 +109,13 @@ def main() -> None:
 
     labels = {1: "--workers 1", args.workers: f"--workers {args.workers}"}
     results: dict[int, list[tuple[float, float]]] = {n: [] for n in labels}
+    started: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory(prefix="server-workers-") as tmp:
-        servers = {n: start_server(Path(tmp) / f"w{n}", n) for n in labels}
         try:
+            servers = {n: start_server(Path(tmp) / f"w{n}", n, started) for n in labels}
             print(f"{'server':<14}{'request ms':>12}{'configuration ms':>18}")
             for repeat, n in enumerate((*labels, *reversed(labels))):
-                uri = servers[n][1]
+                uri = servers[n]
                 ref = start_sweep(tracking.tracker(uri), "server-workers", f"w{n}-{repeat}",
                                   profile="smoke")
                 request = kept_alive(uri, args.requests)
@@ -119,8 +125,9 @@ def main() -> None:
                 print(f"{labels[n]:<14}{request * 1e3:>12.1f}{config * 1e3:>18.1f}",
                       flush=True)
         finally:
-            for server, _ in servers.values():
-                server.terminate()
+            for server in started:  # the server and its uvicorn workers: its process group
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(server.pid, signal.SIGTERM)
                 server.wait(30)
     best = {n: (min(r for r, _ in rows), min(c for _, c in rows)) for n, rows in results.items()}
     many, one = best[args.workers], best[1]

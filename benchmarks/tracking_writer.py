@@ -9,7 +9,7 @@ writer actor on the driver's node (:mod:`sweeps.writer`), in the same process, s
                                          [--tracking-uri URI]
     python benchmarks/tracking_writer.py --pack 224 --steps 20 --metrics 9 [--interval 0.5]
                                          [--processes 4] [--tracking-uri URI]
-    python benchmarks/tracking_writer.py --retry 224 [--runs 45000] [--tracking-uri URI]
+    python benchmarks/tracking_writer.py --retry 224 [--runs 45000] [--tracking-uri DB]
 
 Each task tracks ``--configs`` configurations one after the other: claim a run (params
 included), ``--flushes`` metric batches of ``--batch`` values, finish (summaries, CSV,
@@ -292,6 +292,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--interval: expected at least 0, got {args.interval}")
     if args.runs < 0:
         parser.error(f"--runs: expected at least 0, got {args.runs}")
+    if args.retry and args.tracking_uri:
+        from sweeps.tracking.tables import is_database
+
+        if not is_database(args.tracking_uri):
+            parser.error("--tracking-uri: --retry compares writes into a database's tables "
+                         "with writes through MLflow's client, so expected a sqlite:/// or "
+                         f"postgresql:// URI, got {args.tracking_uri}")
 
     import ray
 

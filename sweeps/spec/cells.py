@@ -56,13 +56,14 @@ def expand(eff: Effective, source: SpecSource, check: PointCheck | None = None,
            identity: Callable[[dict[str, Any]], str] | None = None) -> list[Cell]:
     """Every cell of every group, in order (group, grid point, repeat); ``check`` sees every
     grid point first. Raises :class:`SpecError` where two groups give one configuration:
-    the same params and Optuna dimensions, a grid cell's params compared by ``identity``
-    (the trial key, where the trainer is at hand, so that ``lr: 1`` and ``lr: 1.0``, or a
-    default written out, are one configuration, as in the store), else as written."""
+    the same params and the same Optuna dimensions (names and ranges), a grid cell's params
+    compared by ``identity`` (its trial key, where the trainer is at hand, so that ``lr: 1``
+    and ``lr: 1.0``, or a default written out, are one configuration, as in the store), the
+    others as written."""
     repeats: int = eff.value("repeats")
     seed, seed_path = eff.settings["seed"]
     cells: list[Cell] = []
-    seen: dict[str, Location] = {}
+    seen: dict[str, tuple[Location, str]] = {}
     for index, (_, group_path) in enumerate(eff.groups):
         fixed, space = eff.group(index)
         for point, where, optuna in _points(fixed, space, seed, seed_path):
@@ -70,13 +71,19 @@ def expand(eff: Effective, source: SpecSource, check: PointCheck | None = None,
                 check(point, optuna, where, group_path)
             for r in range(repeats):
                 params = {**point, "seed": seed + r}
-                same = json.dumps([params if identity is None or optuna else identity(params),
-                                   sorted(optuna)], sort_keys=True, default=str)
+                dims = {k: d.model_dump(mode="json") for k, d in optuna.items()}
+                written = json.dumps([params, dims], sort_keys=True, default=str)
+                same = written if identity is None or optuna else identity(params)
                 if same in seen:
+                    earlier, first = seen[same]
+                    alike = "" if first == written else (
+                        " written differently, which the trainer reads alike: one number as "
+                        "an integer and as a float, a default written out, or another "
+                        f"{' or '.join(KEY_EXCLUDED)}, which the trial key leaves out")
                     raise source.error(group_path or ("space",), "distinct configurations "
                                        "(this group repeats a configuration of "
-                                       f"{format_path(seen[same])})")
-                seen[same] = group_path
+                                       f"{format_path(earlier)}{alike})")
+                seen[same] = (group_path, written)
                 cells.append(Cell(params=params, optuna_space=dict(optuna)))
     return cells
 

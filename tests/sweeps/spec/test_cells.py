@@ -84,6 +84,14 @@ def test_optuna_dimensions_are_kept_out_of_the_grid(tmp_path):
     assert dims["init"].distribution() == CategoricalDistribution(("normalised", "gaussian"))
 
 
+def test_groups_searching_one_dimension_over_different_ranges_are_distinct_cells(tmp_path):
+    text = OPTUNA.replace("  - fixed: {variant: oinit, pretrain_lr: 0.1}",
+                          "  - fixed: {variant: plain}\n"
+                          "    space: {hidden: {low: 2, high: 6, int: true}}")
+    plain = [c for c in cells_of(tmp_path, text) if c.params["variant"] == "plain"]
+    assert sorted(c.optuna_space["hidden"].distribution().high for c in plain) == [6, 6, 16, 16]
+
+
 def test_trial_key_is_stable_and_canonical():
     params = {"task": "adding", "variant": "open", "lr": 1, "penalty": 0.1, "seed": 0}
     key = trial_key("synthetic", params)
