@@ -124,14 +124,20 @@ def raced_claims(tracker: tracking.Tracker) -> Iterator[None]:
     """Claims made inside raced with every claim before them: each searched for its key
     before the others had created their runs, so none is found, kept or replaced, and
     another run of the key is created (what two drivers of one sweep can do against a
-    tracking server). Only the tracker's searches are affected, and only inside."""
+    tracking server). Only the tracker's searches are affected (MLflow's, and a claim's
+    lookup in the store's tables), and only inside."""
     from mlflow.store.entities import PagedList
 
     def nothing_yet(*args: Any, **kwargs: Any) -> PagedList[Any]:
         return PagedList([], None)
 
+    tables = tracker.tables
     tracker.client.search_runs = nothing_yet  # type: ignore[method-assign]
+    if tables is not None:
+        tables.tagged_runs = lambda *args, **kwargs: {}  # type: ignore[method-assign]
     try:
         yield
     finally:
         del tracker.client.search_runs
+        if tables is not None:
+            del tables.tagged_runs
