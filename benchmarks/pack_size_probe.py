@@ -14,7 +14,8 @@ the configurations of the largest pack the plan could form (:func:`sweeps.pack_s
 their number is the cap), resolves ``device: auto`` as a trial holding a GPU would (CUDA when
 this machine has one), and runs :func:`sweeps.pack_size.probe_curve` with the profile's
 ``resources`` (or ``--cpus`` / ``--gpu``). It prints the curve (configs·iterations per second
-by pack size K, and on a GPU the peak memory), where the ladder ended, the K the knee picks
+by pack size K, and on a GPU the peak memory), where the ladder ended, the K a sweep would
+choose for the profile's plan with ``--slots`` trials at once (:func:`sweeps.pack_size.best_k`)
 and the probe's wall time, which a sweep pays once before its first trial. Without Ray and
 MLflow because the GPU machine lent to this project has neither: the Ray task runs the same
 function in a worker process.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+from functools import partial
 
 import torch
 
@@ -44,7 +46,7 @@ def on_this_machine(params: dict) -> dict:
 
 
 def probe(spec_name: str, profile: str, cpus: float | None, gpu: float | None,
-          seconds: float) -> None:
+          seconds: float, slots: int) -> None:
     """Probe one spec's profile and print what a sweep would choose."""
     spec = resolve(load_spec(spec_name), profile)
     spec = dataclasses.replace(spec, pack_size=pack_size.AUTO)
@@ -63,8 +65,10 @@ def probe(spec_name: str, profile: str, cpus: float | None, gpu: float | None,
                   if k in result.peak_bytes else "")
         print(f"  K = {k:3d}: {rate:10.0f} configs·iterations/s "
               f"({rate / result.curve[min(result.curve)]:.2f}× K = {min(result.curve)}){memory}")
-    k = pack_size.knee(result.curve) if result.curve else None
-    print(f"  ladder ended at {result.ended}; K = {k}; probe {wall:.1f} s", flush=True)
+    k = (pack_size.best_k(result.curve, partial(pack_size.plan_packs, spec, slots=slots), slots)
+         if result.curve else None)
+    print(f"  ladder ended at {result.ended}; K = {k} on {slots} slot(s); probe {wall:.1f} s",
+          flush=True)
 
 
 def main() -> None:
@@ -76,12 +80,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=pack_size.PROBE_SECONDS,
                         help="the probe's time limit (default: a sweep's)")
     parser.add_argument("--repeat", type=int, default=1, help="probes per spec")
+    parser.add_argument("--slots", type=int, default=1,
+                        help="trials the plan runs at once (a GPU shared by 4: 4)")
     args = parser.parse_args()
     if torch.cuda.is_available():
         print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     for name in args.specs:
         for _ in range(args.repeat):
-            probe(name, args.profile, args.cpus, args.gpu, args.seconds)
+            probe(name, args.profile, args.cpus, args.gpu, args.seconds, args.slots)
 
 
 if __name__ == "__main__":

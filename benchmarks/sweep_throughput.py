@@ -66,6 +66,10 @@ line and as metric ``configs_per_hour`` of its parent run, over the same span (f
 ``run_sweep``'s call to the end of the sweep, before ``run_sweep`` returns): the two agree to
 a fraction of a second of wall time. The mean 1-minute load average over each run is printed
 too, and the float32 matmul rate at the end, since timings here move with the machine's load.
+After each run a line says where its time went (:func:`timeline`, from the runs' start and
+end times in the store): until the first claim, training, and after the last ending, and
+for a run of few packs when each pack started and ended (two rounds of packs, or a pack
+that ends long after the others, show there).
 
 What bounds the ratio: a trial of one configuration runs the same trainer with a pack of one,
 and both runs pay the same fixed costs, so packed / one per trial cannot exceed what one
@@ -209,7 +213,7 @@ def run(doc: dict[str, Any], pack_size: int | str, tmp: Path, tag: str,
     stop = threading.Event()
     sampler = threading.Thread(target=_sample_load, args=(loads, stop), daemon=True)
     sampler.start()
-    start = time.perf_counter()
+    start, epoch = time.perf_counter(), time.time()
     slots = trial_slots if fill else (lambda *_: 1)
     try:
         with mock.patch.object(runner, "trial_slots", slots):
@@ -228,7 +232,35 @@ def run(doc: dict[str, Any], pack_size: int | str, tmp: Path, tag: str,
     else:
         mode = f"packed K={pack_size}" if pack_size > 1 else "one per trial"
     assert final.per_hour is not None
+    print(f"  {tag}: {timeline(folder / 'home', final.sweep_id, epoch, seconds)}", flush=True)
     return Row(mode, final.done, trials, seconds, sum(loads) / len(loads), final.per_hour)
+
+
+def timeline(home: Path, sweep_id: str, epoch: float, seconds: float) -> str:
+    """Where a sweep's time went, from its configuration runs in ``home``'s store (``epoch``:
+    ``run_sweep``'s call, ``seconds`` its wall time): the first claim (Ray's trials started,
+    the store and writer opened, the ``auto`` probe), the training span from the first
+    claim to the last ending, the rest until ``run_sweep`` returned; and, for up to 16 packs,
+    when each pack was claimed and its last member ended (a pack's members are claimed in one
+    write, so they share a start time)."""
+    from sweeps import tracking
+
+    tracker = tracking.tracker(tracking.tracking_uri(None, home))
+    record = tracker.find_sweep(sweep_id)
+    assert record is not None
+    runs = tracker.configurations(record.ref)
+    packs: dict[int, list[int]] = {}
+    for r in runs:
+        packs.setdefault(r.info.start_time, []).append(r.info.end_time)
+    first = min(packs) / 1000 - epoch
+    last = max(max(ends) for ends in packs.values()) / 1000 - epoch
+    text = (f"first claim +{first:.1f} s, training {last - first:.1f} s, last ending "
+            f"+{last:.1f} s, return +{seconds:.1f} s")
+    if len(packs) <= 16:
+        text += "; packs (claimed-ended, size): " + ", ".join(
+            f"{start / 1000 - epoch:.1f}-{max(ends) / 1000 - epoch:.1f} ({len(ends)})"
+            for start, ends in sorted(packs.items()))
+    return text
 
 
 def recorded_k(home: Path, sweep_id: str) -> str:

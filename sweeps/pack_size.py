@@ -3,7 +3,7 @@
 A pack of K configurations trains in about the time of one as long as the device has work
 to spare (DESIGN.md "Packs"); past that, a larger K only makes each trial longer and the
 sweep coarser. So, before it plans, a sweep whose spec says ``pack_size: auto`` measures a
-short throughput curve and packs with its knee:
+short throughput curve and packs with the K whose plan it says finishes soonest:
 
 1. **Where.** One Ray task with a trial's resources (``resources.cpu`` and ``.gpu``, threads
    sized as a trial's, ``device: auto`` resolved as a trial's: :mod:`sweeps.trial`), so it
@@ -24,8 +24,16 @@ short throughput curve and packs with its knee:
    wall time and its memory growth are extrapolated from the two points before it
    (:func:`extrapolate`): each has a part that does not grow with K (data and set-up; on a GPU
    most of an iteration's time too) and a part per member.
-4. **Choice.** The smallest K whose throughput is within :data:`TOLERANCE` of the best
-   (:func:`knee`): packs stay small where packing stops paying.
+4. **Choice.** For each measured K, the sweep's own plan at that K (its packs, dealt to
+   fill the trials that run at once: :func:`sweeps.plan.pack_counts`) is timed by the curve
+   (:func:`plan_seconds`: an iteration of a pack of m members takes m / rate(m), the trials
+   start in plan order on the first free slot), and K is the smallest whose plan is within
+   :data:`TOLERANCE` of the fastest (:func:`best_k`). Throughput alone is not enough: on an
+   H100 or H200 a pack's iteration costs about the same up to K = 128 or more, so a knee of the
+   curve (the smallest K within 10 % of the best rate) split each of M's 224-configuration
+   groups into two rounds of packs where one round of 224 finishes sooner (RESULTS.md,
+   ``sweep_throughput on a GPU``). Among plans of about equal time, packs stay small, so a
+   failure or an interrupt loses less.
 
 The parent run records K (:data:`sweeps.contract.PACK_SIZE`) and the curve
 (:data:`sweeps.contract.PACK_SIZE_CURVE`), and a resume packs with the recorded K
@@ -44,8 +52,9 @@ import dataclasses
 import importlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TextIO
 
 from ortho_core import experiments
@@ -61,7 +70,8 @@ AUTO = "auto"
 MAX_PACK = 256
 """Largest K the probe tries."""
 TOLERANCE = 0.10
-"""K is the smallest pack size within this fraction of the best throughput."""
+"""K is the smallest pack size whose plan's predicted time is within this fraction of the
+shortest's (the probe's rates move by about that much from one probe to the next)."""
 PROBE_SECONDS = 20.0
 """The ladder stops before a point that would end this many seconds after the first point
 (a point's data and set-up take 1 to 2 s on this project's CPU machine and on an H100)."""
@@ -98,10 +108,55 @@ def ladder(cap: int) -> list[int]:
     return [*sizes, cap]
 
 
-def knee(curve: Mapping[int, float], tolerance: float = TOLERANCE) -> int:
-    """The smallest pack size whose throughput is at least (1 − ``tolerance``) of the best."""
-    best = max(curve.values())
-    return min(k for k, rate in curve.items() if rate >= (1 - tolerance) * best)
+def iteration_seconds(curve: Mapping[int, float], m: int) -> float:
+    """Seconds one iteration of a pack of ``m`` members takes by ``curve`` (configs·iterations
+    per second by pack size): m / rate at a measured size, on the line between the two
+    measured sizes around ``m`` (a fixed part and a part per member), in proportion to
+    ``m`` beyond the measured ones."""
+    per = {k: k / rate for k, rate in curve.items()}
+    below = [k for k in per if k <= m]
+    above = [k for k in per if k >= m]
+    if not below or not above:
+        nearest = min(per, key=lambda k: abs(k - m))
+        return per[nearest] * m / nearest
+    lo, hi = max(below), min(above)
+    if lo == hi:
+        return per[lo]
+    return per[lo] + (per[hi] - per[lo]) * (m - lo) / (hi - lo)
+
+
+def plan_seconds(curve: Mapping[int, float], packs: Sequence[int], slots: int) -> float:
+    """Seconds per iteration of every member until the last of ``packs`` (their sizes, in
+    plan order) ends, each started on the first of ``slots`` to come free, as Tune starts
+    trials; every configuration is taken to run as many iterations as any other."""
+    ends = [0.0] * max(1, slots)
+    for m in packs:
+        first = ends.index(min(ends))
+        ends[first] += iteration_seconds(curve, m)
+    return max(ends)
+
+
+def best_k(curve: Mapping[int, float], packs_at: Callable[[int], Sequence[int]], slots: int,
+           tolerance: float = TOLERANCE) -> int:
+    """The smallest measured pack size whose plan (``packs_at(k)``: its packs' sizes at
+    ``pack_size: k``) takes at most (1 + ``tolerance``) of the fastest plan's time by
+    ``curve`` (:func:`plan_seconds`)."""
+    seconds = {k: plan_seconds(curve, packs_at(k), slots) for k in curve}
+    fastest = min(seconds.values())
+    return min(k for k, s in seconds.items() if s <= (1 + tolerance) * fastest)
+
+
+def plan_packs(spec: ResolvedSpec, k: int, slots: int) -> list[int]:
+    """The sizes of the trials ``spec`` plans at ``pack_size: k`` with ``slots`` trials at
+    once: its grid packs, then each Optuna cell's batches."""
+    plan = build_plan(dataclasses.replace(spec, pack_size=k), slots=slots)
+    sizes = [len(p) for p in plan.packs]
+    for cell in plan.optuna_cells:
+        remaining = plan.remaining(cell)
+        while remaining > 0:
+            sizes.append(plan.batch(cell, remaining))
+            remaining -= sizes[-1]
+    return sizes
 
 
 class Clock:
@@ -241,9 +296,9 @@ def references(spec: ResolvedSpec) -> list[dict[str, Any]]:
     return max(candidates, key=len, default=[])
 
 
-def choose(spec: ResolvedSpec) -> Choice:
+def choose(spec: ResolvedSpec, slots: int = 1) -> Choice:
     """Measure and choose K for ``spec`` (``pack_size: auto``) in the Ray this process is
-    connected to (see the module docstring)."""
+    connected to, which runs ``slots`` trials at once (see the module docstring)."""
     if spec.scheduler is not None:
         return Choice(1, {}, "1 (an early-stopping scheduler judges one configuration per "
                       "trial)")
@@ -273,20 +328,22 @@ def choose(spec: ResolvedSpec) -> Choice:
     if not probe.curve:
         return Choice(default, {}, f"{default}, the default (the probe measured nothing; "
                       f"its ladder ended at {probe.ended})")
-    k = knee(probe.curve)
+    k = best_k(probe.curve, partial(plan_packs, spec, slots=slots), slots)
     points = ", ".join(f"{n}: {rate:.0f}" for n, rate in probe.curve.items())
+    trials = len(plan_packs(spec, k, slots))
     return Choice(k, probe.curve, f"{k} (configs·iterations/s by pack size {points}, "
-                  f"ended at {probe.ended}; probe {seconds:.1f} s)")
+                  f"ended at {probe.ended}; probe {seconds:.1f} s; {trials} trial(s) on "
+                  f"{slots} slot(s) at once)")
 
 
-def settle(spec: ResolvedSpec, stream: TextIO | None = None) -> tuple[ResolvedSpec,
-                                                                      dict[str, str]]:
+def settle(spec: ResolvedSpec, stream: TextIO | None = None,
+           slots: int = 1) -> tuple[ResolvedSpec, dict[str, str]]:
     """``spec`` with a numeric ``pack_size`` and the parent run's tags that record it: for
-    ``auto`` the measured choice (printed to ``stream``), else ``spec`` as it is and no tags.
-    Runs in the sweep's Ray session, before planning."""
+    ``auto`` the measured choice for ``slots`` trials at once (printed to ``stream``), else
+    ``spec`` as it is and no tags. Runs in the sweep's Ray session, before planning."""
     if spec.pack_size != AUTO:
         return spec, {}
-    choice = choose(spec)
+    choice = choose(spec, slots)
     if stream is not None:
         print(f"pack_size auto: {choice.why}", file=stream, flush=True)
     return dataclasses.replace(spec, pack_size=choice.k), choice.tags()

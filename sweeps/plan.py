@@ -15,9 +15,9 @@ further to fill the cluster: every batch asked beside others is proposed knowing
 study's results. A cell whose Optuna dimensions include one of the trainer's ``PACK_FIELDS``
 is searched one point per trial, since its points could not share a pack.
 
-``pack_size: auto`` is a number by the time a plan is built: the knee of a throughput curve
-measured on a trial's device when the sweep starts, the recorded one on resume
-(:mod:`sweeps.pack_size`).
+``pack_size: auto`` is a number by the time a plan is built: the K whose plan a throughput
+curve measured on a trial's device when the sweep starts says finishes soonest, the recorded
+one on resume (:mod:`sweeps.pack_size`).
 
 Every member carries its run's name (:mod:`sweeps.naming`), given from the whole sweep's
 cells, so a resume names its configurations as the first run did.

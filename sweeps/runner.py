@@ -193,9 +193,9 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     with ray_session(address) as embedded:
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)
-        spec, sized = pack_size.settle(spec, stream)
-        plan = build_plan(spec, slots=trial_slots(spec.resources.cpu, spec.resources.gpu,
-                                                  max_concurrent))
+        slots = trial_slots(spec.resources.cpu, spec.resources.gpu, max_concurrent)
+        spec, sized = pack_size.settle(spec, stream, slots)
+        plan = build_plan(spec, slots=slots)
         tracker = opening.result()
         sweep_id = new_sweep_id()
         source = Path(spec.source)

@@ -225,8 +225,8 @@ class Spec(StrictModel):
     pack_size: PackSize = 1
     """Most configurations trained together in one trial (DESIGN.md "Packs"; 1 = off). The
     runner packs only configurations that agree on the trainer's ``PACK_FIELDS``. ``auto``:
-    the knee of a throughput curve measured on a trial's device when the sweep starts
-    (:mod:`sweeps.pack_size`), recorded on the parent run."""
+    the K whose plan finishes soonest by a throughput curve measured on a trial's device when
+    the sweep starts (:mod:`sweeps.pack_size`), recorded on the parent run."""
     max_failures: NonNegativeInt = 0
     """Retries of a trial whose trainer raised (a lost node, an out-of-memory)."""
     scheduler: Scheduler | None = None

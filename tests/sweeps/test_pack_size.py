@@ -1,7 +1,7 @@
-"""``pack_size: auto`` (:mod:`sweeps.pack_size`): the ladder and its knee, the reporters'
-clock, a bad value refused before any work, and a sweep that measures its K on the trial's
-device (the probe really run, on the CPU), records it on the parent run and keeps it on
-resume."""
+"""``pack_size: auto`` (:mod:`sweeps.pack_size`): the ladder, the plan timed by a curve and
+the K chosen from it, the reporters' clock, a bad value refused before any work, and a sweep
+that measures its K on the trial's device (the probe really run, on the CPU), records it on
+the parent run and keeps it on resume."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import os
 import re
 import time
+from functools import partial
 from pathlib import Path
 
 import psutil
@@ -47,11 +48,59 @@ def test_ladder_doubles_up_to_the_cap():
     assert pack_size.ladder(10_000) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
 
-def test_knee_is_the_smallest_pack_within_tolerance_of_the_best():
-    # not monotone: 16 is slower than 8; 4 is the first within 10 % of 205 (>= 184.5)
-    assert pack_size.knee({1: 100, 2: 150, 4: 190, 8: 205, 16: 120}) == 4
-    assert pack_size.knee({1: 100, 2: 150, 4: 190, 8: 205}, tolerance=0.0) == 8
-    assert pack_size.knee({1: 100, 2: 95}) == 1
+def test_iteration_seconds_on_the_line_between_measured_sizes():
+    curve = {1: 100.0, 4: 200.0}  # an iteration: 10 ms at K = 1, 20 ms at K = 4
+    assert pack_size.iteration_seconds(curve, 1) == pytest.approx(0.01)
+    assert pack_size.iteration_seconds(curve, 2) == pytest.approx(0.01 + 0.01 / 3)
+    assert pack_size.iteration_seconds(curve, 4) == pytest.approx(0.02)
+    assert pack_size.iteration_seconds(curve, 8) == pytest.approx(0.04)  # in proportion
+    assert pack_size.iteration_seconds({4: 200.0}, 2) == pytest.approx(0.01)
+
+
+def test_plan_seconds_starts_each_pack_on_the_first_free_slot():
+    curve = {1: 100.0, 2: 100.0, 3: 100.0}  # a pack of m: m × 10 ms an iteration
+    # slots: [3] [2] -> the 1 goes after the 2 -> [3] [2, 1]: 30 ms
+    assert pack_size.plan_seconds(curve, [3, 2, 1], 2) == pytest.approx(0.03)
+    # [1] [2] -> 3 after the 1 -> [1, 3] [2]: 40 ms
+    assert pack_size.plan_seconds(curve, [1, 2, 3], 2) == pytest.approx(0.04)
+    assert pack_size.plan_seconds(curve, [1, 2, 3], 1) == pytest.approx(0.06)
+
+
+H200_CURVE = {1: 492, 2: 1048, 4: 2120, 8: 4529, 16: 7694, 32: 7554, 64: 18391, 128: 39300,
+              224: 38886}
+"""The probe of synthetic-max-length's paper profile (1,000 iterations per length, T <= 50)
+on one H200 shared by 4 trials (RESULTS.md, ``sweep_throughput on a GPU``): an iteration
+costs about the same up to K = 128."""
+
+
+def _packs_at(groups: list[int], slots: int):
+    """Pack sizes of a plan whose groups have ``groups`` configurations, as
+    :func:`sweeps.plan.pack` deals them."""
+    def sizes(k: int) -> list[int]:
+        counts = pack_counts(groups, k, slots)
+        return [len(range(i, n, c)) for n, c in zip(groups, counts, strict=True)
+                for i in range(c)]
+    return sizes
+
+
+def test_best_k_fills_one_round_where_an_iteration_costs_the_same_at_any_k():
+    # M's four problems x 28 configurations x 8 seeds on 4 slots: K = 128, the smallest within
+    # 10 % of the best rate, makes 8 packs of 112 in two rounds (2 x 3.3 ms an iteration);
+    # K = 224 one round of 4 packs (5.8 ms)
+    assert pack_size.best_k(H200_CURVE, _packs_at([224] * 4, 4), 4) == 224
+    # one seed, probed with its cap of 28 in the same lease: one round of 4 packs of 28
+    # (5.1 ms an iteration), not two rounds of 8 packs of 14 at K = 16 (2 x 3.5 ms)
+    one_seed = {1: 443, 2: 864, 4: 1014, 8: 2277, 16: 4522, 28: 5448}
+    assert pack_size.best_k(one_seed, _packs_at([28] * 4, 4), 4) == 28
+
+
+def test_best_k_keeps_packs_small_where_larger_ones_save_little():
+    curve = {1: 100, 2: 150, 4: 190, 8: 205}  # a CPU's: the rate levels off
+    # 64 configurations on 2 slots: K = 8 in 4 rounds (156 ms), K = 4 in 8 (168 ms, within
+    # 10 %), K = 2 in 16 (213 ms)
+    assert pack_size.best_k(curve, _packs_at([64], 2), 2) == 4
+    assert pack_size.best_k(curve, _packs_at([64], 2), 2, tolerance=0.0) == 8
+    assert pack_size.best_k({1: 100, 2: 95}, _packs_at([2], 1), 1) == 1
 
 
 class FakeTime:
@@ -202,7 +251,8 @@ def test_auto_measures_records_and_keeps_k_on_resume(tmp_path, monkeypatch):
     assert 1 <= k <= len(LRS)
     assert curve and set(curve) <= {1, 2, 4} and 1 in curve
     assert all(rate > 0 for rate in curve.values())
-    assert k == pack_size.knee(curve)
+    spec = resolve(load_spec(str(_synthetic_spec(tmp_path))), "smoke")
+    assert k == pack_size.best_k(curve, partial(pack_size.plan_packs, spec, slots=2), 2)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith(f"pack_size auto: {k} (configs·iterations/s by pack size 1: ")
     trials = sum(pack_counts([len(LRS)], k, slots=2))  # the embedded Ray's 2 CPUs
