@@ -1,5 +1,6 @@
 """The live progress of a sweep while Ray Tune runs it: a ``tqdm`` bar on a terminal, one
-plain line at a time elsewhere (CI logs, pipes), and the driver's heartbeat in MLflow.
+plain line at a time elsewhere (CI logs, pipes), the driver's heartbeat in MLflow, and the
+check that the sweep's writer opened the store (:class:`WriterStarted`).
 
 On a terminal (``tqdm`` decides, as with its ``disable=None``) the bar, below the line that
 names the sweep, shows its ``spec/profile``, configurations done of its total, failures,
@@ -33,6 +34,7 @@ from tqdm import tqdm
 
 from sweeps.status import Progress, bar_columns, estimate, format_line, standing
 from sweeps.tracking import HEARTBEAT_SECONDS, redact
+from sweeps.writer import StartingWriter
 
 BAR_REFRESH = 1.0
 """Seconds between redraws of the bar while nothing ends (so that its clock moves)."""
@@ -193,3 +195,28 @@ class ProgressCallback(Callback):
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
         self.experiment_ended = True
         self.close()
+
+
+class WriterStarted(Callback):
+    """Raises, at Tune's first step after it, the error that kept the sweep's ``writer``
+    from opening the store (:meth:`sweeps.writer.StartingWriter.ready`), which ends the fit.
+
+    Tune starts the trials while the writer starts (on a 2-core CPU its process takes about
+    2 s to import MLflow and open the store, the trials' processes about 3 s to start and
+    import torch: RESULTS.md, ``sweep start on a CPU``), rather than after it; a trial's
+    first call, its claim, waits in the writer's queue until the writer has started, and
+    fails, so that no configuration trains, when it cannot."""
+
+    def __init__(self, writer: StartingWriter) -> None:
+        self.writer: StartingWriter | None = writer
+        self.started = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Tune pickles its callbacks with the experiment state; the writer stays here."""
+        return {**self.__dict__, "writer": None}
+
+    def on_step_begin(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        if self.started or self.writer is None or not self.writer.settled():
+            return
+        self.writer.ready()
+        self.started = True

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -30,7 +30,7 @@ from sweeps.ray_session import no_credentials_to_trials
 from sweeps.spec import ResolvedSpec
 from sweeps.status import Progress
 from sweeps.trial import TrialContext, run_trial
-from sweeps.writer import drain_writer, launch_writer
+from sweeps.writer import StartingWriter, drain_writer, launch_writer
 
 if TYPE_CHECKING:
     from sweeps.studies import Studies
@@ -116,7 +116,7 @@ def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
                                  metric=spec.metric, mode=spec.mode, cpus=spec.resources.cpu,
                                  step_metric=spec.scheduler.metric_step if spec.scheduler
                                  else None, run_tags=dict(run_tags)), studies,
-                    writer.ready)
+                    writer)
     finally:
         ray.kill(writer.actor)
 
@@ -124,13 +124,14 @@ def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
 def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, storage: str,
          run_name: str, max_concurrent: int | None, progress: Progress, stream: TextIO,
          context: TrialContext, studies: Studies | None,
-         writer_ready: Callable[[], object]) -> bool:
-    """:func:`execute` once its writer is launched: Tune is set up while the writer starts,
-    and ``writer_ready`` waits for it (raising its errors) before the first trial."""
+         writer: StartingWriter) -> bool:
+    """:func:`execute` once its writer is launched: Tune sets up and starts the trials while
+    the writer starts, whose claims wait for it; its errors end the fit
+    (:class:`~sweeps.tune_progress.WriterStarted`) or, were it over first, raise after it."""
     from ray import tune
 
     from sweeps.searcher import SweepSearcher, TrialStarts
-    from sweeps.tune_progress import ProgressCallback
+    from sweeps.tune_progress import ProgressCallback, WriterStarted
 
     trainable = tune.with_resources(tune.with_parameters(run_trial, context=context),
                                     {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
@@ -147,15 +148,15 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
             trial_dirname_creator=_trial_dirname),
         run_config=tune.RunConfig(
             name=run_name, storage_path=storage, verbose=0,
-            callbacks=[callback, TrialStarts(searcher)],
+            callbacks=[callback, TrialStarts(searcher), WriterStarted(writer)],
             failure_config=tune.FailureConfig(max_failures=spec.max_failures)))
     try:
-        writer_ready()
         with (_staging(staged_trials(plan.n_tune_trials, max_concurrent)),
               no_credentials_to_trials()):
             tuner.fit()
     finally:
         callback.close()
+    writer.ready()
     drain_writer(context.writer, stream)  # what an outage held reaches the store first
     end_stopped_runs(tracker, ref, callback.stopped_early)
     if searcher.exhausted and callback.trials_ended >= searcher.n_suggested:

@@ -228,6 +228,13 @@ class StartingWriter:
         """The node it must run on (the driver's)."""
         self._placed = actor.ready.remote()
 
+    def settled(self) -> bool:
+        """Whether the writer has started or failed to (:meth:`ready` would not wait)."""
+        import ray
+
+        done, _ = ray.wait([self._placed], timeout=0)
+        return bool(done)
+
     def ready(self) -> Any:
         """The actor handle, once the writer runs on :attr:`node` with its store open; the
         error that stopped it otherwise (an unreachable store raises here)."""

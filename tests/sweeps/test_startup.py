@@ -181,8 +181,10 @@ def test_a_writer_is_launched_at_once_and_its_errors_raise_when_awaited(tmp_path
 
 
 @pytest.mark.usefixtures(toy_ray.__name__)
-def test_a_writer_that_cannot_open_the_store_stops_the_sweep_before_any_trial(tmp_path,
-                                                                              monkeypatch):
+def test_a_writer_that_cannot_open_the_store_stops_the_sweep_before_any_training(
+        tmp_path, monkeypatch):
+    """Trials start while the writer starts (``WriterStarted``); their claims wait for it
+    and fail with it, so nothing trains, and the writer's own error ends the sweep."""
     home = new_home(tmp_path)
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -197,6 +199,3 @@ def test_a_writer_that_cannot_open_the_store_stops_the_sweep_before_any_trial(tm
     with pytest.raises(ray.exceptions.RayActorError, match="NotADirectoryError"):
         run_sweep(str(spec), "smoke", home=home, stream=io.StringIO())
     assert not counters.exists()  # no configuration was trained
-    experiments = [p for p in (home / "ray").iterdir() if p.is_dir()]
-    assert len(experiments) == 1  # the Tuner was set up...
-    assert [p for p in experiments[0].iterdir() if p.is_dir()] == []  # ...and made no trial
