@@ -1,7 +1,8 @@
 """The start of a sweep made cheaper without changing what it makes: a new embedded store
 copied from a template is the database MLflow itself creates and opens without migrating;
-the store opens beside Ray's start; the writer starts while Tune is set up, and its errors
-still stop the sweep before any trial runs; Ray's node comes up while another process holds
+the store opens beside Ray's start; the writer starts while Tune sets up and starts the
+trials, and its errors still stop the sweep before any configuration trains; Ray's node comes
+up while another process holds
 the dashboard agent's default port."""
 
 from __future__ import annotations
