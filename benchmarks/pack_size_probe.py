@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
-from functools import partial
 
 import torch
 
@@ -65,7 +64,7 @@ def probe(spec_name: str, profile: str, cpus: float | None, gpu: float | None,
                   if k in result.peak_bytes else "")
         print(f"  K = {k:3d}: {rate:10.0f} configs·iterations/s "
               f"({rate / result.curve[min(result.curve)]:.2f}× K = {min(result.curve)}){memory}")
-    k = (pack_size.best_k(result.curve, partial(pack_size.plan_packs, spec, slots=slots), slots)
+    k = (pack_size.best_k(result.curve, pack_size.plan_packs(spec, slots), slots)
          if result.curve else None)
     print(f"  ladder ended at {result.ended}; K = {k} on {slots} slot(s); probe {wall:.1f} s",
           flush=True)

@@ -242,7 +242,8 @@ def timeline(home: Path, sweep_id: str, epoch: float, seconds: float) -> str:
     the store and writer opened, the ``auto`` probe), the training span from the first
     claim to the last ending, the rest until ``run_sweep`` returned; and, for up to 16 packs,
     when each pack was claimed and its last member ended (a pack's members are claimed in one
-    write, so they share a start time)."""
+    write into the store's tables, so they share a start time; through a tracking server each
+    would count as a pack). Every run has ended: the benchmark asserts the sweep finished."""
     from sweeps import tracking
 
     tracker = tracking.tracker(tracking.tracking_uri(None, home))

@@ -27,13 +27,15 @@ short throughput curve and packs with the K whose plan it says finishes soonest:
 4. **Choice.** For each measured K, the sweep's own plan at that K (its packs, dealt to
    fill the trials that run at once: :func:`sweeps.plan.pack_counts`) is timed by the curve
    (:func:`plan_seconds`: an iteration of a pack of m members takes m / rate(m), the trials
-   start in plan order on the first free slot), and K is the smallest whose plan is within
-   :data:`TOLERANCE` of the fastest (:func:`best_k`). Throughput alone is not enough: on an
-   H100 or H200 a pack's iteration costs about the same up to K = 128 or more, so a knee of the
-   curve (the smallest K within 10 % of the best rate) split each of M's 224-configuration
-   groups into two rounds of packs where one round of 224 finishes sooner (RESULTS.md,
-   ``sweep_throughput on a GPU``). Among plans of about equal time, packs stay small, so a
-   failure or an interrupt loses less.
+   start in plan order on the first free slot, and trials on different slots are taken not
+   to slow each other, though on a shared GPU they do), and K is the smallest whose plan is
+   within :data:`TOLERANCE` of the fastest (:func:`best_k`). Throughput alone is not enough:
+   on an H100 or H200 a pack's iteration costs about the same up to K = 128 or more, so a
+   knee of the curve (the smallest K within 10 % of the best rate) split each of M's
+   224-configuration groups into two rounds of packs where one round of 224 finishes sooner
+   (RESULTS.md, ``sweep_throughput on a GPU (3)``). Among plans of about equal time, packs
+   stay small, so a failure or an interrupt loses less. The slots are counted after the
+   probe, whose task may have made an autoscaler start the first node that fits a trial.
 
 The parent run records K (:data:`sweeps.contract.PACK_SIZE`) and the curve
 (:data:`sweeps.contract.PACK_SIZE_CURVE`), and a resume packs with the recorded K
@@ -54,7 +56,6 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, TextIO
 
 from ortho_core import experiments
@@ -62,7 +63,7 @@ from ortho_core.config import from_dict
 from ortho_core.errors import ConfigError
 from ortho_core.reporting import Report
 from sweeps import contract
-from sweeps.plan import build_plan
+from sweeps.plan import build_plan, group, optuna_packs, pack_counts
 from sweeps.spec import ResolvedSpec
 
 AUTO = "auto"
@@ -146,16 +147,32 @@ def best_k(curve: Mapping[int, float], packs_at: Callable[[int], Sequence[int]],
     return min(k for k, s in seconds.items() if s <= (1 + tolerance) * fastest)
 
 
-def plan_packs(spec: ResolvedSpec, k: int, slots: int) -> list[int]:
-    """The sizes of the trials ``spec`` plans at ``pack_size: k`` with ``slots`` trials at
-    once: its grid packs, then each Optuna cell's batches."""
-    plan = build_plan(dataclasses.replace(spec, pack_size=k), slots=slots)
-    sizes = [len(p) for p in plan.packs]
-    for cell in plan.optuna_cells:
-        remaining = plan.remaining(cell)
-        while remaining > 0:
-            sizes.append(plan.batch(cell, remaining))
-            remaining -= sizes[-1]
+def plan_packs(spec: ResolvedSpec, slots: int) -> Callable[[int], list[int]]:
+    """The sizes of the trials ``spec`` plans with ``slots`` trials at once, as a function of
+    its pack size K: its grid packs (:func:`sweeps.plan.pack_counts` over its groups of
+    configurations that can share a pack), then each Optuna cell's batches
+    (:func:`sweeps.plan.optuna_packs`). The plan is built once, its groups counted once:
+    only the dealing depends on K (:func:`build_plan` itself costs 0.15 s for 896
+    configurations on this project's CPU, most of it their trial keys)."""
+    plan = build_plan(dataclasses.replace(spec, pack_size=1))
+    module = experiments.get(spec.experiment)
+    groups = [len(g) for g in group([m for p in plan.packs for m in p], module)]
+    remaining = {c: plan.remaining(c) for c in plan.optuna_cells}
+    fields = set(module.PACK_FIELDS)
+
+    def sizes(k: int) -> list[int]:
+        counts = pack_counts(groups, k, slots)
+        out = [len(range(i, n, c)) for n, c in zip(groups, counts, strict=True)
+               for i in range(c)]
+        packs = {c: 1 if fields & set(cell.optuna_space) else k
+                 for c, cell in plan.optuna_cells.items()}
+        batched = dataclasses.replace(plan, optuna_pack=optuna_packs(packs, remaining, slots))
+        for cell in plan.optuna_cells:
+            left = remaining[cell]
+            while left > 0:
+                out.append(batched.batch(cell, left))
+                left -= out[-1]
+        return out
     return sizes
 
 
@@ -296,9 +313,10 @@ def references(spec: ResolvedSpec) -> list[dict[str, Any]]:
     return max(candidates, key=len, default=[])
 
 
-def choose(spec: ResolvedSpec, slots: int = 1) -> Choice:
+def choose(spec: ResolvedSpec, slots: Callable[[], int] = lambda: 1) -> Choice:
     """Measure and choose K for ``spec`` (``pack_size: auto``) in the Ray this process is
-    connected to, which runs ``slots`` trials at once (see the module docstring)."""
+    connected to, which runs ``slots()`` trials at once once the probe is over (see the module
+    docstring)."""
     if spec.scheduler is not None:
         return Choice(1, {}, "1 (an early-stopping scheduler judges one configuration per "
                       "trial)")
@@ -328,18 +346,19 @@ def choose(spec: ResolvedSpec, slots: int = 1) -> Choice:
     if not probe.curve:
         return Choice(default, {}, f"{default}, the default (the probe measured nothing; "
                       f"its ladder ended at {probe.ended})")
-    k = best_k(probe.curve, partial(plan_packs, spec, slots=slots), slots)
+    at_once = slots()
+    packs_at = plan_packs(spec, at_once)
+    k = best_k(probe.curve, packs_at, at_once)
     points = ", ".join(f"{n}: {rate:.0f}" for n, rate in probe.curve.items())
-    trials = len(plan_packs(spec, k, slots))
     return Choice(k, probe.curve, f"{k} (configs·iterations/s by pack size {points}, "
-                  f"ended at {probe.ended}; probe {seconds:.1f} s; {trials} trial(s) on "
-                  f"{slots} slot(s) at once)")
+                  f"ended at {probe.ended}; probe {seconds:.1f} s; {len(packs_at(k))} "
+                  f"trial(s) on {at_once} slot(s) at once)")
 
 
 def settle(spec: ResolvedSpec, stream: TextIO | None = None,
-           slots: int = 1) -> tuple[ResolvedSpec, dict[str, str]]:
+           slots: Callable[[], int] = lambda: 1) -> tuple[ResolvedSpec, dict[str, str]]:
     """``spec`` with a numeric ``pack_size`` and the parent run's tags that record it: for
-    ``auto`` the measured choice for ``slots`` trials at once (printed to ``stream``), else
+    ``auto`` the measured choice for ``slots()`` trials at once (printed to ``stream``), else
     ``spec`` as it is and no tags. Runs in the sweep's Ray session, before planning."""
     if spec.pack_size != AUTO:
         return spec, {}

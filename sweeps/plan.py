@@ -144,18 +144,24 @@ def pack_counts(sizes: Sequence[int], pack_size: int, slots: int = 1) -> list[in
     return counts
 
 
-def pack(members: Sequence[Member], module: ModuleType, pack_size: int,
-         slots: int = 1) -> list[list[Member]]:
-    """Group ``members`` by their Config's ``PACK_FIELDS`` (first appearance first) and deal
-    each group into packs of at most ``pack_size``, as many as fill ``slots``
-    (:func:`pack_counts`, :func:`deal`)."""
+def group(members: Sequence[Member], module: ModuleType) -> list[list[Member]]:
+    """``members`` grouped by their Config's ``PACK_FIELDS`` (the trainer's ``module``), first
+    appearance first: the configurations that can share a pack."""
     groups: dict[tuple[Any, ...], list[Member]] = {}
     for m in members:
         config = from_dict(module.Config, m.params)
         shape = tuple(repr(getattr(config, f)) for f in module.PACK_FIELDS)
         groups.setdefault(shape, []).append(m)
-    counts = pack_counts([len(g) for g in groups.values()], pack_size, slots)
-    return [p for group, n in zip(groups.values(), counts, strict=True) for p in deal(group, n)]
+    return list(groups.values())
+
+
+def pack(members: Sequence[Member], module: ModuleType, pack_size: int,
+         slots: int = 1) -> list[list[Member]]:
+    """:func:`group` ``members`` and deal each group into packs of at most ``pack_size``, as
+    many as fill ``slots`` (:func:`pack_counts`, :func:`deal`)."""
+    groups = group(members, module)
+    counts = pack_counts([len(g) for g in groups], pack_size, slots)
+    return [p for members_, n in zip(groups, counts, strict=True) for p in deal(members_, n)]
 
 
 def optuna_packs(packs: Mapping[int, int], remaining: Mapping[int, int],

@@ -46,6 +46,7 @@ import shlex
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -193,9 +194,9 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     with ray_session(address) as embedded:
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)
-        slots = trial_slots(spec.resources.cpu, spec.resources.gpu, max_concurrent)
-        spec, sized = pack_size.settle(spec, stream, slots)
-        plan = build_plan(spec, slots=slots)
+        slots = partial(trial_slots, spec.resources.cpu, spec.resources.gpu, max_concurrent)
+        spec, sized = pack_size.settle(spec, stream, slots)  # counted after its probe
+        plan = build_plan(spec, slots=slots())
         tracker = opening.result()
         sweep_id = new_sweep_id()
         source = Path(spec.source)

@@ -205,7 +205,9 @@ class WriterStarted(Callback):
     2 s to import MLflow and open the store, the trials' processes about 3 s to start and
     import torch: RESULTS.md, ``sweep start on a CPU``), rather than after it; a trial's
     first call, its claim, waits in the writer's queue until the writer has started, and
-    fails, so that no configuration trains, when it cannot."""
+    fails, so that no configuration trains, when it cannot. Through Ray Client (``ray://``)
+    Tune runs remotely with a pickled copy of this callback, which holds no writer and checks
+    nothing: there the error is raised after the fit, once the trials have failed."""
 
     def __init__(self, writer: StartingWriter) -> None:
         self.writer: StartingWriter | None = writer

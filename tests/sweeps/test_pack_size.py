@@ -5,12 +5,12 @@ the parent run and keeps it on resume."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
 import re
 import time
-from functools import partial
 from pathlib import Path
 
 import psutil
@@ -92,6 +92,32 @@ def test_best_k_fills_one_round_where_an_iteration_costs_the_same_at_any_k():
     # (5.1 ms an iteration), not two rounds of 8 packs of 14 at K = 16 (2 x 3.5 ms)
     one_seed = {1: 443, 2: 864, 4: 1014, 8: 2277, 16: 4522, 28: 5448}
     assert pack_size.best_k(one_seed, _packs_at([28] * 4, 4), 4) == 28
+
+
+@pytest.mark.parametrize("spec_fields", [
+    {"fixed": {}, "space": {"x": [i / 10 for i in range(7)], "steps": [2, 3]}},
+    {"fixed": {"steps": 2}, "space": {"x": {"low": 0.0, "high": 1.0}},
+     "search": {"kind": "optuna", "sampler": "random", "n_trials": 7, "seed": 0}},
+    {"fixed": {}, "space": {"x": {"low": 0.0, "high": 1.0}, "steps": {"choice": [2, 3]}},
+     "search": {"kind": "optuna", "sampler": "random", "n_trials": 5, "seed": 0}},
+], ids=["grid", "optuna", "optuna-pack-field"])
+def test_plan_packs_are_the_trials_the_planner_makes_at_every_k(tmp_path, monkeypatch,
+                                                                 spec_fields):
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
+    spec = resolve(load_spec(str(write_spec(tmp_path, pack_size="auto", **spec_fields))),
+                   "smoke")
+    for slots in (1, 2, 3, 4):
+        sizes = pack_size.plan_packs(spec, slots)
+        for k in range(1, 9):
+            plan = build_plan(dataclasses.replace(spec, pack_size=k), slots=slots)
+            planned = [len(p) for p in plan.packs]
+            for cell in plan.optuna_cells:
+                left = plan.remaining(cell)
+                while left > 0:
+                    planned.append(plan.batch(cell, left))
+                    left -= planned[-1]
+            assert sizes(k) == planned, (slots, k)
+            assert len(planned) == plan.n_tune_trials and sum(planned) == plan.n_todo
 
 
 def test_best_k_keeps_packs_small_where_larger_ones_save_little():
@@ -252,7 +278,7 @@ def test_auto_measures_records_and_keeps_k_on_resume(tmp_path, monkeypatch):
     assert curve and set(curve) <= {1, 2, 4} and 1 in curve
     assert all(rate > 0 for rate in curve.values())
     spec = resolve(load_spec(str(_synthetic_spec(tmp_path))), "smoke")
-    assert k == pack_size.best_k(curve, partial(pack_size.plan_packs, spec, slots=2), 2)
+    assert k == pack_size.best_k(curve, pack_size.plan_packs(spec, 2), 2)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith(f"pack_size auto: {k} (configs·iterations/s by pack size 1: ")
     trials = sum(pack_counts([len(LRS)], k, slots=2))  # the embedded Ray's 2 CPUs
@@ -265,7 +291,7 @@ def test_auto_measures_records_and_keeps_k_on_resume(tmp_path, monkeypatch):
     for run in child_runs(home, final.sweep_id):
         t.client.set_terminated(run.info.run_id, "KILLED")
     t.client.set_terminated(record.ref.parent_run_id, "KILLED")
-    monkeypatch.setattr(pack_size, "choose", lambda spec: pytest.fail("probed again"))
+    monkeypatch.setattr(pack_size, "choose", lambda *_: pytest.fail("probed again"))
     out = io.StringIO()
     resumed = resume_sweep(final.sweep_id, home=home, stream=out, force=True)
     assert resumed.state == "finished" and resumed.done == len(LRS)

@@ -2,13 +2,13 @@
 copied from a template is the database MLflow itself creates and opens without migrating;
 the store opens beside Ray's start; the writer starts while Tune sets up and starts the
 trials, and its errors still stop the sweep before any configuration trains; Ray's node comes
-up while another process holds
-the dashboard agent's default port."""
+up while another process holds the dashboard agent's default port."""
 
 from __future__ import annotations
 
 import io
 import json
+import pickle
 import socket
 import sqlite3
 import time
@@ -20,6 +20,7 @@ from sweeps import tracking, tune_run
 from sweeps.ray_session import beside_ray_start
 from sweeps.runner import run_sweep
 from sweeps.tracking import bootstrap
+from sweeps.tune_progress import WriterStarted
 from sweeps.writer import StartingWriter, launch_writer
 from tests.sweeps.helpers import new_home, toy_ray, write_spec
 
@@ -177,8 +178,54 @@ def test_a_writer_is_launched_at_once_and_its_errors_raise_when_awaited(tmp_path
         m.setattr(ray, "get", waits)
         m.setattr(ray, "wait", waits)
         starting = launch_writer(f"sqlite:///{blocker}/home/mlflow.db", "ortho-writer-broken")
+    deadline = time.monotonic() + 60
+    while not starting.settled() and time.monotonic() < deadline:  # never blocks
+        time.sleep(0.05)
+    assert starting.settled()
     with pytest.raises(ray.exceptions.RayActorError, match="NotADirectoryError"):
         starting.ready()
+
+
+class FakeWriter:
+    """A :class:`~sweeps.writer.StartingWriter` that starts when told to, failing with
+    ``error`` if one is given."""
+
+    def __init__(self) -> None:
+        self.up = False
+        self.error: Exception | None = None
+        self.waits = 0
+
+    def settled(self) -> bool:
+        return self.up
+
+    def ready(self) -> str:
+        self.waits += 1
+        if self.error is not None:
+            raise self.error
+        return "actor"
+
+
+def test_writer_started_never_waits_and_raises_the_writers_error_once_settled():
+    starting = FakeWriter()
+    callback = WriterStarted(starting)
+    callback.on_step_begin(0, [])
+    assert starting.waits == 0  # still starting: Tune goes on
+    starting.up, starting.error = True, RuntimeError("the store cannot be opened")
+    with pytest.raises(RuntimeError, match="the store cannot be opened"):
+        callback.on_step_begin(1, [])
+
+
+def test_writer_started_asks_once_and_its_pickled_copy_does_nothing():
+    starting = FakeWriter()
+    starting.up = True
+    callback = WriterStarted(starting)
+    for step in range(3):
+        callback.on_step_begin(step, [])
+    assert starting.waits == 1 and callback.started
+    starting.error = RuntimeError("not asked again")
+    copy = pickle.loads(pickle.dumps(WriterStarted(starting)))  # Tune's experiment state
+    copy.on_step_begin(0, [])
+    assert copy.writer is None and not copy.started
 
 
 @pytest.mark.usefixtures(toy_ray.__name__)
