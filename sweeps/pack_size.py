@@ -63,7 +63,7 @@ from ortho_core.config import from_dict
 from ortho_core.errors import ConfigError
 from ortho_core.reporting import Report
 from sweeps import contract
-from sweeps.plan import build_plan, group, optuna_packs, pack_counts
+from sweeps.plan import build_plan, cell_packs, deal, group, pack_counts
 from sweeps.spec import ResolvedSpec
 
 AUTO = "auto"
@@ -158,15 +158,13 @@ def plan_packs(spec: ResolvedSpec, slots: int) -> Callable[[int], list[int]]:
     module = experiments.get(spec.experiment)
     groups = [len(g) for g in group([m for p in plan.packs for m in p], module)]
     remaining = {c: plan.remaining(c) for c in plan.optuna_cells}
-    fields = set(module.PACK_FIELDS)
 
     def sizes(k: int) -> list[int]:
         counts = pack_counts(groups, k, slots)
-        out = [len(range(i, n, c)) for n, c in zip(groups, counts, strict=True)
-               for i in range(c)]
-        packs = {c: 1 if fields & set(cell.optuna_space) else k
-                 for c, cell in plan.optuna_cells.items()}
-        batched = dataclasses.replace(plan, optuna_pack=optuna_packs(packs, remaining, slots))
+        out = [len(chunk) for n, c in zip(groups, counts, strict=True)
+               for chunk in deal(range(n), c)]
+        batched = dataclasses.replace(plan, optuna_pack=cell_packs(
+            plan.optuna_cells, module, k, remaining, slots))
         for cell in plan.optuna_cells:
             left = remaining[cell]
             while left > 0:

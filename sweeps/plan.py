@@ -179,6 +179,16 @@ def optuna_packs(packs: Mapping[int, int], remaining: Mapping[int, int],
     return out
 
 
+def cell_packs(cells: Mapping[int, Cell], module: ModuleType, pack_size: int,
+               remaining: Mapping[int, int], slots: int) -> dict[int, int]:
+    """Each Optuna cell's most points per trial: 1 for a cell that searches one of the
+    trainer's ``PACK_FIELDS`` (its points could not share a pack), else ``pack_size``, split
+    to fill ``slots`` (:func:`optuna_packs`)."""
+    fields = set(module.PACK_FIELDS)
+    packs = {i: 1 if fields & set(c.optuna_space) else pack_size for i, c in cells.items()}
+    return optuna_packs(packs, remaining, slots)
+
+
 def fill_slots(plan: Plan, pack_size: int, slots: int) -> Plan:
     """``plan`` with its grid configurations dealt again into packs that fill ``slots``
     (:func:`pack`) and its Optuna cells' batches sized to fill them (:func:`optuna_packs`)."""
@@ -213,12 +223,10 @@ def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
             for index, key, cell in keyed if key not in finished]
     n_trials = spec.optuna.n_trials if spec.optuna is not None else 0
     n_grid = len(spec.cells()) - len(optuna_cells)
-    pack_fields = set(module.PACK_FIELDS)
     done = dict(done or {})
-    packs = {i: 1 if pack_fields & set(c.optuna_space) else spec.pack_size
-             for i, c in optuna_cells.items()}
     remaining = {i: max(0, n_trials - done.get(i, 0)) for i in optuna_cells}
     return Plan(experiment=spec.experiment, module=experiments.EXPERIMENTS[spec.experiment],
                 packs=pack(grid, module, spec.pack_size, slots), optuna_cells=optuna_cells,
                 n_trials=n_trials, done=done, n_configs=n_grid + n_trials * len(optuna_cells),
-                optuna_pack=optuna_packs(packs, remaining, slots), varying=varying)
+                optuna_pack=cell_packs(optuna_cells, module, spec.pack_size, remaining, slots),
+                varying=varying)

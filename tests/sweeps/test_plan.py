@@ -86,3 +86,18 @@ def test_optuna_batches_fill_the_slots(tmp_path):
     resumed = fill_slots(build_plan(spec, done={0: 1}), 6, 2)
     assert (resumed.batch(0, 5), resumed.batch(0, 2), resumed.n_tune_trials) == (3, 2, 2)
     assert fill_slots(one, 6, 2).optuna_pack == two.optuna_pack
+
+
+def test_an_optuna_cell_searching_a_pack_field_is_searched_one_point_per_trial(tmp_path):
+    """``steps`` is one of the toy's ``PACK_FIELDS``: points that differ in it cannot share a
+    pack, so its cell gets batches of one while a cell searching ``x`` alone is packed."""
+    search = {"kind": "optuna", "sampler": "random", "n_trials": 6, "seed": 0}
+    searched = write_spec(tmp_path, name="steps", fixed={}, pack_size=6, search=search,
+                          space={"x": {"low": 0.0, "high": 1.0},
+                                 "steps": {"choice": [2, 3]}})
+    plan = build_plan(resolve(load_spec(str(searched)), "smoke"), slots=2)
+    assert (plan.optuna_pack, plan.n_tune_trials) == ({0: 1}, 6)
+    packed = write_spec(tmp_path, name="x", fixed={"steps": 2}, pack_size=6, search=search,
+                        space={"x": {"low": 0.0, "high": 1.0}})
+    plan = build_plan(resolve(load_spec(str(packed)), "smoke"), slots=2)
+    assert (plan.optuna_pack, plan.n_tune_trials) == ({0: 3}, 2)
