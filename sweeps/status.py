@@ -172,14 +172,17 @@ def state_of(record: tracking.SweepRecord) -> str:
     return "running" if record.alive else "interrupted"
 
 
-def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord) -> Progress:
-    """The progress of a sweep as MLflow holds it. A sweep whose driver died counts no
-    configuration as running and its time up to the driver's last heartbeat."""
+def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord,
+                runs: list[Any] | None = None) -> Progress:
+    """The progress of a sweep as MLflow holds it (``runs``: its configuration runs when
+    the caller has just read them, :meth:`~sweeps.tracking.Tracker.configurations`). A sweep
+    whose driver died counts no configuration as running and its time up to the driver's
+    last heartbeat."""
     p = Progress(sweep_id=record.ref.sweep_id, label=f"{record.spec}/{record.profile}",
                  metric=record.metric, mode=record.mode, total=record.n_configs,
                  studies=record.optuna_storage, per_hour=record.per_hour,
                  run_seconds=record.run_seconds)
-    for run in tracker.configurations(record.ref):
+    for run in tracker.configurations(record.ref) if runs is None else runs:
         status = run.info.status
         outcome = run.data.tags.get(tracking.OUTCOME)
         if outcome:

@@ -117,6 +117,17 @@ def test_credentials_of_the_tracking_uri_are_never_shown_or_tracked(tmp_path, mo
     assert float(parent.data.tags[tracking.HEARTBEAT]) == pytest.approx(time.time(), abs=120)
 
 
+def test_a_trial_whose_process_dies_is_recorded_failed_in_the_sweeps_counts(tmp_path):
+    home = new_home(tmp_path)
+    path = write_spec(tmp_path, fixed={"steps": 2}, space={},
+                      groups=[{"fixed": {"x": 0.2, "die": True}}, {"fixed": {"x": 0.9}}])
+    final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO())
+    assert (final.state, final.done, final.failed) == ("finished", 2, 1)
+    runs = {float(r.data.params["x"]): r for r in child_runs(home, final.sweep_id)}
+    assert (runs[0.2].info.status, runs[0.9].info.status) == ("FAILED", "FINISHED")
+    assert runs[0.2].data.tags[tracking.OUTCOME] == "failed"
+
+
 def test_a_raising_trial_is_retried_then_recorded_failed(tmp_path):
     counters = tmp_path / "counters"
     counters.mkdir()

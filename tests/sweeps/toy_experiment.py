@@ -36,6 +36,9 @@ class Config:
     """Seconds to sleep after each step (lets a test interrupt a sweep midway)."""
     fail: int = 0
     """Raise in the first ``fail`` attempts at this configuration (counted in counter_dir)."""
+    die: bool = False
+    """End the trial's process at once (``os._exit``) when training starts, as a lost node
+    would: nothing ends the member's run."""
     counter_dir: str = ""
     """Directory of the per-configuration training counters ("" = no counting)."""
     seed: int = 0
@@ -79,6 +82,8 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     for cfg in configs:
         if cfg.counter_dir and attempts(cfg) <= cfg.fail:
             raise RuntimeError(f"toy failure of x={cfg.x} (attempt {attempts(cfg)})")
+    if any(c.die for c in configs):
+        os._exit(1)
     for step in range(configs[0].steps):
         for i, cfg in enumerate(configs):
             reporter(Report(member=i, step=step, metrics={"loss": cfg.x / (step + 1),
