@@ -1,7 +1,7 @@
 """Ray for a sweep: a quiet environment, an embedded Ray bound to 127.0.0.1 only, or a
 connection to a running cluster (DESIGN.md "The embedded default, and the cluster"); and
-how Tune is kept from shipping the credentials of this process's environment to its trials
-(:func:`no_credentials_to_trials`).
+the runtime environment Tune gives its trials (:func:`trial_environment`: no credentials of
+this process's environment, and nothing else that would cost each trial a fresh process).
 
 Nothing here imports Ray when this module is imported: ``ortho sweep submit`` reads
 :data:`QUIET_ENV` for the job it sends, and commands that never start Ray stay fast.
@@ -182,27 +182,36 @@ CREDENTIAL_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|^AWS_", r
 
 
 @contextmanager
-def no_credentials_to_trials() -> Iterator[None]:
-    """Keep Tune from copying credentials of this process's environment into its trials'
-    runtime environment while it runs (``Tuner.fit``; Tune is imported here).
+def trial_environment() -> Iterator[None]:
+    """Tune's runtime environment for its trials while it runs (``Tuner.fit``; Tune is
+    imported here): no credentials of this process's environment, and no variable Tune adds
+    on its own, so that it is empty unless the user set one of the variables Tune carries.
 
-    Tune passes ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and the AWS session tokens
-    to every trainable through ``runtime_env`` (its ``ENV_VARS_TO_PROPAGATE``), and Ray's
-    runtime-env agent writes every runtime environment it creates, values included, into
-    its log (``runtime_env_agent.log``) and keeps it in the cluster's state. A trial needs
-    none of them: it tracks through the sweep's writer and writes no Tune storage; the
+    Credentials: Tune passes ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and the AWS
+    session tokens to every trainable through ``runtime_env`` (its ``ENV_VARS_TO_PROPAGATE``),
+    and Ray's runtime-env agent writes every runtime environment it creates, values included,
+    into its log (``runtime_env_agent.log``) and keeps it in the cluster's state. A trial
+    needs none of them: it tracks through the sweep's writer and writes no Tune storage; the
     embedded Ray's processes inherit this environment anyway, and a cluster's nodes take
     credentials from their own. Names matching :data:`CREDENTIAL_NAME` are left out.
+
+    Tune's own variable: ``PL_DISABLE_FORK=1`` (its ``DEFAULT_ENV_VARS``, for PyTorch
+    Lightning, which no trainer here uses). Any variable makes the trial's runtime
+    environment differ from the job's, so Ray starts each trial's actor in a new process
+    through its runtime-env set-up (which imports Ray twice) instead of one of the workers
+    it has started ahead: 2.3 s more before a GPU trial's first claim on a 16-core machine
+    (RESULTS.md, ``trial start on a GPU``).
     """
     from ray.tune.execution import class_cache
 
-    saved = class_cache.ENV_VARS_TO_PROPAGATE
+    saved = class_cache.ENV_VARS_TO_PROPAGATE, class_cache.DEFAULT_ENV_VARS
     class_cache.ENV_VARS_TO_PROPAGATE = {
-        name for name in saved if not CREDENTIAL_NAME.search(name)}
+        name for name in saved[0] if not CREDENTIAL_NAME.search(name)}
+    class_cache.DEFAULT_ENV_VARS = {}
     try:
         yield
     finally:
-        class_cache.ENV_VARS_TO_PROPAGATE = saved
+        class_cache.ENV_VARS_TO_PROPAGATE, class_cache.DEFAULT_ENV_VARS = saved
 
 
 def beside_ray_start(fn: Callable[[], T]) -> Future[T]:

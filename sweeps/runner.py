@@ -99,11 +99,11 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     if plan.n_tune_trials:
         interrupted = execute(spec, plan, ref, tracker.uri, store, run_name, max_concurrent,
                               progress, stream, run_tags, studies)
-    runs = tracker.configurations(ref)  # once: seconds for a sweep of thousands
+    runs = tracker.states(ref)
     if interrupted:
         tracker.mark_killed(ref)
     elif backfill_failures(tracker, ref, plan, run_tags, runs):
-        runs = tracker.configurations(ref)
+        runs = tracker.states(ref)
     if studies is not None:
         # Also when not interrupted: a Ctrl-C during the last packs lets them finish, but
         # Tune, stopping, no longer tells the searcher, so their trials would stay RUNNING.
@@ -127,12 +127,12 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     return final
 
 
-def finished_values(runs: list[Any], metric: str) -> dict[str, float | None]:
+def finished_values(runs: list[tracking.TaggedRun], metric: str) -> dict[str, float | None]:
     """``metric`` of every FINISHED run of ``runs`` (a sweep's configuration runs,
-    :meth:`~sweeps.tracking.Tracker.configurations`), by trial key (None: not finite)."""
-    return {run.data.tags[tracking.TRIAL_KEY]: tracking.metric_value(
-        tracking.stored_result(run.data.tags).summary, metric)
-        for run in runs if run.info.status == "FINISHED"}
+    :meth:`~sweeps.tracking.Tracker.states`), by trial key (None: not finite)."""
+    return {run.tags[tracking.TRIAL_KEY]: tracking.metric_value(
+        tracking.stored_result(run.tags).summary, metric)
+        for run in runs if run.status == "FINISHED"}
 
 
 def resume_command(sweep_id: str, home: Path, uri: str, address: str | None,
@@ -268,7 +268,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
                                                  record.ref.parent_run_id).data.tags)
     study_url = _study_url(spec, optuna_storage, uri)
     tracker.discard_unfinished(record.ref)
-    values = finished_values(tracker.configurations(record.ref), spec.metric)
+    values = finished_values(tracker.states(record.ref), spec.metric)
     plan = build_plan(spec, values)
     preflight.check_data(spec, address, finished=values)
     studies = None

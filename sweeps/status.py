@@ -173,25 +173,25 @@ def state_of(record: tracking.SweepRecord) -> str:
 
 
 def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord,
-                runs: list[Any] | None = None) -> Progress:
+                runs: list[tracking.TaggedRun] | None = None) -> Progress:
     """The progress of a sweep as MLflow holds it (``runs``: its configuration runs when
-    the caller has just read them, :meth:`~sweeps.tracking.Tracker.configurations`). A sweep
+    the caller has just read them, :meth:`~sweeps.tracking.Tracker.states`). A sweep
     whose driver died counts no configuration as running and its time up to the driver's
     last heartbeat."""
     p = Progress(sweep_id=record.ref.sweep_id, label=f"{record.spec}/{record.profile}",
                  metric=record.metric, mode=record.mode, total=record.n_configs,
                  studies=record.optuna_storage, per_hour=record.per_hour,
                  run_seconds=record.run_seconds)
-    for run in tracker.configurations(record.ref) if runs is None else runs:
-        status = run.info.status
-        outcome = run.data.tags.get(tracking.OUTCOME)
+    for run in tracker.states(record.ref) if runs is None else runs:
+        status = run.status
+        outcome = run.tags.get(tracking.OUTCOME)
         if outcome:
             p.outcomes[outcome] += 1
         if status == "RUNNING":
             p.running += 1
         elif status == "FINISHED":
             p.done += 1
-            summary = json.loads(run.data.tags.get(tracking.SUMMARY, "{}"))
+            summary = json.loads(run.tags.get(tracking.SUMMARY, "{}"))
             p.offer(summary.get(record.metric))
         elif status == "FAILED":
             p.done += 1

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from sweeps import contract, tracking
 from sweeps.plan import Plan
-from sweeps.ray_session import no_credentials_to_trials
+from sweeps.ray_session import trial_environment
 from sweeps.spec import ResolvedSpec
 from sweeps.status import Progress
 from sweeps.trial import TrialContext, run_trial
@@ -152,7 +152,7 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
             failure_config=tune.FailureConfig(max_failures=spec.max_failures)))
     try:
         with (_staging(staged_trials(plan.n_tune_trials, max_concurrent)),
-              no_credentials_to_trials()):
+              trial_environment()):
             tuner.fit()
     finally:
         callback.close()
@@ -169,7 +169,7 @@ def all_ended(tracker: tracking.Tracker, ref: tracking.SweepRef, n_configs: int)
     (FINISHED, or FAILED as the sweep's failures are). Tune was interrupted (Ctrl-C) before it
     had counted every trial's end; if the last trial had ended its runs by then, the sweep
     ends as it would have without the Ctrl-C, not as interrupted."""
-    ended = [r for r in tracker.configurations(ref) if r.info.status in ("FINISHED", "FAILED")]
+    ended = [r for r in tracker.states(ref) if r.status in ("FINISHED", "FAILED")]
     return len(ended) >= n_configs
 
 
@@ -197,21 +197,21 @@ LOST = ("The trial ended without ending this run: its Ray actor or node died whi
 
 
 def backfill_failures(tracker: tracking.Tracker, ref: tracking.SweepRef, plan: Plan,
-                      run_tags: Mapping[str, str], runs: list[Any]) -> bool:
+                      run_tags: Mapping[str, str], runs: list[tracking.TaggedRun]) -> bool:
     """After a completed Tune run, when no trial runs any more: end as ``failed`` every run
     still RUNNING (its trial died outside the trainer, with its actor or node, and was not
     retried: :data:`LOST`), and give a ``failed`` run (tagged ``run_tags``) to every grid
     configuration of ``plan`` that has none (a trial that died before it claimed it).
     ``runs``: the sweep's configuration runs as read after the Tune run
-    (:meth:`~sweeps.tracking.Tracker.configurations`); whether it wrote any run (else
+    (:meth:`~sweeps.tracking.Tracker.states`); whether it wrote any run (else
     ``runs`` still hold what MLflow holds)."""
     wrote = False
     for run in runs:
-        if run.info.status == "RUNNING":
-            tracker.fail(run.info.run_id, LOST.format(
-                attempt=run.data.tags.get(tracking.ATTEMPT, "1")))
+        if run.status == "RUNNING":
+            tracker.fail(run.run_id, LOST.format(
+                attempt=run.tags.get(tracking.ATTEMPT, "1")))
             wrote = True
-    tracked = {r.data.tags.get(tracking.TRIAL_KEY) for r in runs}
+    tracked = {r.tags.get(tracking.TRIAL_KEY) for r in runs}
     for pack in plan.packs:
         for m in pack:
             if m.key not in tracked:

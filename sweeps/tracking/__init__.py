@@ -55,6 +55,7 @@ from sweeps.tracking.liveness import (
 )
 from sweeps.tracking.metrics_csv import metrics_csv
 from sweeps.tracking.records import SweepRecord, SweepRef, metric_value, stored_result
+from sweeps.tracking.tables import TaggedRun
 from sweeps.tracking.uri import (
     artifact_location,
     home_dir,
@@ -94,6 +95,7 @@ __all__ = [
     "VERSION",
     "SweepRecord",
     "SweepRef",
+    "TaggedRun",
     "Tracker",
     "artifact_location",
     "driver_alive",

@@ -61,7 +61,7 @@ def test_runs_left_running_after_tune_are_failed_with_the_reason(
     track(t, ref, lost.key, lost.params, end="failed")
     track(t, ref, lost.key, lost.params, end="running")  # attempt 2 lost with its node
 
-    assert backfill_failures(t, ref, plan, {tracking.GIT_SHA: "abc"}, t.configurations(ref))
+    assert backfill_failures(t, ref, plan, {tracking.GIT_SHA: "abc"}, t.states(ref))
     runs = {r.data.tags[tracking.TRIAL_KEY]: r for r in t.configurations(ref)}
     assert {k: (r.info.status, r.data.tags[tracking.OUTCOME]) for k, r in runs.items()} == {
         done.key: ("FINISHED", "solved"), lost.key: ("FAILED", "failed"),

@@ -45,6 +45,32 @@ def test_trial_slots_count_node_by_node(monkeypatch):
     assert trial_slots(1, 0.25, max_concurrent=4) == 4
 
 
+def test_tune_gives_trials_no_credential_and_no_variable_of_its_own(monkeypatch):
+    """Inside :func:`~sweeps.ray_session.trial_environment` the runtime environment Tune
+    builds for a trainable holds only what the user set of the variables Tune carries, so it
+    is empty by default (Ray then starts the trial in a worker it started ahead)."""
+    from ray.tune.execution import class_cache
+
+    class Trainable:
+        pass
+
+    def env_vars() -> dict[str, str]:
+        remote = class_cache._ActorClassCache().get(Trainable)
+        return remote._default_options["runtime_env"].get("env_vars", {})
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter2")
+    monkeypatch.setenv("RAY_TRAIN_V2_ENABLED", "1")
+    tunes = env_vars()
+    assert tunes["AWS_SECRET_ACCESS_KEY"] == "hunter2" and tunes["PL_DISABLE_FORK"] == "1"
+    with ray_session.trial_environment():
+        assert env_vars() == {"RAY_TRAIN_V2_ENABLED": "1"}
+        monkeypatch.delenv("RAY_TRAIN_V2_ENABLED")
+        assert env_vars() == {}
+        remote = class_cache._ActorClassCache().get(Trainable)
+        assert remote._default_options["runtime_env"] == {}  # as if none were given
+    assert env_vars() == {k: v for k, v in tunes.items() if k != "RAY_TRAIN_V2_ENABLED"}
+
+
 @pytest.mark.usefixtures(toy_ray.__name__)
 def test_the_embedded_ray_starts_no_dashboard_head_while_usage_stats_are_off():
     """Ray's own start would run ``dashboard.py`` (its usage-stats module) even without the

@@ -153,6 +153,33 @@ def test_a_pack_claimed_at_once_keeps_finished_runs_and_replaces_the_rest(store)
         t.claim_all(ref, [("x", {}, {}), ("x", {}, {})])
 
 
+def test_states_hold_each_active_configuration_run_with_the_tags_a_sweep_reads(store):
+    """:meth:`Tracker.states` reads from the store's tables where it can, else from
+    ``search_runs``: both give every active configuration run of the sweep (not the parent,
+    not a retired run, not another sweep's) with its status and its tags of STATE_TAGS."""
+    t, ref = _sweep(store)
+    other = t.start_sweep(ref.experiment_id, "s2", {tracking.SPEC: "spec"},
+                          {tracking.RESOLVED_ARTIFACT: RESOLVED})
+    t.claim(other, "done", {"k": "done"}, {})
+    done, failed, running = (t.claim(ref, k, {"k": k}, {tracking.CELL: "1"})
+                             for k in ("done", "failed", "running"))
+    t.finish(done.run_id, Result(Outcome.SOLVED, {"score": 1.0}), 3, [])
+    t.fail(failed.run_id, "Traceback: boom")
+    retried = t.claim(ref, "failed", {"k": "failed"}, {})  # the FAILED run is retired
+    t.fail(retried.run_id, "Traceback: boom again")
+    expected = {
+        done.run_id: ("FINISHED", {tracking.TRIAL_KEY: "done", tracking.ATTEMPT: "1",
+                                   tracking.OUTCOME: "solved",
+                                   tracking.SUMMARY: '{"score": 1.0}'}),
+        retried.run_id: ("FAILED", {tracking.TRIAL_KEY: "failed", tracking.ATTEMPT: "2",
+                                    tracking.OUTCOME: "failed"}),
+        running.run_id: ("RUNNING", {tracking.TRIAL_KEY: "running", tracking.ATTEMPT: "1"})}
+    direct = {r.run_id: (r.status, r.tags) for r in t.states(ref)}
+    assert direct == expected
+    t._tables, t._tables_looked = None, True  # as through a server, or another schema
+    assert {r.run_id: (r.status, r.tags) for r in t.states(ref)} == expected
+
+
 def test_a_pack_finished_at_once_ends_each_run_with_its_own_result(store):
     t, ref = _sweep(store)
     claims = t.claim_all(ref, [(f"k{i}", {"i": i}, {}) for i in range(3)])
