@@ -140,9 +140,12 @@ def from_dict(cls: type[C], values: Mapping[str, Any]) -> C:
 
 
 def to_dict(config: Any) -> dict[str, Any]:
-    """The configuration as a flat dict of plain values (what MLflow logs as params)."""
-    return {k: (list(v) if isinstance(v, tuple) else v)
-            for k, v in dataclasses.asdict(config).items()}
+    """The configuration as a flat dict of plain values (what MLflow logs as params). A
+    config's fields hold scalars and tuples (:func:`from_dict`), so its values are read as
+    they are, without ``dataclasses.asdict``'s deep copy: a sweep computes this for every
+    configuration of every profile (its trial keys), 0.1 ms each that way."""
+    return {f.name: (list(v) if isinstance(v := getattr(config, f.name), tuple) else v)
+            for f in dataclasses.fields(config)}
 
 
 def field_docs(cls: type) -> dict[str, str]:
