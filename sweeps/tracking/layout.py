@@ -33,6 +33,7 @@ print a link for every run that ends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -49,7 +50,7 @@ from sweeps.tracking.liveness import driver_tag
 from sweeps.tracking.metrics_csv import metrics_csv
 from sweeps.tracking.records import Claim, SweepRecord, SweepRef, stored_result, sweep_record
 from sweeps.tracking.tables import StoreTables, TaggedRun, is_database, store_tables
-from sweeps.tracking.uri import artifact_location, quote, sqlite_path
+from sweeps.tracking.uri import artifact_location, local_folder, quote, sqlite_path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # A server store would otherwise print "View run <url>" for every run that ends.
@@ -486,7 +487,8 @@ class Tracker:
     def log_texts(self, texts: Mapping[str, Mapping[str, str]]) -> None:
         """Log text artifacts (run id -> artifact path -> text): straight into each run's
         artifact location when the tables say where that is (one query for them all, where
-        MLflow's ``log_text`` reads each whole run to find it), else by ``log_text``."""
+        MLflow's ``log_text`` reads each whole run to find it), written as files there when
+        it is a folder on this machine (:func:`write_texts`), else by ``log_text``."""
         if self.tables is None:
             for run_id, files in texts.items():
                 for path, text in files.items():
@@ -499,6 +501,10 @@ class Tracker:
             for run_id, files in texts.items():
                 if run_id not in uris:
                     raise KeyError(f"no run {run_id} in the store")
+                folder = local_folder(uris[run_id])
+                if folder is not None:
+                    write_texts(folder, files)
+                    continue
                 repo = get_artifact_repository(
                     uris[run_id], tracking_uri=contract.database_url(self.uri))
                 for path, text in files.items():
@@ -519,6 +525,32 @@ class Tracker:
     def kill(self, run_id: str) -> None:
         """End a run whose trial was interrupted (it is replaced on resume)."""
         self._end([(run_id, "KILLED", [], {})])
+
+
+def write_texts(folder: Path, files: Mapping[str, str]) -> None:
+    """Write text artifacts (relative POSIX path -> text) into ``folder``, a run's artifact
+    folder, as MLflow's local artifact repository writes a file (a hidden file in the
+    destination folder, then an atomic rename, so a reader never sees half of one), without
+    its checks of every path against the real folder, which took the endings of a pack of 224
+    (448 files) from 0.15 s to 0.35 s of the sweep's one writer (RESULTS.md,
+    ``tracking_writer, packs, artifacts as files``). A path that is absolute or climbs out
+    (``..``) raises ValueError."""
+    for name, text in files.items():
+        path = PurePosixPath(name)
+        if path.is_absolute() or not path.parts or ".." in path.parts:
+            raise ValueError(f"artifact path {name!r}: expected a relative path inside the "
+                             "run's artifacts")
+        dest = folder.joinpath(*path.parts)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        handle, staged = tempfile.mkstemp(dir=dest.parent, prefix=".ortho-")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(staged, dest)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(staged)
+            raise
 
 
 _TRACKERS: dict[str, Tracker] = {}

@@ -33,6 +33,18 @@ DATABASES = ("postgresql", "postgres", "mysql", "mssql")
 """Schemes of the databases MLflow tracks into directly (besides SQLite), any driver named."""
 
 
+def local_folder(artifact_uri: str) -> Path | None:
+    """The folder an artifact URI names on this machine (a ``file://`` URI or a plain path,
+    which MLflow's local artifact repository writes), else None (``s3://``, ``gs://``, a
+    server's ``mlflow-artifacts:``...)."""
+    scheme, sep, _ = artifact_uri.partition(":")
+    if sep and len(scheme) > 1 and scheme != "file":  # one letter: a Windows drive
+        return None
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    return Path(local_file_uri_to_path(artifact_uri)).absolute()
+
+
 def artifact_location(uri: str, experiment: str, home: Path | None = None) -> str | None:
     """Where a new experiment keeps its artifacts: beside a SQLite database
     (``<dir>/artifacts/<experiment>``); for another database tracked directly (MLflow would

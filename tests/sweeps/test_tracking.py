@@ -385,3 +385,28 @@ def test_a_driver_elsewhere_is_alive_while_its_heartbeat_is_recent():
     assert tracking.driver_alive(elsewhere, now - tracking.ALIVE_SECONDS + 1, now)
     assert not tracking.driver_alive(elsewhere, now - tracking.ALIVE_SECONDS - 1, now)
     assert not tracking.driver_alive(elsewhere, None, now)
+
+
+@pytest.mark.parametrize(("uri", "folder"), [
+    ("file:///srv/runs/artifacts/1/abc/artifacts", "/srv/runs/artifacts/1/abc/artifacts"),
+    ("/srv/runs/artifacts", "/srv/runs/artifacts"),
+    ("s3://bucket/runs", None),
+    ("mlflow-artifacts:/1/abc/artifacts", None),
+])
+def test_an_artifact_uri_names_a_local_folder_only_for_a_path_or_file_uri(uri, folder):
+    found = tracking.uri.local_folder(uri)
+    assert found == (None if folder is None else Path(folder))
+
+
+def test_texts_are_written_whole_into_the_run_s_folder_and_never_outside_it(tmp_path):
+    layout.write_texts(tmp_path, {"metrics.csv": "step,loss\n1,0.5\n",
+                                  "curves/stages.json": "[1, 2]"})
+    assert (tmp_path / "metrics.csv").read_text() == "step,loss\n1,0.5\n"
+    assert (tmp_path / "curves" / "stages.json").read_text() == "[1, 2]"
+    layout.write_texts(tmp_path, {"metrics.csv": "step\n"})  # replaced, not appended
+    assert (tmp_path / "metrics.csv").read_text() == "step\n"
+    for bad in ("../escape.json", "/etc/escape.json", "a/../../escape.json"):
+        with pytest.raises(ValueError, match="relative path"):
+            layout.write_texts(tmp_path / "run", {bad: "x"})
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["curves", "metrics.csv",
+                                                           "stages.json"]
