@@ -25,10 +25,19 @@ HERE = Path(__file__).resolve().parent
 
 
 def events(folder: Path) -> dict[str, list[tuple[str, float, float]]]:
-    """Each process's events (label, start, end), by pid, in the order written."""
-    return {path.stem: [tuple(json.loads(line)) for line in path.read_text().splitlines()
-                        if line.strip()]
-            for path in folder.glob("*.jsonl")}
+    """Each process's events (label, start, end), by pid, in the order written (a line cut
+    short by a process killed while writing it is left out)."""
+    found = {}
+    for path in folder.glob("*.jsonl"):
+        rows = []
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(tuple(json.loads(line)))
+            except ValueError:
+                continue
+        if rows:
+            found[path.stem] = rows
+    return found
 
 
 def report(folder: Path) -> str:

@@ -198,9 +198,12 @@ def trial_environment() -> Iterator[None]:
     Tune's own variable: ``PL_DISABLE_FORK=1`` (its ``DEFAULT_ENV_VARS``, for PyTorch
     Lightning, which no trainer here uses). Any variable makes the trial's runtime
     environment differ from the job's, so Ray starts each trial's actor in a new process
-    through its runtime-env set-up (which imports Ray twice) instead of one of the workers
-    it has started ahead: 2.3 s more before a GPU trial's first claim on a 16-core machine
-    (RESULTS.md, ``trial start on a GPU``).
+    through its runtime-env set-up, which imports Ray twice (2.2-2.6 s on a lent 16-core GPU
+    machine: RESULTS.md, ``trial start on a GPU``), instead of one of the workers it has
+    started ahead. A job submitted with a runtime environment of its own
+    (``ortho sweep submit``) gives it to the trials as before. Through Ray Client, Tune runs
+    ``fit`` in an actor of its own on the cluster, where none of this applies: its trials
+    keep Tune's variables.
     """
     from ray.tune.execution import class_cache
 

@@ -29,9 +29,10 @@ SQLite and PostgreSQL):
   only a second driver of the sweep does, costs the flush of its whole pack); every metric
   value, param and tag is checked, and truncated, by MLflow's own rules.
 
-It also finds the runs a pack's claims look up (:meth:`StoreTables.tagged_runs`: a sweep's
-runs of given trial keys), in two queries rather than a ``search_runs`` per key that loads
-all of every run it finds. A pack's new runs are made in one transaction, and its endings in one.
+It also finds the runs a pack's claims look up and those whose states a sweep's progress, end
+and resume read (:meth:`StoreTables.tagged_runs`: a sweep's runs of given trial keys, or all
+of its configuration runs), in two queries rather than ``search_runs``, which loads all of
+every run it finds. A pack's new runs are made in one transaction, and its endings in one.
 
 Used only where the tables have exactly the columns written here (:func:`store_tables`;
 otherwise None, and the caller goes through MLflow's client as before), so that a later
@@ -88,9 +89,15 @@ def sanitize(value: float) -> tuple[float, bool]:
     return value, False
 
 
+IDS_PER_QUERY = 10_000
+"""Run ids a query of :meth:`StoreTables.tagged_runs` names at most: a sweep's states name
+every run of it, and SQLite allows 32,766 variables a statement by default."""
+
+
 @dataclass(frozen=True)
 class TaggedRun:
-    """A run :meth:`StoreTables.tagged_runs` found."""
+    """A run :meth:`StoreTables.tagged_runs` found (or one of ``search_runs`` cut to the
+    same: :meth:`sweeps.tracking.Tracker.states`)."""
 
     run_id: str
     status: str
@@ -249,10 +256,11 @@ class StoreTables:
         with self.engine.connect() as conn:
             found = conn.execute(query).all()
             held: dict[str, dict[str, str]] = {run_id: {} for _, run_id, _ in found}
-            if found and read:
+            ids = list(held) if read else []
+            for i in range(0, len(ids), IDS_PER_QUERY):
                 for run_id, name, value in conn.execute(
                         sa.select(self.tags.c.run_uuid, self.tags.c.key, self.tags.c.value)
-                        .where(self.tags.c.run_uuid.in_(list(held)),
+                        .where(self.tags.c.run_uuid.in_(ids[i:i + IDS_PER_QUERY]),
                                self.tags.c.key.in_(list(read)))):
                     held[run_id][name] = value
         out: dict[str, list[TaggedRun]] = {}

@@ -69,5 +69,6 @@ def test_runs_left_running_after_tune_are_failed_with_the_reason(
     trace = Path(t.client.download_artifacts(runs[lost.key].info.run_id, tracking.TRACEBACK,
                                              str(tmp_path))).read_text()
     assert "(attempt 2)" in trace and "max_failures" in trace
+    assert not backfill_failures(t, ref, plan, {}, t.states(ref))  # nothing left to end
     assert "ortho sweep resume" in trace
     assert runs[never.key].data.tags[tracking.GIT_SHA] == "abc"

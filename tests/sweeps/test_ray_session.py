@@ -58,6 +58,8 @@ def test_tune_gives_trials_no_credential_and_no_variable_of_its_own(monkeypatch)
         remote = class_cache._ActorClassCache().get(Trainable)
         return remote._default_options["runtime_env"].get("env_vars", {})
 
+    for name in class_cache.ENV_VARS_TO_PROPAGATE:  # none set but those below
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter2")
     monkeypatch.setenv("RAY_TRAIN_V2_ENABLED", "1")
     tunes = env_vars()

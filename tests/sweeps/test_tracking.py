@@ -153,7 +153,8 @@ def test_a_pack_claimed_at_once_keeps_finished_runs_and_replaces_the_rest(store)
         t.claim_all(ref, [("x", {}, {}), ("x", {}, {})])
 
 
-def test_states_hold_each_active_configuration_run_with_the_tags_a_sweep_reads(store):
+def test_states_hold_each_active_configuration_run_with_the_tags_a_sweep_reads(store,
+                                                                            monkeypatch):
     """:meth:`Tracker.states` reads from the store's tables where it can, else from
     ``search_runs``: both give every active configuration run of the sweep (not the parent,
     not a retired run, not another sweep's) with its status and its tags of STATE_TAGS."""
@@ -174,10 +175,15 @@ def test_states_hold_each_active_configuration_run_with_the_tags_a_sweep_reads(s
         retried.run_id: ("FAILED", {tracking.TRIAL_KEY: "failed", tracking.ATTEMPT: "2",
                                     tracking.OUTCOME: "failed"}),
         running.run_id: ("RUNNING", {tracking.TRIAL_KEY: "running", tracking.ATTEMPT: "1"})}
-    direct = {r.run_id: (r.status, r.tags) for r in t.states(ref)}
-    assert direct == expected
+    monkeypatch.setattr(tracking.tables, "IDS_PER_QUERY", 2)  # the tags read in two parts
+    direct = [(r.run_id, r.status, r.tags) for r in t.states(ref)]
+    oldest_first = [(run_id, *expected[run_id])
+                    for run_id in (done.run_id, running.run_id, retried.run_id)]
+    assert direct == oldest_first
+    if t.tables is not None:
+        t.tables.close()
     t._tables, t._tables_looked = None, True  # as through a server, or another schema
-    assert {r.run_id: (r.status, r.tags) for r in t.states(ref)} == expected
+    assert [(r.run_id, r.status, r.tags) for r in t.states(ref)] == oldest_first
 
 
 def test_a_pack_finished_at_once_ends_each_run_with_its_own_result(store):
@@ -403,6 +409,9 @@ def test_texts_are_written_whole_into_the_run_s_folder_and_never_outside_it(tmp_
                                   "curves/stages.json": "[1, 2]"})
     assert (tmp_path / "metrics.csv").read_text() == "step,loss\n1,0.5\n"
     assert (tmp_path / "curves" / "stages.json").read_text() == "[1, 2]"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "metrics.csv").stat().st_mode & 0o777 == 0o666 & ~umask  # as MLflow's
     layout.write_texts(tmp_path, {"metrics.csv": "step\n"})  # replaced, not appended
     assert (tmp_path / "metrics.csv").read_text() == "step\n"
     for bad in ("../escape.json", "/etc/escape.json", "a/../../escape.json"):
