@@ -360,8 +360,8 @@ def store_tables(uri: str) -> StoreTables | None:
     names = ["alembic_version", "experiments", *COLUMNS]
     present = set(sa.inspect(engine).get_table_names())
     if not present.issuperset(names):
-        log.info("%s is not MLflow's schema: runs are written through MLflow's client",
-                 redact(uri))
+        log.info("%s is not MLflow's schema: runs are written and read through MLflow's "
+                 "client", redact(uri))
         engine.dispose()
         return None
     with engine.connect() as conn:
@@ -375,8 +375,8 @@ def store_tables(uri: str) -> StoreTables | None:
             and {c.name for c in tables["experiments"].columns} >= EXPERIMENT_COLUMNS):
         return StoreTables(engine, tables)
     log.warning("the store's schema (revision %s) is not one whose rows sweeps/tracking/"
-                "tables.py was checked against: runs are written through MLflow's client "
-                "(slower)", revision)
+                "tables.py was checked against: runs are written and read through MLflow's "
+                "client (slower)", revision)
     engine.dispose()
     return None
 
