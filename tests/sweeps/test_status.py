@@ -19,6 +19,7 @@ from sweeps import contract, tracking, tune_progress
 from sweeps.lookup import sweep_status
 from sweeps.status import (
     Progress,
+    duration,
     estimate,
     format_line,
     format_status,
@@ -156,14 +157,23 @@ def test_a_sweep_with_a_live_driver_is_running(sweep):
 def test_a_sweep_whose_driver_died_is_interrupted(sweep):
     t, ref = sweep
     record = t.find_sweep("s")
-    drive_from(t, ref, f"{socket.gethostname()}:{_dead_pid()}", record.start_time + 95)
+    heartbeat = round(record.start_time + 95)  # a tag of whole seconds
+    drive_from(t, ref, f"{socket.gethostname()}:{_dead_pid()}", heartbeat)
     record = t.find_sweep("s")
     assert record.status == "RUNNING"  # as the killed driver left it
     p = from_mlflow(t, record)
     assert state_of(record) == p.state == "interrupted"
     assert (p.done, p.running) == (2, 0)
-    assert p.elapsed == pytest.approx(95, abs=1)  # up to its last heartbeat
-    assert "interrupted after 1m35s" in format_line(p)
+    assert p.elapsed == pytest.approx(heartbeat - record.start_time)  # up to its last heartbeat
+    assert 94.4 < p.elapsed < 95.6
+    # 1m35s, or 1m34s / 1m36s where the start's milliseconds round the other way
+    assert f"interrupted after {duration(p.elapsed)}" in format_line(p)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (4.2, "4s"), (83, "1m23s"), (95.4, "1m35s"), (94.6, "1m35s"), (3725, "1h02m05s")])
+def test_durations_read_in_whole_seconds(seconds, text):
+    assert duration(seconds) == text
 
 
 def test_a_sweep_elsewhere_is_running_while_its_heartbeat_is_recent(sweep):
