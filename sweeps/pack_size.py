@@ -8,14 +8,15 @@ short throughput curve and packs with the K whose plan it says finishes soonest:
 1. **Where.** One Ray task with a trial's resources (``resources.cpu`` and ``.gpu``, threads
    sized as a trial's, ``device: auto`` resolved as a trial's: :mod:`sweeps.trial`), so it
    lands where trials land, in a worker that exits after it.
-2. **What.** For K in 1, 2, 4, ... up to the cap (the largest pack the plan could form:
-   a group of grid configurations that share the trainer's ``PACK_FIELDS``, or an Optuna
-   cell's ``n_trials``; at most :data:`MAX_PACK`, the cap itself last), the trainer trains K
-   members of the sweep's own first configurations (those of its largest pack, repeated as
-   needed) cut to a few hundred iterations by the experiment's ``probe_config`` hook
-   (:mod:`ortho_core.experiments`); the reporter's clock gives configs·iterations per second
-   between each member's first report after training began and its last, so data loading,
-   initialisation, pre-training and the first iterations' one-off costs are not timed.
+2. **What.** For K in 1, 2, 4, ... up to the cap (the largest pack the plan could form: a
+   group of grid configurations that share the trainer's ``PACK_FIELDS``, or an Optuna
+   cell's ``n_trials``; at most :data:`MAX_PACK`, a spec's own limit, the cap itself last),
+   the trainer trains K members of the sweep's own first configurations (those of its
+   largest pack, repeated as needed) cut to a few hundred iterations by the experiment's
+   ``probe_config`` hook (:mod:`ortho_core.experiments`); the reporter's clock gives
+   configs·iterations per second between each member's first report after training began and
+   its last, so data loading, initialisation, pre-training and the first iterations' one-off
+   costs are not timed.
 3. **Bounds.** The ladder stops before a point that would end more than
    :data:`PROBE_SECONDS` after the first (K = 1, which also pays the process's one-off costs:
    a CUDA context, kernels loaded, a dataset parsed), and on a GPU before one whose memory
@@ -65,11 +66,15 @@ from ortho_core.reporting import Report
 from sweeps import contract
 from sweeps.plan import build_plan, cell_packs, deal, group, pack_counts
 from sweeps.spec import ResolvedSpec
+from sweeps.spec.profiles import MAX_PACK_SIZE
 
 AUTO = "auto"
 """The ``pack_size`` value that asks for a measured K."""
-MAX_PACK = 256
-"""Largest K the probe tries."""
+MAX_PACK = MAX_PACK_SIZE
+"""Largest K the probe tries: any pack a spec may ask for. The ladder's time and memory
+bounds stop it sooner where larger packs cost more; on a GPU, where four trials' packs of
+224 left an H200 with work to spare (RESULTS.md, ``sweep_throughput on a GPU (4)``), a
+larger sweep's groups may do better as one round of larger packs."""
 TOLERANCE = 0.10
 """K is the smallest pack size whose plan's predicted time is within this fraction of the
 shortest's (the probe's rates move by about that much from one probe to the next)."""

@@ -50,7 +50,13 @@ from sweeps.tracking import bootstrap, retry
 from sweeps.tracking.liveness import driver_tag
 from sweeps.tracking.metrics_csv import metrics_csv
 from sweeps.tracking.records import Claim, SweepRecord, SweepRef, stored_result, sweep_record
-from sweeps.tracking.tables import StoreTables, TaggedRun, is_database, store_tables
+from sweeps.tracking.tables import (
+    StoreTables,
+    TaggedRun,
+    checked_param,
+    is_database,
+    store_tables,
+)
 from sweeps.tracking.uri import artifact_location, local_folder, quote, sqlite_path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -335,15 +341,13 @@ class Tracker:
         hold of the store's lock; every param is checked first, so that a param MLflow
         refuses raises before any run is replaced. Into the tables, two queries find the
         keys' runs (:meth:`_runs_of`) and the new runs are made in one transaction."""
-        from mlflow.utils.validation import _validate_param
-
         keys = [key for key, _, _ in items]
         if len(set(keys)) != len(keys):
             raise ValueError(f"claims of one configuration twice at once: {keys}")
         texts = [{k: _param_value(v) for k, v in params.items()} for _, params, _ in items]
         for params in texts:  # refused here, before any run is retired for a new one
             for k, v in params.items():
-                _validate_param(k, v)
+                checked_param(k, v)
         claims: dict[str, Claim] = {}
         new: list[tuple[str, str, dict[str, str], dict[str, str]]] = []
         with self._locked():

@@ -42,6 +42,7 @@ never written this way: its database is the server's.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import sys
@@ -89,9 +90,24 @@ def sanitize(value: float) -> tuple[float, bool]:
     return value, False
 
 
+PARAMS_CHECKED = 65_536
+"""Distinct (name, value) params whose check :func:`checked_param` remembers."""
 IDS_PER_QUERY = 10_000
 """Run ids a query of :meth:`StoreTables.tagged_runs` names at most: a sweep's states name
 every run of it, and SQLite allows 32,766 variables a statement by default."""
+
+
+@functools.lru_cache(maxsize=PARAMS_CHECKED)
+def checked_param(key: str, value: str) -> tuple[str, str]:
+    """A param as MLflow checks it (``_validate_param``: the name's characters and path, both
+    lengths; a long value truncated) or its ``MlflowException``, remembered: the members of a
+    pack share most of their params, and the name's checks take about 6 µs a param (0.36 s of
+    the claims of a pack of 896 configurations with 35 params each, checked once before any
+    run is replaced and again as the rows are made)."""
+    from mlflow.utils.validation import _validate_param
+
+    param = _validate_param(key, value)
+    return param.key, param.value
 
 
 @dataclass(frozen=True)
@@ -134,6 +150,7 @@ class StoreTables:
         tags = insert(tables["tags"])
         self._upsert_tags = tags.on_conflict_do_update(
             index_elements=["key", "run_uuid"], set_={"value": tags.excluded.value})
+        self._compiled: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
     # -- writes -------------------------------------------------------------------------
 
@@ -190,10 +207,10 @@ class StoreTables:
             for row in run_rows:
                 row["artifact_uri"] = append_to_uri_path(found[0], row["run_uuid"],
                                                          "artifacts")
-            conn.execute(self._insert_run, run_rows)
-            conn.execute(self._insert_tags, tag_rows)
+            self._many(conn, self._insert_run, run_rows)
+            self._many(conn, self._insert_tags, tag_rows)
             if param_rows:
-                conn.execute(self._insert_params, param_rows)
+                self._many(conn, self._insert_params, param_rows)
         return ids
 
     def end_runs(self, ends: Sequence[tuple[str, str, Sequence[Any], Mapping[str, str]]]
@@ -222,7 +239,7 @@ class StoreTables:
             if rows:
                 self._write_metric_rows(conn, rows, latest)
             if tag_rows:
-                conn.execute(self._upsert_tags, tag_rows)
+                self._many(conn, self._upsert_tags, tag_rows)
             runs = self.runs.c
             conn.execute(sa.update(self.runs).where(runs.run_uuid == sa.bindparam("b_id"))
                          .values(status=sa.bindparam("b_status"),
@@ -286,10 +303,8 @@ class StoreTables:
     @staticmethod
     def _param_rows(run_id: str, params: Mapping[str, str]) -> list[dict[str, Any]]:
         """The ``params`` rows of ``params``, checked and truncated as MLflow does."""
-        from mlflow.utils.validation import _validate_param
-
-        return [{"key": p.key, "value": p.value, "run_uuid": run_id}
-                for p in (_validate_param(k, v) for k, v in params.items())]
+        return [{"key": key, "value": value, "run_uuid": run_id}
+                for key, value in (checked_param(k, v) for k, v in params.items())]
 
     def _metric_rows(self, batches: Mapping[str, Sequence[Any]]
                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -313,8 +328,28 @@ class StoreTables:
 
     def _write_metric_rows(self, conn: Any, rows: list[dict[str, Any]],
                            latest: list[dict[str, Any]]) -> None:
-        conn.execute(self._insert_metrics, rows)
-        conn.execute(self._upsert_latest, latest)
+        self._many(conn, self._insert_metrics, rows)
+        self._many(conn, self._upsert_latest, latest)
+
+    def _many(self, conn: Any, insert: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Execute ``insert`` for each of ``rows`` (dicts of the same columns). On SQLite the
+        statement is compiled once and the rows handed to the driver's ``executemany``:
+        SQLAlchemy's ``execute`` builds each row's parameters anew, about 5 µs a row, which was
+        0.2 s of the 0.5 s the claims of a pack of 896 configurations took (40,000 rows of
+        runs, tags and params). Elsewhere ``execute``, which batches PostgreSQL's rows into
+        multi-row ``VALUES``."""
+        if not rows:
+            return
+        if self.engine.dialect.name != "sqlite":
+            conn.execute(insert, rows)
+            return
+        columns = tuple(rows[0])
+        compiled = self._compiled.get((insert, columns))
+        if compiled is None:
+            compiled = insert.compile(dialect=self.engine.dialect, column_keys=list(columns))
+            self._compiled[(insert, columns)] = compiled
+        order = compiled.positiontup
+        conn.exec_driver_sql(compiled.string, [tuple(row[c] for c in order) for row in rows])
 
     def _check_active(self, conn: Any, run_ids: Sequence[str]) -> None:
         """``MlflowException`` unless every run of ``run_ids`` exists and is active."""

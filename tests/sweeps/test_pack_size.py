@@ -45,7 +45,8 @@ def test_ladder_doubles_up_to_the_cap():
     assert pack_size.ladder(1) == [1]
     assert pack_size.ladder(4) == [1, 2, 4]
     assert pack_size.ladder(6) == [1, 2, 4, 6]
-    assert pack_size.ladder(10_000) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert pack_size.ladder(896) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 896]
+    assert pack_size.ladder(10_000) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
 
 def test_iteration_seconds_on_the_line_between_measured_sizes():

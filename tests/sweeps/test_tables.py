@@ -20,7 +20,7 @@ from sweeps import contract, tracking
 from sweeps.testing import sqlite_store, start_sweep, track
 from sweeps.tracking.bootstrap import schema_revision
 from sweeps.tracking.layout import Tracker
-from sweeps.tracking.tables import REVISIONS, store_tables
+from sweeps.tracking.tables import REVISIONS, checked_param, store_tables
 
 DATABASES = [pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.cluster)]
 
@@ -138,6 +138,18 @@ def test_a_value_mlflow_refuses_is_refused_and_nothing_is_written(database, tmp_
         tables.write_metrics({run_id: [Metric("fine", 1.0, 1000, 1), metric]})
     assert tracker.client.get_run(run_id).data.metrics == {}
     tables.close()
+
+
+def test_a_param_s_check_remembered_is_mlflow_s_and_a_refusal_raises_every_time():
+    from mlflow.utils.validation import _validate_param
+
+    long = "v" * 7000
+    for _ in range(2):
+        expected = _validate_param("note", long)
+        assert checked_param("note", long) == (expected.key, expected.value)
+        assert len(checked_param("note", long)[1]) == 6000
+        with pytest.raises(MlflowException, match="Names may be treated as files"):
+            checked_param("../lr", "0.1")
 
 
 def test_only_stores_of_the_known_tables_are_written_directly(tmp_path):
