@@ -281,8 +281,9 @@ def _stage_weights(running: list[_Member], initial: list[Tensor], warm_start: bo
 
 def _train_length(stage: Stage, members: list[_Member], outbox: _Outbox,
                   started: float) -> list[_Member]:
-    """Train ``stage`` (the pack of ``members``) until each member has solved, diverged or
-    used its budget; returns the members that solved, in pack order. ``started`` is
+    """Train ``stage`` (the pack of ``members``) until each member has solved, stalled,
+    diverged or used its budget (with ``settle_early`` off, only a divergence ends a member
+    before its budget); returns the members that solved, in pack order. ``started`` is
     ``time.monotonic()`` at the start of the pack (for the members' wall times)."""
     cfg = members[0].config
     solved: list[_Member] = []
@@ -296,7 +297,9 @@ def _train_length(stage: Stage, members: list[_Member], outbox: _Outbox,
             outbox.poll()
         done += n
         later = defers_radius(stage.device)
-        table = stage.evaluate(final=done >= cfg.max_iters, radius=not later).tolist()
+        final = done >= cfg.max_iters
+        settles = cfg.settle_early or final
+        table = stage.evaluate(final=final, radius=not later).tolist()
         keep, reports = [], []
         for pos, (m, row) in enumerate(zip(members, table, strict=True)):
             metrics = report_metrics(row)
@@ -308,10 +311,10 @@ def _train_length(stage: Stage, members: list[_Member], outbox: _Outbox,
                 _finish(m, stage, pos, done, "diverged", started)
             elif screened:
                 keep.append(pos)
-            elif _solved(m.config, metrics["val_error"], wrong):
+            elif settles and _solved(m.config, metrics["val_error"], wrong):
                 _finish(m, stage, pos, done, "solved", started)
                 solved.append(m)
-            elif _stalled(m, metrics["val_loss"], done):
+            elif _stalled(m, metrics["val_loss"], done) and settles:
                 _finish(m, stage, pos, done, "stalled", started)
             else:
                 keep.append(pos)

@@ -107,6 +107,13 @@ class Config:
     patience: int | None = None
     """Give a length up as unsolved once the validation loss has not reached a new minimum for
     this many iterations (G §4.1: 3·10⁶; checked at each validation); None: never."""
+    settle_early: bool = True
+    """End a member's length at the first validation that settles it (solved, or stalled
+    under ``patience``), as M and G do; False trains every member for the length's whole
+    ``max_iters`` and takes the outcome from the last validation (a diverged member still
+    stops). ``pack_size: auto``'s probe trains so (:func:`probe_config`): a member that
+    solves at its first validation would otherwise leave the pack, and the point would time
+    fewer than its K members."""
     clip: float | None = None
     """τ: the step along direction d is α = μ·min(1, τ/‖d‖) (G eq. 3.7; for the gradient the
     usual clipping), before the OPEN term is added; None or 0: no clipping (M)."""
@@ -166,6 +173,8 @@ class Config:
         one_of(self.success, ("zero_errors", "under_one_percent"), "success")
         if self.patience is not None:
             integer_at_least(self.patience, "patience", 1)
+        require(isinstance(self.settle_early, bool), "settle_early", "true or false",
+                self.settle_early)
         one_of(self.direction, DIRECTIONS, "direction")
         if self.direction == "simplex_switch":
             require(self.switch_norm is not None, "switch_norm",
@@ -188,19 +197,20 @@ class Config:
 PACK_FIELDS: tuple[str, ...] = (
     "task", "seq_len", "seq_len_step", "max_seq_len", "protocol", "hidden", "batch_size",
     "max_iters", "eval_every", "val_size", "error_threshold", "data_seed", "device", "dtype",
-    "warm_start", "length_jitter", "screen_size", "subnormals",
+    "warm_start", "length_jitter", "screen_size", "subnormals", "settle_early",
 )
 """Fields equal across a pack; α, λ, its form, variant, pre-training, init, σ, ρ, τ, the
 direction and ψ, the success criterion, the patience and seed may differ."""
 
 ADDED_FIELDS: tuple[str, ...] = (
     "penalty_form", "length_jitter", "success", "patience", "direction", "switch_norm",
-    "screen_size",
+    "screen_size", "settle_early",
 )
 """Fields added after sweeps of this experiment were first tracked (G's variants, issue 9):
 a trial key leaves each out while it holds its default, so that configurations tracked
 before them keep their keys and a resumed sweep does not train them again
-(:func:`sweeps.spec.trial_key`); ``screen_size`` came with screened validation (issue 13)."""
+(:func:`sweeps.spec.trial_key`); ``screen_size`` came with screened validation and
+``settle_early`` with the probe that keeps its packs whole (issue 13)."""
 
 PROBE_ITERS = 100
 """Iterations between the reports of a probe configuration (:func:`probe_config`)."""
@@ -209,10 +219,11 @@ PROBE_ITERS = 100
 def probe_config(config: Config) -> Config:
     """``config`` as ``pack_size: auto`` times it (:mod:`sweeps.pack_size`): the first length
     T = ``seq_len`` alone (``fixed`` protocol), three validations :data:`PROBE_ITERS`
-    iterations apart on ``batch_size`` sequences, unscreened, no patience, and OINIT's
-    pre-training stopped at once; task, width, batch, direction and dtype, which set the cost
-    of an iteration, are kept. A curriculum's later lengths cost more per iteration than the
-    first, in proportion for every pack size."""
+    iterations apart on ``batch_size`` sequences, unscreened, no patience, every member
+    training all of them (``settle_early`` off: a member that solves stays in the pack), and
+    OINIT's pre-training stopped at once; task, width, batch, direction and dtype, which set
+    the cost of an iteration, are kept. A curriculum's later lengths cost more per iteration
+    than the first, in proportion for every pack size."""
     return replace(config, protocol="fixed", max_iters=3 * PROBE_ITERS,
                    eval_every=PROBE_ITERS, val_size=config.batch_size, screen_size=None,
-                   patience=None, pretrain_tol=PROBE_PRETRAIN_TOL)
+                   patience=None, settle_early=False, pretrain_tol=PROBE_PRETRAIN_TOL)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import Future
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -120,6 +121,21 @@ def test_members_leaving_a_stage_do_not_change_the_others():
     assert len(reports[0]) < len(reports[1])
     _, alone = run([slow])
     _assert_same_reports(reports[1], alone[0], rtol=1e-9)
+
+
+def test_without_settle_early_a_member_that_solves_trains_its_whole_budget():
+    """The probe's mode: the same training, reported at every validation to the budget's
+    end, the outcome taken from the last validation."""
+    base = {"dtype": "float64", "seq_len": 10, "max_iters": 300}
+    fast = make(variant="oinit", lr=0.1, seed=0, **base)
+    (settled,), early = run([fast])
+    (whole,), kept = run([replace(fast, settle_early=False)])
+    assert settled.outcome is Outcome.SOLVED and settled.summary["iters_to_solve"] < 300
+    assert [r.step for r in kept[0]][-1] == 300 and len(kept[0]) > len(early[0])
+    _assert_same_reports(kept[0][:len(early[0])], early[0], rtol=0)
+    solved_last = kept[0][-1].metrics["val_error"] == 0.0
+    assert whole.outcome is (Outcome.SOLVED if solved_last else Outcome.UNSOLVED)
+    assert whole.summary["total_iters"] == 300
 
 
 def test_a_diverging_member_is_reported_and_does_not_disturb_the_pack():
@@ -520,6 +536,7 @@ def test_reports_held_for_their_radius_are_sent_when_training_fails(monkeypatch)
     ({"device": "tpu"}, "device"),
     ({"seed": "-1"}, "seed"),
     ({"warm_start": "maybe"}, "warm_start"),
+    ({"settle_early": "maybe"}, "settle_early"),
 ])
 def test_bad_configuration_names_the_field(values, field):
     with pytest.raises(ConfigError) as err:

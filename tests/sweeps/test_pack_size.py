@@ -194,6 +194,24 @@ def test_each_hook_gives_a_probe_the_clock_can_time(name):
     assert rate is not None and rate > 0
 
 
+def test_the_synthetic_probe_times_a_pack_of_one_whose_member_solves_at_once():
+    """The cpu profile's first configuration solves its probe's first validation: the probe
+    keeps it training (``settle_early`` off), so K = 1 has a rate and the member all three
+    validations."""
+    module = experiments.get("synthetic")
+    spec = resolve(load_spec("synthetic-max-length"), "cpu")
+    probe = module.probe_config(from_dict(module.Config, pack_size.references(spec)[0]))
+    assert not probe.settle_early
+    settled = dataclasses.replace(probe, settle_early=True)
+    reports: list[Report] = []
+    (result,) = module.train([settled], reports.append)
+    assert result.summary["total_iters"] < probe.max_iters  # it would have left the pack
+    clock = pack_size.Clock()
+    (result,) = module.train([probe], clock)
+    assert result.summary["total_iters"] == probe.max_iters
+    assert clock.rate() is not None and clock.rate() > 0
+
+
 @pytest.mark.parametrize("value", ["big", 0, -2])
 def test_bad_pack_size_exits_2_naming_the_field(tmp_path, capsys, monkeypatch, value):
     monkeypatch.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
