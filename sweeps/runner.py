@@ -101,7 +101,7 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
                               progress, stream, run_tags, studies)
     runs = tracker.states(ref)
     if interrupted:
-        tracker.mark_killed(ref)
+        tracker.mark_killed(ref, runs)
     elif backfill_failures(tracker, ref, plan, run_tags, runs):
         runs = tracker.states(ref)
     if studies is not None:
@@ -267,8 +267,9 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     spec = pack_size.recorded(spec, tracker.call(tracker.client.get_run,
                                                  record.ref.parent_run_id).data.tags)
     study_url = _study_url(spec, optuna_storage, uri)
-    tracker.discard_unfinished(record.ref)
-    values = finished_values(tracker.states(record.ref), spec.metric)
+    runs = tracker.states(record.ref)
+    tracker.discard_unfinished(record.ref, runs)
+    values = finished_values(runs, spec.metric)
     plan = build_plan(spec, values)
     preflight.check_data(spec, address, finished=values)
     studies = None

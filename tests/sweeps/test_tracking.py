@@ -238,6 +238,21 @@ def test_failed_run_keeps_its_traceback(store, tmp_path):
     assert t.client.get_run(claim.run_id).data.tags[tracking.OUTCOME] == "failed"
 
 
+def test_marking_and_discarding_take_the_states_just_read_without_reading_again(store,
+                                                                              monkeypatch):
+    t, ref = _sweep(store)
+    done = t.claim(ref, "done", {}, {})
+    t.finish(done.run_id, Result(Outcome.UNSOLVED), 0, [])
+    live = {t.claim(ref, key, {}, {}).run_id for key in ("a", "b")}
+    runs = t.states(ref)
+    monkeypatch.setattr(t, "states", lambda ref: pytest.fail("the states were read again"))
+    assert t.mark_killed(ref, runs) == 2
+    assert {r.info.run_id: r.info.status for r in t.configurations(ref)
+            if r.info.run_id in live} == dict.fromkeys(live, "KILLED")
+    assert t.discard_unfinished(ref, runs) == 2
+    assert [r.data.tags[tracking.TRIAL_KEY] for r in t.configurations(ref)] == ["done"]
+
+
 def test_discard_unfinished_and_find_sweep(store):
     t, ref = _sweep(store)
     done = t.claim(ref, "done", {}, {})
