@@ -15,10 +15,10 @@ their number is the cap), resolves ``device: auto`` as a trial holding a GPU wou
 this machine has one), and runs :func:`sweeps.pack_size.probe_curve` with the profile's
 ``resources`` (or ``--cpus`` / ``--gpu``). It prints the curve (configs·iterations per second
 by pack size K, and on a GPU the peak memory), where the ladder ended, the K a sweep would
-choose for the profile's plan with ``--slots`` trials at once (:func:`sweeps.pack_size.best_k`)
-and the probe's wall time, which a sweep pays once before its first trial. Without Ray and
-MLflow because the GPU machine lent to this project has neither: the Ray task runs the same
-function in a worker process.
+choose for the profile's plan with ``--slots`` trials at once (:func:`sweeps.pack_size.decide`,
+with each point's set-up) and the probe's wall time, which a sweep pays once before its first
+trial. Without Ray and MLflow because the GPU machine lent to this project has neither: the
+Ray task runs the same function in a worker process.
 """
 
 from __future__ import annotations
@@ -62,12 +62,14 @@ def probe(spec_name: str, profile: str, cpus: float | None, gpu: float | None,
     for k, rate in result.curve.items():
         memory = (f", peak {result.peak_bytes[k] / 2 ** 20:.0f} MiB"
                   if k in result.peak_bytes else "")
+        setup = f", set-up {result.setup[k]:.2f} s" if k in result.setup else ""
         print(f"  K = {k:3d}: {rate:10.0f} configs·iterations/s "
-              f"({rate / result.curve[min(result.curve)]:.2f}× K = {min(result.curve)}){memory}")
-    k = (pack_size.best_k(result.curve, pack_size.plan_packs(spec, slots), slots)
-         if result.curve else None)
-    print(f"  ladder ended at {result.ended}; K = {k} on {slots} slot(s); probe {wall:.1f} s",
-          flush=True)
+              f"({rate / result.curve[min(result.curve)]:.2f}× K = {min(result.curve)})"
+              f"{setup}{memory}")
+    if result.curve:
+        print(f"  {pack_size.decide(spec, params, result, slots, wall).why}", flush=True)
+    else:
+        print(f"  ladder ended at {result.ended}; nothing measured; probe {wall:.1f} s")
 
 
 def main() -> None:

@@ -88,6 +88,10 @@ measured throughput curve (:mod:`sweeps.pack_size`); a resume packs with it agai
 PACK_SIZE_CURVE = "ortho.pack_size_curve"
 """Parent, beside :data:`PACK_SIZE`: JSON ``{K: configs·iterations per second}`` of the
 pack sizes the probe measured on a trial's device (``{}`` when K was not measured)."""
+PACK_SIZE_SETUP = "ortho.pack_size_setup"
+"""Parent, beside :data:`PACK_SIZE_CURVE`: JSON ``{K: seconds}`` of each probed pack's set-up
+(its wall time outside its training iterations), weighed against a configuration's
+iterations where the experiment states them (``{}`` when not measured or not weighed)."""
 CONFIGS_PER_HOUR = "configs_per_hour"
 """Parent, a metric logged whenever its driver ends it: configurations finished per hour of
 wall time by that run of the driver (``ortho sweep run``, or a resume: what it finished, not

@@ -29,7 +29,13 @@ short throughput curve and packs with the K whose plan it says finishes soonest:
    fill the trials that run at once: :func:`sweeps.plan.pack_counts`) is timed by the curve
    (:func:`plan_seconds`: an iteration of a pack of m members takes m / rate(m), the trials
    start in plan order on the first free slot, and trials on different slots are taken not
-   to slow each other, though on a shared GPU they do), and K is the smallest whose plan is
+   to slow each other, though on a shared GPU they do). Where the experiment states a
+   configuration's ``iteration_budget``, each pack also pays the runner's
+   :data:`TRIAL_SECONDS` and its set-up as the probe measured it (:attr:`Probe.setup`: a
+   point's wall time less its iterations at its rate) against that budget's iterations: a
+   short sweep of many small packs spends most of its time starting trials (RESULTS.md,
+   ``pack_size auto, a larger sweep on this CPU``), a long one hardly any. K is the smallest
+   measured size whose plan is
    within :data:`TOLERANCE` of the fastest (:func:`best_k`). Throughput alone is not enough:
    on an H100 or H200 a pack's iteration costs about the same up to K = 128 or more, so a
    knee of the curve (the smallest K within 10 % of the best rate) split each of M's
@@ -38,8 +44,9 @@ short throughput curve and packs with the K whose plan it says finishes soonest:
    stay small, so a failure or an interrupt loses less. The slots are counted after the
    probe, whose task may have made an autoscaler start the first node that fits a trial.
 
-The parent run records K (:data:`sweeps.contract.PACK_SIZE`) and the curve
-(:data:`sweeps.contract.PACK_SIZE_CURVE`), and a resume packs with the recorded K
+The parent run records K (:data:`sweeps.contract.PACK_SIZE`), the curve
+(:data:`sweeps.contract.PACK_SIZE_CURVE`) and the set-ups weighed
+(:data:`sweeps.contract.PACK_SIZE_SETUP`), and a resume packs with the recorded K
 (:func:`recorded`) and never probes again, so trial keys and packs stay those of the first
 run. Without a probe: packs of one under an early-stopping scheduler (it judges one
 configuration per trial), and :data:`DEFAULT_PACK_SIZE` (at most the cap) for an experiment
@@ -83,6 +90,12 @@ PROBE_SECONDS = 20.0
 (a point's data and set-up take 1 to 2 s on this project's CPU machine and on an H100)."""
 MEMORY_SHARE = 0.8
 """Fraction of a trial's share of free GPU memory a probed pack may fill."""
+TRIAL_SECONDS = 0.2
+"""What the runner spends on a trial besides its pack's set-up, as :func:`decide` counts it
+where it weighs set-ups: Tune starting the trial, its claims and endings. 0.11 s a trial
+plus 0.2 ms (claims) and 0.35 ms (endings) a member on this project's 2-core CPU
+(RESULTS.md, ``sweep_overhead`` and ``pack_claims``); about 1 s between a slot's packs of
+224 on the lent H200 (``sweep_throughput on a GPU (4)``), where this undercounts."""
 DEFAULT_PACK_SIZE = 8
 """K (at most the cap) where nothing is measured: an experiment without ``probe_config``, or
 a probe that failed."""
@@ -98,13 +111,18 @@ class Choice:
     """Configs·iterations per second by pack size (empty when nothing was measured)."""
     why: str
     """How K was chosen, for the sweep's first lines."""
+    setup: dict[int, float] = dataclasses.field(default_factory=dict)
+    """Seconds of a pack's set-up by pack size, as the choice weighed them (empty when it
+    weighed none)."""
 
     def tags(self) -> dict[str, str]:
-        """The parent run's tags (:data:`sweeps.contract.PACK_SIZE` and
-        :data:`~sweeps.contract.PACK_SIZE_CURVE`)."""
+        """The parent run's tags (:data:`sweeps.contract.PACK_SIZE`,
+        :data:`~sweeps.contract.PACK_SIZE_CURVE` and :data:`~sweeps.contract.PACK_SIZE_SETUP`)."""
         return {contract.PACK_SIZE: str(self.k),
                 contract.PACK_SIZE_CURVE: json.dumps({str(k): round(v, 3)
-                                                      for k, v in self.curve.items()})}
+                                                      for k, v in self.curve.items()}),
+                contract.PACK_SIZE_SETUP: json.dumps({str(k): round(v, 3)
+                                                      for k, v in self.setup.items()})}
 
 
 def ladder(cap: int) -> list[int]:
@@ -131,23 +149,49 @@ def iteration_seconds(curve: Mapping[int, float], m: int) -> float:
     return per[lo] + (per[hi] - per[lo]) * (m - lo) / (hi - lo)
 
 
-def plan_seconds(curve: Mapping[int, float], packs: Sequence[int], slots: int) -> float:
-    """Seconds per iteration of every member until the last of ``packs`` (their sizes, in
-    plan order) ends, each started on the first of ``slots`` to come free, as Tune starts
-    trials; every configuration is taken to run as many iterations as any other."""
+def setup_seconds(setup: Mapping[int, float], m: int) -> float:
+    """Seconds a pack of ``m`` members spends outside its timed iterations by the probe's
+    ``setup`` (seconds by pack size): on the line between the measured sizes around ``m``,
+    past the largest on the line through the last two (:func:`extrapolate`), below the
+    smallest as the smallest; 0 where nothing was measured."""
+    if not setup:
+        return 0.0
+    sizes = sorted(setup)
+    if m <= sizes[0]:
+        return setup[sizes[0]]
+    if m >= sizes[-1]:
+        return extrapolate(setup, m)
+    lo = max(k for k in sizes if k <= m)
+    hi = min(k for k in sizes if k >= m)
+    if lo == hi:
+        return setup[lo]
+    return setup[lo] + (setup[hi] - setup[lo]) * (m - lo) / (hi - lo)
+
+
+def plan_seconds(curve: Mapping[int, float], packs: Sequence[int], slots: int,
+                 setup: Mapping[int, float] | None = None, iterations: int = 1,
+                 per_trial: float = 0.0) -> float:
+    """Seconds until the last of ``packs`` (their sizes, in plan order) ends, each started on
+    the first of ``slots`` to come free, as Tune starts trials: a pack of m takes
+    ``per_trial``, its set-up (:func:`setup_seconds`) and ``iterations`` iterations of
+    m / rate(m) seconds each, every configuration taken to run as many iterations as any
+    other. Without the last three: seconds per iteration of every member."""
     ends = [0.0] * max(1, slots)
     for m in packs:
         first = ends.index(min(ends))
-        ends[first] += iteration_seconds(curve, m)
+        ends[first] += (per_trial + setup_seconds(setup or {}, m)
+                        + iterations * iteration_seconds(curve, m))
     return max(ends)
 
 
 def best_k(curve: Mapping[int, float], packs_at: Callable[[int], Sequence[int]], slots: int,
-           tolerance: float = TOLERANCE) -> int:
+           tolerance: float = TOLERANCE, setup: Mapping[int, float] | None = None,
+           iterations: int = 1, per_trial: float = 0.0) -> int:
     """The smallest measured pack size whose plan (``packs_at(k)``: its packs' sizes at
     ``pack_size: k``) takes at most (1 + ``tolerance``) of the fastest plan's time by
-    ``curve`` (:func:`plan_seconds`)."""
-    seconds = {k: plan_seconds(curve, packs_at(k), slots) for k in curve}
+    ``curve``, ``setup``, ``iterations`` and ``per_trial`` (:func:`plan_seconds`)."""
+    seconds = {k: plan_seconds(curve, packs_at(k), slots, setup, iterations, per_trial)
+               for k in curve}
     fastest = min(seconds.values())
     return min(k for k, s in seconds.items() if s <= (1 + tolerance) * fastest)
 
@@ -195,6 +239,11 @@ class Clock:
         self.first.setdefault(report.member, (now, report.step))
         self.last[report.member] = (now, report.step)
 
+    def trained(self) -> int:
+        """Iterations the members trained in all, by their last reports (each member's step
+        counts its iterations from the start)."""
+        return sum(step for _, step in self.last.values())
+
     def rate(self) -> float | None:
         """Configs·iterations per second from the first report to the last (None when no
         member trained between two reports)."""
@@ -206,12 +255,12 @@ class Clock:
         return iterations / (end - start) if iterations > 0 and end > start else None
 
 
-def measure(module: Any, configs: Sequence[Any]) -> float | None:
-    """Configs·iterations per second of ``module.train`` on the pack ``configs`` (already
-    probe configurations), by its reports' clock."""
+def measure(module: Any, configs: Sequence[Any]) -> Clock:
+    """The reports' clock of ``module.train`` on the pack ``configs`` (already probe
+    configurations)."""
     clock = Clock()
     module.train(list(configs), clock)
-    return clock.rate()
+    return clock
 
 
 def _memory_budget(device: str, gpu: float) -> float | None:
@@ -235,6 +284,10 @@ class Probe:
     out-of-memory error, in words for :attr:`Choice.why`."""
     peak_bytes: dict[int, int] = dataclasses.field(default_factory=dict)
     """Peak GPU memory allocated by pack size (empty on a CPU)."""
+    setup: dict[int, float] = dataclasses.field(default_factory=dict)
+    """Seconds of each point, after the first, outside its training iterations (its wall
+    time less the iterations its members trained at the measured rate): data, weights,
+    pre-training and the one-off costs of the first iterations, which a trial pays per pack."""
 
 
 def extrapolate(points: Mapping[int, float], k: int) -> float:
@@ -266,6 +319,7 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
     budget = _memory_budget(device, gpu)
     curve: dict[int, float] = {}
     walls: dict[int, float] = {}
+    setup: dict[int, float] = {}
     growth: dict[int, float] = {}
     peaks: dict[int, int] = {}
     started: float | None = None
@@ -276,17 +330,20 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
             before = torch.cuda.memory_allocated(device)
         point = time.monotonic()
         try:
-            rate = measure(module, [base[i % len(base)] for i in range(k)])
+            clock = measure(module, [base[i % len(base)] for i in range(k)])
         except torch.cuda.OutOfMemoryError:
             torch.cuda.empty_cache()
-            return Probe(curve, f"an out-of-memory error at K = {k}", peaks)
+            return Probe(curve, f"an out-of-memory error at K = {k}", peaks, setup)
         now = time.monotonic()
+        rate = clock.rate()
         if rate is not None:
             curve[k] = rate
         if started is None:  # the first point pays the process's one-off costs
             started = now
         else:
             walls[k] = now - point
+            if rate is not None:
+                setup[k] = max(0.0, walls[k] - clock.trained() / rate)
         if budget is not None:
             peaks[k] = torch.cuda.max_memory_allocated(device)
             growth[k] = peaks[k] - before
@@ -294,13 +351,13 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
             break
         if walls and now + extrapolate(walls, following) > started + seconds:
             return Probe(curve, f"the time limit (the next point would end past {seconds:g} s "
-                     "after the first)", peaks)
+                         "after the first)", peaks, setup)
         if budget is not None:
             need = torch.cuda.memory_allocated(device) + extrapolate(growth, following)
             if need > budget:
                 return Probe(curve, f"the memory budget (the next point would need "
-                             f"{need / 2 ** 30:.2f} of {budget / 2 ** 30:.2f} GiB)", peaks)
-    return Probe(curve, f"the cap, {len(base)}", peaks)
+                             f"{need / 2 ** 30:.2f} of {budget / 2 ** 30:.2f} GiB)", peaks, setup)
+    return Probe(curve, f"the cap, {len(base)}", peaks, setup)
 
 
 def references(spec: ResolvedSpec) -> list[dict[str, Any]]:
@@ -349,13 +406,31 @@ def choose(spec: ResolvedSpec, slots: Callable[[], int] = lambda: 1) -> Choice:
     if not probe.curve:
         return Choice(default, {}, f"{default}, the default (the probe measured nothing; "
                       f"its ladder ended at {probe.ended})")
-    at_once = slots()
-    packs_at = plan_packs(spec, at_once)
-    k = best_k(probe.curve, packs_at, at_once)
+    return decide(spec, params, probe, slots(), seconds)
+
+
+def decide(spec: ResolvedSpec, params: Sequence[Mapping[str, Any]], probe: Probe, slots: int,
+           seconds: float) -> Choice:
+    """The choice of step 4 of the module docstring for ``spec`` with ``slots`` trials at
+    once, from ``probe`` (measured on the reference configurations ``params`` in
+    ``seconds``): with the experiment's ``iteration_budget`` hook, each trial's
+    :data:`TRIAL_SECONDS` and its pack's set-up weighed against the iterations of a
+    configuration's whole budget (an upper bound: a member that stops sooner makes them weigh
+    more), else iterations alone."""
+    module = experiments.get(spec.experiment)
+    iterations = (module.iteration_budget(from_dict(module.Config, dict(params[0])))
+                  if hasattr(module, "iteration_budget") else None)
+    setup = probe.setup if iterations is not None else {}
+    packs_at = plan_packs(spec, slots)
+    k = best_k(probe.curve, packs_at, slots, setup=setup, iterations=iterations or 1,
+               per_trial=TRIAL_SECONDS if iterations is not None else 0.0)
     points = ", ".join(f"{n}: {rate:.0f}" for n, rate in probe.curve.items())
+    weighed = (f"; a trial's {TRIAL_SECONDS:g} s and its pack's set-up "
+               f"{setup_seconds(setup, k):.2f} s against at most {iterations:,} iterations "
+               "a configuration" if iterations is not None else "")
     return Choice(k, probe.curve, f"{k} (configs·iterations/s by pack size {points}, "
-                  f"ended at {probe.ended}; probe {seconds:.1f} s; {len(packs_at(k))} "
-                  f"trial(s) on {at_once} slot(s) at once)")
+                  f"ended at {probe.ended}{weighed}; probe {seconds:.1f} s; "
+                  f"{len(packs_at(k))} trial(s) on {slots} slot(s) at once)", dict(setup))
 
 
 def settle(spec: ResolvedSpec, stream: TextIO | None = None,

@@ -153,6 +153,14 @@ ADDED_FIELDS: tuple[str, ...] = ("preprocessing",)
 leaves each out while it holds its default, so that configurations tracked before keep their
 keys (:func:`sweeps.spec.trial_key`)."""
 
+def iteration_budget(config: Config) -> int:
+    """The most training iterations (minibatches) ``config`` can take: ``epochs`` of whole
+    minibatches of its training images. ``pack_size: auto`` weighs a pack's set-up against
+    it (:mod:`sweeps.pack_size`)."""
+    n_train = config.train_size or DATASETS["mnist"].n_train
+    return config.epochs * (n_train // config.batch_size)
+
+
 PROBE_BATCHES = 100
 """Minibatches per epoch of a probe configuration (:func:`probe_config`)."""
 

@@ -45,7 +45,12 @@ from ortho_core.config import check_pack
 from ortho_core.data.mnist import load_mnist, pixel_permutation
 from ortho_core.devices import DTYPES, resolve_device
 from ortho_core.experiments.data_check import DataFile, image_files
-from ortho_core.experiments.pixel_mnist_config import PACK_FIELDS, Config, probe_config
+from ortho_core.experiments.pixel_mnist_config import (
+    PACK_FIELDS,
+    Config,
+    iteration_budget,
+    probe_config,
+)
 from ortho_core.init import orthogonal_pretrain, require_converged
 from ortho_core.metrics import member_norm, spectral_radius
 from ortho_core.models.mlp import member_cross_entropy
@@ -55,7 +60,7 @@ from ortho_core.penalty import ortho_error, ortho_penalty_grad
 from ortho_core.reporting import Outcome, Report, Reporter, Result
 from ortho_core.subnormals import honours_subnormals
 
-__all__ = ["PACK_FIELDS", "Config", "data_files", "probe_config", "train"]
+__all__ = ["PACK_FIELDS", "Config", "data_files", "iteration_budget", "probe_config", "train"]
 
 EVAL_CHUNK_ELEMENTS = 1 << 22
 """Bound on K·b·H, the hidden states of one evaluation chunk of b test images (memory only)."""

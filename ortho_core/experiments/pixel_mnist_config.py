@@ -138,6 +138,12 @@ PACK_FIELDS: tuple[str, ...] = (
 """Fields equal across a pack; the variant, α, λ and its form, σ, αₚ, the tolerance, which
 weights are pre-trained, the margin and the seed may differ per member."""
 
+def iteration_budget(config: Config) -> int:
+    """The most training iterations ``config`` can take (``max_iters``), against which
+    ``pack_size: auto`` weighs a pack's set-up (:mod:`sweeps.pack_size`)."""
+    return config.max_iters
+
+
 PROBE_ITERS = 5
 """Iterations between the reports of a probe configuration (:func:`probe_config`)."""
 

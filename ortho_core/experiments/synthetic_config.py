@@ -212,6 +212,16 @@ before them keep their keys and a resumed sweep does not train them again
 (:func:`sweeps.spec.trial_key`); ``screen_size`` came with screened validation and
 ``settle_early`` with the probe that keeps its packs whole (issue 13)."""
 
+def iteration_budget(config: Config) -> int:
+    """The most training iterations ``config`` can take: ``max_iters`` at each length of its
+    curriculum (T = ``seq_len``, + ``seq_len_step``, ... up to ``max_seq_len``), or at its
+    one length under the ``fixed`` protocol. ``pack_size: auto`` weighs a pack's set-up
+    against it (:mod:`sweeps.pack_size`)."""
+    if config.protocol == "fixed":
+        return config.max_iters
+    return config.max_iters * ((config.max_seq_len - config.seq_len) // config.seq_len_step + 1)
+
+
 PROBE_ITERS = 100
 """Iterations between the reports of a probe configuration (:func:`probe_config`)."""
 

@@ -121,6 +121,43 @@ def test_plan_packs_are_the_trials_the_planner_makes_at_every_k(tmp_path, monkey
             assert len(planned) == plan.n_tune_trials and sum(planned) == plan.n_todo
 
 
+def test_setup_seconds_on_the_line_between_measured_sizes_and_past_them():
+    setup = {2: 0.1, 4: 0.2, 8: 0.6}
+    assert pack_size.setup_seconds(setup, 1) == pytest.approx(0.1)  # below: the smallest
+    assert pack_size.setup_seconds(setup, 3) == pytest.approx(0.15)
+    assert pack_size.setup_seconds(setup, 6) == pytest.approx(0.4)
+    assert pack_size.setup_seconds(setup, 16) == pytest.approx(1.4)  # the last two's line
+    assert pack_size.setup_seconds({}, 16) == 0.0
+
+
+def test_plan_seconds_adds_each_pack_s_set_up_to_its_iterations():
+    curve = {1: 100.0, 2: 100.0, 3: 100.0}  # a pack of m: m × 10 ms an iteration
+    setup = {1: 1.0, 3: 2.0}
+    # [3] [2, 1] over 50 iterations: 2 + 1.5 = 3.5 s against 1.5 + 1 + 0.5 + 1 = 4 s
+    assert pack_size.plan_seconds(curve, [3, 2, 1], 2, setup, 50) == pytest.approx(4.0)
+
+
+CPU_CURVE = {1: 972, 2: 1653, 4: 2585, 8: 3474, 16: 4259, 32: 4631, 64: 4649, 128: 4639}
+"""The probe of synthetic-max-length's paper profile on this project's 2-core CPU (RESULTS.md,
+``pack_size auto, a larger sweep on this CPU``): the rate levels off from K = 32."""
+
+
+def test_best_k_packs_larger_where_set_up_outweighs_a_short_budget():
+    setup = {2: 0.05, 4: 0.06, 8: 0.08, 16: 0.1, 32: 0.15, 64: 0.25, 128: 0.45}
+    packs_at = _packs_at([896] * 4, 2)  # 3,584 configurations on 2 slots
+    # iterations alone: K = 16, within 10 % of the fastest rate
+    assert pack_size.best_k(CPU_CURVE, packs_at, 2) == 16
+    # 20 iterations a configuration: K = 16's 224 packs spend 11 s of 19.6 s setting up;
+    # K = 64's 56 packs take 14.7 s, within 10 % of K = 128's 14.0 s
+    assert pack_size.best_k(CPU_CURVE, packs_at, 2, setup=setup, iterations=20) == 64
+    # M's 100,000 iterations at each length: set-up is noise again
+    assert pack_size.best_k(CPU_CURVE, packs_at, 2, setup=setup, iterations=100_000) == 16
+    # and a trial's own cost besides: 0.2 s x 112 trials a slot at K = 16 (30.8 s) against
+    # 14 at K = 128 (10.5 s, fastest) and 28 at K = 64 (13.3 s, not within 10 %)
+    assert pack_size.best_k(CPU_CURVE, packs_at, 2, setup={}, iterations=20,
+                            per_trial=0.2) == 128
+
+
 def test_best_k_keeps_packs_small_where_larger_ones_save_little():
     curve = {1: 100, 2: 150, 4: 190, 8: 205}  # a CPU's: the rate levels off
     # 64 configurations on 2 slots: K = 8 in 4 rounds (156 ms), K = 4 in 8 (168 ms, within
@@ -128,6 +165,26 @@ def test_best_k_keeps_packs_small_where_larger_ones_save_little():
     assert pack_size.best_k(curve, _packs_at([64], 2), 2) == 4
     assert pack_size.best_k(curve, _packs_at([64], 2), 2, tolerance=0.0) == 8
     assert pack_size.best_k({1: 100, 2: 95}, _packs_at([2], 1), 1) == 1
+
+
+def test_the_clock_counts_the_iterations_each_member_trained():
+    clock = pack_size.Clock()
+    for member, step in [(0, 0), (1, 0), (0, 100), (1, 100), (0, 300), (1, 200)]:
+        clock(Report(member=member, step=step, metrics={}))
+    assert clock.trained() == 500
+
+
+@pytest.mark.parametrize(("name", "values", "budget"), [
+    ("synthetic", {"max_iters": 1000, "seq_len": 10, "max_seq_len": 50}, 5000),
+    ("synthetic", {"max_iters": 1000, "seq_len": 10, "max_seq_len": 55}, 5000),
+    ("synthetic", {"max_iters": 20, "protocol": "fixed", "seq_len": 10, "max_seq_len": 50}, 20),
+    ("ff-mnist", {"epochs": 3, "train_size": 1000, "batch_size": 128}, 21),
+    ("ff-mnist", {"epochs": 2, "batch_size": 100}, 1200),
+    ("pixel-mnist", {"max_iters": 300}, 300),
+])
+def test_each_iteration_budget_is_the_most_steps_a_configuration_reports(name, values, budget):
+    module = experiments.get(name)
+    assert module.iteration_budget(from_dict(module.Config, values)) == budget
 
 
 class FakeTime:
@@ -156,7 +213,7 @@ def test_clock_measures_configs_iterations_per_second(fake_time):
     """The toy trainer reports steps 0..4 with a sleep of 0.02 s after each: timed from step 1
     (t = 0.02) to step 4 (t = 0.08), two members train 3 iterations each in 0.06 s."""
     configs = [toy_experiment.Config(x=x, steps=5, sleep=0.02) for x in (0.1, 0.2)]
-    assert pack_size.measure(toy_experiment, configs) == pytest.approx(100.0)
+    assert pack_size.measure(toy_experiment, configs).rate() == pytest.approx(100.0)
 
 
 def test_clock_starts_at_the_first_report_after_training_began(fake_time):
@@ -190,8 +247,9 @@ def test_each_hook_gives_a_probe_the_clock_can_time(name):
     probe = module.probe_config(full)
     for key in ("hidden", "batch_size", "device"):
         assert getattr(probe, key) == getattr(full, key)
-    rate = pack_size.measure(module, [probe])
-    assert rate is not None and rate > 0
+    clock = pack_size.measure(module, [probe])
+    assert clock.rate() is not None and clock.rate() > 0
+    assert clock.trained() == module.iteration_budget(probe)  # its whole budget, reported
 
 
 def test_the_synthetic_probe_times_a_pack_of_one_whose_member_solves_at_once():
@@ -210,6 +268,7 @@ def test_the_synthetic_probe_times_a_pack_of_one_whose_member_solves_at_once():
     (result,) = module.train([probe], clock)
     assert result.summary["total_iters"] == probe.max_iters
     assert clock.rate() is not None and clock.rate() > 0
+    assert clock.trained() == module.iteration_budget(probe)
 
 
 @pytest.mark.parametrize("value", ["big", 0, -2])
@@ -258,7 +317,8 @@ def test_auto_under_a_scheduler_is_one_without_probing(tmp_path):
     path.write_text(yaml.safe_dump(doc))
     sized, tags = pack_size.settle(resolve(load_spec(str(path)), "smoke"))
     assert sized.pack_size == 1  # no Ray here: a probe would have failed
-    assert tags == {contract.PACK_SIZE: "1", contract.PACK_SIZE_CURVE: "{}"}
+    assert tags == {contract.PACK_SIZE: "1", contract.PACK_SIZE_CURVE: "{}",
+                    contract.PACK_SIZE_SETUP: "{}"}
 
 
 @pytest.mark.usefixtures(toy_ray.__name__)
@@ -296,8 +356,13 @@ def test_auto_measures_records_and_keeps_k_on_resume(tmp_path, monkeypatch):
     assert 1 <= k <= len(LRS)
     assert curve and set(curve) <= {1, 2, 4} and 1 in curve
     assert all(rate > 0 for rate in curve.values())
+    setup = {int(n): s for n, s in json.loads(tags[contract.PACK_SIZE_SETUP]).items()}
+    assert setup and set(setup) <= set(curve) - {1}  # the first point pays one-off costs
+    assert all(seconds >= 0 for seconds in setup.values())
     spec = resolve(load_spec(str(_synthetic_spec(tmp_path))), "smoke")
-    assert k == pack_size.best_k(curve, pack_size.plan_packs(spec, 2), 2)
+    budget = 20  # the fixed protocol's max_iters
+    assert k == pack_size.best_k(curve, pack_size.plan_packs(spec, 2), 2, setup=setup,
+                                 iterations=budget, per_trial=pack_size.TRIAL_SECONDS)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith(f"pack_size auto: {k} (configs·iterations/s by pack size 1: ")
     trials = sum(pack_counts([len(LRS)], k, slots=2))  # the embedded Ray's 2 CPUs
