@@ -1,6 +1,6 @@
 """What the sweep's writer spends on a pack's claims, metric values and endings into a SQLite
 store's tables (:meth:`sweeps.tracking.Tracker.claim_all`, ``StoreTables.write_metrics``,
-``Tracker.finish_all``), with its two shortcuts against without them, in one process:
+``Tracker.finish_all``), with its three shortcuts against without them, in one process:
 
     python benchmarks/pack_claims.py [--pack 896] [--rounds 3]
 
@@ -13,7 +13,7 @@ store's tables (:meth:`sweeps.tracking.Tracker.claim_all`, ``StoreTables.write_m
   (``StoreTables._many``), against SQLAlchemy's ``execute``, which builds each row's
   parameters anew.
 
-Each round claims a pack of ``--pack`` configurations of the ``synthetic`` trainer (its 35
+Each round claims a pack of ``--pack`` configurations of the ``synthetic`` trainer (its 36
 params, a trial's tags), writes their reports (20 steps of 9 metrics each, in one write; the
 writer makes it in several), then ends them as a trial does (the metrics CSV, the result's
 summaries and a ``stages`` artifact), once with the shortcuts and once without (the order
@@ -42,9 +42,10 @@ from sweeps.tracking import tables
 
 @contextmanager
 def without_shortcuts() -> Iterator[None]:
-    """Every param and metric value checked by MLflow in full each time, every row through
-    SQLAlchemy's ``execute``."""
-    from mlflow.utils.validation import _validate_metric
+    """Every param and metric value checked by MLflow in full each time (its checks imported
+    once, as the claims and writes imported them before), every row through SQLAlchemy's
+    ``execute``."""
+    from mlflow.utils.validation import _validate_metric, _validate_param
 
     memo, metric, many = tables.checked_param, tables.check_metric, tables.StoreTables._many
 
@@ -52,7 +53,11 @@ def without_shortcuts() -> Iterator[None]:
         if rows:
             conn.execute(insert, rows)
 
-    tables.checked_param = tracking.layout.checked_param = memo.__wrapped__
+    def param(key: str, value: str) -> tuple[str, str]:
+        checked = _validate_param(key, value)
+        return checked.key, checked.value
+
+    tables.checked_param = tracking.layout.checked_param = param
     tables.check_metric = lambda m: _validate_metric(m.key, m.value, m.timestamp, m.step)
     tables.StoreTables._many = execute
     try:

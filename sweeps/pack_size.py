@@ -79,9 +79,10 @@ AUTO = "auto"
 """The ``pack_size`` value that asks for a measured K."""
 MAX_PACK = MAX_PACK_SIZE
 """Largest K the probe tries: any pack a spec may ask for. The ladder's time and memory
-bounds stop it sooner where larger packs cost more; on a GPU, where four trials' packs of
-224 left an H200 with work to spare (RESULTS.md, ``sweep_throughput on a GPU (4)``), a
-larger sweep's groups may do better as one round of larger packs."""
+bounds stop it sooner where larger packs cost more (on a CPU only its time limit: a point's
+host memory is not bounded); on a GPU, where four trials' packs of 224 left an H200 with work
+to spare (RESULTS.md, ``sweep_throughput on a GPU (4)``), a larger sweep's groups may do
+better as one round of larger packs."""
 TOLERANCE = 0.10
 """K is the smallest pack size whose plan's predicted time is within this fraction of the
 shortest's (the probe's rates move by about that much from one probe to the next)."""
@@ -132,40 +133,43 @@ def ladder(cap: int) -> list[int]:
     return [*sizes, cap]
 
 
+def _between(points: Mapping[int, float], m: int) -> float | None:
+    """``points`` (values by pack size) at ``m`` on the line between the two measured sizes
+    around it (a fixed part and a part per member); None outside the measured sizes."""
+    below = [k for k in points if k <= m]
+    above = [k for k in points if k >= m]
+    if not below or not above:
+        return None
+    lo, hi = max(below), min(above)
+    if lo == hi:
+        return points[lo]
+    return points[lo] + (points[hi] - points[lo]) * (m - lo) / (hi - lo)
+
+
 def iteration_seconds(curve: Mapping[int, float], m: int) -> float:
     """Seconds one iteration of a pack of ``m`` members takes by ``curve`` (configs·iterations
     per second by pack size): m / rate at a measured size, on the line between the two
-    measured sizes around ``m`` (a fixed part and a part per member), in proportion to
-    ``m`` beyond the measured ones."""
+    measured sizes around ``m``, in proportion to ``m`` beyond the measured ones."""
     per = {k: k / rate for k, rate in curve.items()}
-    below = [k for k in per if k <= m]
-    above = [k for k in per if k >= m]
-    if not below or not above:
-        nearest = min(per, key=lambda k: abs(k - m))
-        return per[nearest] * m / nearest
-    lo, hi = max(below), min(above)
-    if lo == hi:
-        return per[lo]
-    return per[lo] + (per[hi] - per[lo]) * (m - lo) / (hi - lo)
+    inside = _between(per, m)
+    if inside is not None:
+        return inside
+    nearest = min(per, key=lambda k: abs(k - m))
+    return per[nearest] * m / nearest
 
 
 def setup_seconds(setup: Mapping[int, float], m: int) -> float:
     """Seconds a pack of ``m`` members spends outside its timed iterations by the probe's
     ``setup`` (seconds by pack size): on the line between the measured sizes around ``m``,
     past the largest on the line through the last two (:func:`extrapolate`), below the
-    smallest as the smallest; 0 where nothing was measured."""
+    smallest (K = 1, whose point pays the process's one-off costs) as the smallest; 0 where
+    nothing was measured."""
     if not setup:
         return 0.0
-    sizes = sorted(setup)
-    if m <= sizes[0]:
-        return setup[sizes[0]]
-    if m >= sizes[-1]:
-        return extrapolate(setup, m)
-    lo = max(k for k in sizes if k <= m)
-    hi = min(k for k in sizes if k >= m)
-    if lo == hi:
-        return setup[lo]
-    return setup[lo] + (setup[hi] - setup[lo]) * (m - lo) / (hi - lo)
+    inside = _between(setup, m)
+    if inside is not None:
+        return inside
+    return setup[min(setup)] if m < min(setup) else extrapolate(setup, m)
 
 
 def plan_seconds(curve: Mapping[int, float], packs: Sequence[int], slots: int,
@@ -416,7 +420,8 @@ def decide(spec: ResolvedSpec, params: Sequence[Mapping[str, Any]], probe: Probe
     ``seconds``): with the experiment's ``iteration_budget`` hook, each trial's
     :data:`TRIAL_SECONDS` and its pack's set-up weighed against the iterations of a
     configuration's whole budget (an upper bound: a member that stops sooner makes them weigh
-    more), else iterations alone."""
+    more; the budget of the reference configurations, those of the largest group, taken for
+    every group), else iterations alone."""
     module = experiments.get(spec.experiment)
     iterations = (module.iteration_budget(from_dict(module.Config, dict(params[0])))
                   if hasattr(module, "iteration_budget") else None)

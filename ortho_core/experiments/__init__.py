@@ -21,7 +21,10 @@ the same shape and cost per training iteration as ``config`` (every ``PACK_FIELD
 that sets the cost kept) on a budget of a few dozen iterations that reports at least twice,
 with a small evaluation set and pre-training cut short (:data:`PROBE_PRETRAIN_TOL`): the
 probe times the iterations between a member's first and last report. An experiment without
-it gets the default pack size that :mod:`sweeps.pack_size` states.
+it gets the default pack size that :mod:`sweeps.pack_size` states. With it,
+``iteration_budget(config) -> int``: the most training iterations the configuration takes,
+counted at the cost of its probe's iterations, against which ``pack_size: auto`` weighs each
+trial's fixed costs (without it, the choice weighs iterations alone).
 
 Modules are imported lazily so that ``ortho train`` only pays for the experiment it runs.
 """

@@ -213,13 +213,16 @@ before them keep their keys and a resumed sweep does not train them again
 ``settle_early`` with the probe that keeps its packs whole (issue 13)."""
 
 def iteration_budget(config: Config) -> int:
-    """The most training iterations ``config`` can take: ``max_iters`` at each length of its
-    curriculum (T = ``seq_len``, + ``seq_len_step``, ... up to ``max_seq_len``), or at its
-    one length under the ``fixed`` protocol. ``pack_size: auto`` weighs a pack's set-up
-    against it (:mod:`sweeps.pack_size`)."""
+    """The most training iterations ``config`` can take, each counted at the cost of one at
+    its first length (the probe's, :func:`probe_config`): ``max_iters`` at every length of its
+    curriculum (T = ``seq_len``, + ``seq_len_step``, ... up to ``max_seq_len``), one at
+    length T costing T / ``seq_len`` of those (the network runs T steps forward and back), or
+    ``max_iters`` at its one length under the ``fixed`` protocol. ``pack_size: auto`` weighs a
+    trial's fixed costs against it (:mod:`sweeps.pack_size`)."""
     if config.protocol == "fixed":
         return config.max_iters
-    return config.max_iters * ((config.max_seq_len - config.seq_len) // config.seq_len_step + 1)
+    lengths = range(config.seq_len, config.max_seq_len + 1, config.seq_len_step)
+    return config.max_iters * sum(lengths) // config.seq_len
 
 
 PROBE_ITERS = 100
@@ -233,7 +236,8 @@ def probe_config(config: Config) -> Config:
     training all of them (``settle_early`` off: a member that solves stays in the pack), and
     OINIT's pre-training stopped at once; task, width, batch, direction and dtype, which set
     the cost of an iteration, are kept. A curriculum's later lengths cost more per iteration
-    than the first, in proportion for every pack size."""
+    than the first, in proportion for every pack size (:func:`iteration_budget` counts them
+    so)."""
     return replace(config, protocol="fixed", max_iters=3 * PROBE_ITERS,
                    eval_every=PROBE_ITERS, val_size=config.batch_size, screen_size=None,
                    patience=None, settle_early=False, pretrain_tol=PROBE_PRETRAIN_TOL)

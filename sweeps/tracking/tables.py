@@ -97,13 +97,21 @@ IDS_PER_QUERY = 10_000
 every run of it, and SQLite allows 32,766 variables a statement by default."""
 
 
-@functools.lru_cache(maxsize=PARAMS_CHECKED)
 def checked_param(key: str, value: str) -> tuple[str, str]:
     """A param as MLflow checks it (``_validate_param``: the name's characters and path, both
-    lengths; a long value truncated) or its ``MlflowException``, remembered: the members of a
-    pack share most of their params, and the name's checks take about 6 µs a param (0.36 s of
-    the claims of a pack of 896 configurations with 35 params each, checked once before any
-    run is replaced and again as the rows are made)."""
+    lengths; a long value truncated where ``MLFLOW_TRUNCATE_LONG_VALUES`` says so), or
+    MLflow's ``MlflowException``: the members of a pack share most of their params, so each
+    distinct one's check is remembered (a refusal is not), for the claims that check every
+    param before any run is replaced and again as the rows are made (RESULTS.md,
+    ``pack_claims``)."""
+    from mlflow.environment_variables import MLFLOW_TRUNCATE_LONG_VALUES
+
+    return _checked_param(key, value, MLFLOW_TRUNCATE_LONG_VALUES.get())
+
+
+@functools.lru_cache(maxsize=PARAMS_CHECKED)
+def _checked_param(key: str, value: str, _truncating: bool) -> tuple[str, str]:
+    """:func:`checked_param`, remembered under the truncation setting it was made with."""
     from mlflow.utils.validation import _validate_param
 
     param = _validate_param(key, value)
@@ -124,8 +132,8 @@ def check_metric(metric: Any) -> None:
     """``MlflowException`` where MLflow's ``_validate_metric`` refuses the ``Metric``: its name
     checked once per process (:func:`_checked_metric_name`), the rest by MLflow unless the
     value is a float and the timestamp and step are ints, the timestamp ≥ 0, which every one
-    of those checks accepts: 0.3 µs a value, where checking all of each took 1.6 µs (0.26 s
-    of the 1.6 s that writing the 161,280 values of a pack of 896 took)."""
+    of those checks accepts: 0.3 µs a value where MLflow's whole check takes 1.6 µs
+    (RESULTS.md, ``pack_claims``)."""
     _checked_metric_name(metric.key)
     if not (type(metric.value) is float and type(metric.step) is int
             and type(metric.timestamp) is int and metric.timestamp >= 0):
@@ -355,11 +363,10 @@ class StoreTables:
 
     def _many(self, conn: Any, insert: Any, rows: Sequence[Mapping[str, Any]]) -> None:
         """Execute ``insert`` for each of ``rows`` (dicts of the same columns). On SQLite the
-        statement is compiled once and the rows handed to the driver's ``executemany``:
-        SQLAlchemy's ``execute`` builds each row's parameters anew, about 5 µs a row, which was
-        0.2 s of the 0.5 s the claims of a pack of 896 configurations took (40,000 rows of
-        runs, tags and params). Elsewhere ``execute``, which batches PostgreSQL's rows into
-        multi-row ``VALUES``."""
+        statement is compiled once and the rows handed to the driver's ``executemany``, where
+        SQLAlchemy's ``execute`` would build each row's parameters anew (a pack of 896's
+        claims write 41,000 rows of runs, tags and params: RESULTS.md, ``pack_claims``).
+        Elsewhere ``execute``, which batches PostgreSQL's rows into multi-row ``VALUES``."""
         if not rows:
             return
         if self.engine.dialect.name != "sqlite":

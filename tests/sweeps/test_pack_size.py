@@ -175,14 +175,17 @@ def test_the_clock_counts_the_iterations_each_member_trained():
 
 
 @pytest.mark.parametrize(("name", "values", "budget"), [
-    ("synthetic", {"max_iters": 1000, "seq_len": 10, "max_seq_len": 50}, 5000),
-    ("synthetic", {"max_iters": 1000, "seq_len": 10, "max_seq_len": 55}, 5000),
+    # T = 10 ... 50: 1,000 iterations at each, one at T costing T / 10 of one at 10
+    ("synthetic", {"max_iters": 1000, "seq_len": 10, "max_seq_len": 50}, 15000),
+    ("synthetic", {"max_iters": 1000, "seq_len": 10, "max_seq_len": 55}, 15000),
+    ("synthetic", {"max_iters": 100, "seq_len": 20, "seq_len_step": 30, "max_seq_len": 80},
+     750),  # T = 20, 50, 80: 100 × (1 + 2.5 + 4)
     ("synthetic", {"max_iters": 20, "protocol": "fixed", "seq_len": 10, "max_seq_len": 50}, 20),
     ("ff-mnist", {"epochs": 3, "train_size": 1000, "batch_size": 128}, 21),
     ("ff-mnist", {"epochs": 2, "batch_size": 100}, 1200),
     ("pixel-mnist", {"max_iters": 300}, 300),
 ])
-def test_each_iteration_budget_is_the_most_steps_a_configuration_reports(name, values, budget):
+def test_each_iteration_budget_counts_a_configuration_s_iterations(name, values, budget):
     module = experiments.get(name)
     assert module.iteration_budget(from_dict(module.Config, values)) == budget
 
