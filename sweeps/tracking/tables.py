@@ -97,21 +97,14 @@ IDS_PER_QUERY = 10_000
 every run of it, and SQLite allows 32,766 variables a statement by default."""
 
 
+@functools.lru_cache(maxsize=PARAMS_CHECKED)
 def checked_param(key: str, value: str) -> tuple[str, str]:
     """A param as MLflow checks it (``_validate_param``: the name's characters and path, both
-    lengths; a long value truncated where ``MLFLOW_TRUNCATE_LONG_VALUES`` says so), or
-    MLflow's ``MlflowException``: the members of a pack share most of their params, so each
-    distinct one's check is remembered (a refusal is not), for the claims that check every
-    param before any run is replaced and again as the rows are made (RESULTS.md,
-    ``pack_claims``)."""
-    from mlflow.environment_variables import MLFLOW_TRUNCATE_LONG_VALUES
-
-    return _checked_param(key, value, MLFLOW_TRUNCATE_LONG_VALUES.get())
-
-
-@functools.lru_cache(maxsize=PARAMS_CHECKED)
-def _checked_param(key: str, value: str, _truncating: bool) -> tuple[str, str]:
-    """:func:`checked_param`, remembered under the truncation setting it was made with."""
+    lengths; a long value truncated where ``MLFLOW_TRUNCATE_LONG_VALUES`` says so, as it says
+    when the value is first checked), or MLflow's ``MlflowException``: the members of a pack
+    share most of their params, so each distinct one's check is remembered (a refusal is
+    not), for the claims that check every param before any run is replaced and again as the
+    rows are made (RESULTS.md, ``pack_claims``)."""
     from mlflow.utils.validation import _validate_param
 
     param = _validate_param(key, value)
