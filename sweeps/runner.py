@@ -101,7 +101,7 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
                               progress, stream, run_tags, studies)
     runs = tracker.states(ref)
     if interrupted:
-        tracker.mark_killed(ref, runs)
+        tracker.mark_killed(runs)
     elif backfill_failures(tracker, ref, plan, run_tags, runs):
         runs = tracker.states(ref)
     if studies is not None:
@@ -268,7 +268,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
                                                  record.ref.parent_run_id).data.tags)
     study_url = _study_url(spec, optuna_storage, uri)
     runs = tracker.states(record.ref)
-    tracker.discard_unfinished(record.ref, runs)
+    tracker.discard_unfinished(runs)
     values = finished_values(runs, spec.metric)
     plan = build_plan(spec, values)
     preflight.check_data(spec, address, finished=values)

@@ -302,13 +302,10 @@ class Tracker:
                           {k: v for k, v in r.data.tags.items() if k in STATE_TAGS})
                 for r in runs]
 
-    def discard_unfinished(self, ref: SweepRef,
-                           runs: Sequence[TaggedRun] | None = None) -> int:
-        """Delete every child run of the sweep that is not FINISHED (before a resume
-        re-runs those configurations), among ``runs`` when the caller has just read them
-        (:meth:`states`); how many."""
-        doomed = [r for r in (self.states(ref) if runs is None else runs)
-                  if r.status != "FINISHED"]
+    def discard_unfinished(self, runs: Sequence[TaggedRun]) -> int:
+        """Delete every run of ``runs`` (a sweep's configuration runs, :meth:`states`) that is
+        not FINISHED, before a resume re-runs those configurations; how many."""
+        doomed = [r for r in runs if r.status != "FINISHED"]
         for run in doomed:
             self.retire(run.run_id, run.status)
         return len(doomed)
@@ -320,11 +317,10 @@ class Tracker:
             self.call(self.client.set_terminated, run_id, "KILLED")
         self.call(self.client.delete_run, run_id)
 
-    def mark_killed(self, ref: SweepRef, runs: Sequence[TaggedRun] | None = None) -> int:
-        """End every RUNNING child run of an interrupted sweep as KILLED, among ``runs`` when
-        the caller has just read them (:meth:`states`); how many."""
-        live = [r.run_id for r in (self.states(ref) if runs is None else runs)
-                if r.status == "RUNNING"]
+    def mark_killed(self, runs: Sequence[TaggedRun]) -> int:
+        """End every RUNNING run of ``runs`` (an interrupted sweep's configuration runs,
+        :meth:`states`) as KILLED; how many."""
+        live = [r.run_id for r in runs if r.status == "RUNNING"]
         for run_id in live:
             self.call(self.client.set_terminated, run_id, "KILLED")
         return len(live)

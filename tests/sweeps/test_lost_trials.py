@@ -42,7 +42,7 @@ def test_a_run_replaced_while_running_is_ended_killed_first(store: Store) -> Non
     assert t.client.get_run(retry.run_id).data.tags[tracking.ATTEMPT] == "2"
     again = t.claim(ref, "retried", {"x": 0.1}, {})  # attempt 2 lost too
     assert t.client.get_run(again.run_id).data.tags[tracking.ATTEMPT] == "3"
-    assert t.discard_unfinished(ref) == 3  # as a resume does: none had finished
+    assert t.discard_unfinished(t.states(ref)) == 3  # as a resume does: none had finished
     assert t.configurations(ref) == []
     assert t.client.get_run(failed).info.status == "FAILED"  # not KILLED: it had ended
     assert _trashed(t, ref) == [("failed", "1", "FAILED"), ("resumed", "1", "KILLED"),

@@ -246,10 +246,10 @@ def test_marking_and_discarding_take_the_states_just_read_without_reading_again(
     live = {t.claim(ref, key, {}, {}).run_id for key in ("a", "b")}
     runs = t.states(ref)
     monkeypatch.setattr(t, "states", lambda ref: pytest.fail("the states were read again"))
-    assert t.mark_killed(ref, runs) == 2
+    assert t.mark_killed(runs) == 2
     assert {r.info.run_id: r.info.status for r in t.configurations(ref)
             if r.info.run_id in live} == dict.fromkeys(live, "KILLED")
-    assert t.discard_unfinished(ref, runs) == 2
+    assert t.discard_unfinished(runs) == 2
     assert [r.data.tags[tracking.TRIAL_KEY] for r in t.configurations(ref)] == ["done"]
 
 
@@ -258,9 +258,9 @@ def test_discard_unfinished_and_find_sweep(store):
     done = t.claim(ref, "done", {}, {})
     t.finish(done.run_id, Result(Outcome.UNSOLVED), 0, [])
     t.claim(ref, "interrupted", {}, {})
-    assert t.mark_killed(ref) == 1
+    assert t.mark_killed(t.states(ref)) == 1
     assert t.find_sweep(unfinished=True).ref == ref
-    assert t.discard_unfinished(ref) == 1
+    assert t.discard_unfinished(t.states(ref)) == 1
     assert [r.data.tags[tracking.TRIAL_KEY] for r in t.configurations(ref)] == ["done"]
     t.end_sweep(ref, "FINISHED", {"configs_done": 1})
     assert t.find_sweep(unfinished=True) is None
