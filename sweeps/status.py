@@ -177,12 +177,15 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord,
     """The progress of a sweep as MLflow holds it (``runs``: its configuration runs when
     the caller has just read them, :meth:`~sweeps.tracking.Tracker.states`). A sweep
     whose driver died counts no configuration as running and its time up to the driver's
-    last heartbeat."""
+    last heartbeat or the last end of one of its runs, whichever is later (a heartbeat is
+    written every :data:`~sweeps.tracking.liveness.HEARTBEAT_SECONDS`, so a driver killed
+    between two had run on after the last)."""
     p = Progress(sweep_id=record.ref.sweep_id, label=f"{record.spec}/{record.profile}",
                  metric=record.metric, mode=record.mode, total=record.n_configs,
                  studies=record.optuna_storage, per_hour=record.per_hour,
                  run_seconds=record.run_seconds)
-    for run in tracker.states(record.ref) if runs is None else runs:
+    runs = tracker.states(record.ref) if runs is None else runs
+    for run in runs:
         status = run.status
         outcome = run.tags.get(tracking.OUTCOME)
         if outcome:
@@ -200,7 +203,8 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord,
     if p.state == "running":
         end = time.time()
     elif record.status == "RUNNING":  # the driver died without ending the run
-        end = record.heartbeat or record.start_time
+        end = max([record.heartbeat or record.start_time]
+                  + [run.end_time for run in runs if run.end_time is not None])
         p.running = 0
     else:
         end = record.end_time or record.start_time

@@ -145,6 +145,8 @@ class TaggedRun:
     """MLflow's status of the run: ``RUNNING``, ``FINISHED``, ``FAILED``, ``KILLED``..."""
     tags: dict[str, str]
     """Those of its tags that were asked for."""
+    end_time: float | None = None
+    """When it ended, in seconds since the epoch (None while it runs)."""
 
 
 class StoreTables:
@@ -286,7 +288,7 @@ class StoreTables:
 
         runs = self.runs.c
         wanted = self.tags.alias()
-        query = sa.select(wanted.c.value, runs.run_uuid, runs.status).join(
+        query = sa.select(wanted.c.value, runs.run_uuid, runs.status, runs.end_time).join(
             self.runs, runs.run_uuid == wanted.c.run_uuid).where(
             wanted.c.key == key, wanted.c.value.in_(list(values)),
             runs.experiment_id == int(experiment_id), runs.lifecycle_stage == "active"
@@ -297,7 +299,7 @@ class StoreTables:
                                                   tag.c.key == name, tag.c.value == value))
         with self.engine.connect() as conn:
             found = conn.execute(query).all()
-            held: dict[str, dict[str, str]] = {run_id: {} for _, run_id, _ in found}
+            held: dict[str, dict[str, str]] = {row.run_uuid: {} for row in found}
             ids = list(held) if read else []
             for i in range(0, len(ids), IDS_PER_QUERY):
                 for run_id, name, value in conn.execute(
@@ -306,8 +308,9 @@ class StoreTables:
                                self.tags.c.key.in_(list(read)))):
                     held[run_id][name] = value
         out: dict[str, list[TaggedRun]] = {}
-        for value, run_id, status in found:
-            out.setdefault(value, []).append(TaggedRun(run_id, status, held[run_id]))
+        for value, run_id, status, end in found:
+            out.setdefault(value, []).append(
+                TaggedRun(run_id, status, held[run_id], end / 1000 if end else None))
         return out
 
     def artifact_uris(self, run_ids: Sequence[str]) -> dict[str, str]:

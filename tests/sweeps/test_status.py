@@ -170,6 +170,20 @@ def test_a_sweep_whose_driver_died_is_interrupted(sweep):
     assert f"interrupted after {duration(p.elapsed)}" in format_line(p)
 
 
+def test_a_dead_driver_s_time_runs_to_its_last_run_s_end_when_that_came_after_its_heartbeat(
+        sweep):
+    t, ref = sweep
+    record = t.find_sweep("s")
+    drive_from(t, ref, f"{socket.gethostname()}:{_dead_pid()}", round(record.start_time + 4))
+    finished = next(r for r in t.states(ref) if r.status == "FINISHED")
+    ended = record.start_time + 23.0  # killed 26 s after its heartbeat, 3 s after this end
+    t.client.set_terminated(finished.run_id, "FINISHED", end_time=int(ended * 1000))
+    assert next(r for r in t.states(ref) if r.run_id == finished.run_id).end_time == ended
+    p = from_mlflow(t, t.find_sweep("s"))
+    assert p.state == "interrupted"
+    assert p.elapsed == pytest.approx(23.0, abs=1e-3)  # not the heartbeat's 4 s
+
+
 @pytest.mark.parametrize(("seconds", "text"), [
     (4.2, "4s"), (83, "1m23s"), (95.4, "1m35s"), (94.6, "1m35s"), (3725, "1h02m05s")])
 def test_durations_read_in_whole_seconds(seconds, text):

@@ -288,7 +288,8 @@ def test_tagged_runs_are_the_active_runs_of_the_experiment_with_every_tag_oldest
     def tagged():
         found = tables.tagged_runs(exp, sweep, "ortho.trial_key", ["k1", "k2", "k3"],
                                    read=["ortho.attempt", "absent"])
-        return {key: [(r.run_id, r.status, r.tags) for r in runs] for key, runs in found.items()}
+        return {key: [(r.run_id, r.status, r.tags, r.end_time) for r in runs]
+                for key, runs in found.items()}
 
     def run(experiment, start_time, **tags):
         return tracker.client.create_run(experiment, start_time=start_time,
@@ -303,10 +304,10 @@ def test_tagged_runs_are_the_active_runs_of_the_experiment_with_every_tag_oldest
     later = run(exp, 20, **sweep, **{"ortho.trial_key": "k2", "ortho.attempt": "2", "x": "y"})
     earlier = run(exp, 10, **sweep, **{"ortho.trial_key": "k2"})
     deleted = run(exp, 5, **sweep, **{"ortho.trial_key": "k3"})
-    tracker.client.set_terminated(earlier, "FAILED")
-    assert tagged() == {"k2": [(earlier, "FAILED", {}),
-                               (later, "RUNNING", {"ortho.attempt": "2"})],
-                        "k3": [(deleted, "RUNNING", {})]}
+    tracker.client.set_terminated(earlier, "FAILED", end_time=30_500)
+    assert tagged() == {"k2": [(earlier, "FAILED", {}, 30.5),
+                               (later, "RUNNING", {"ortho.attempt": "2"}, None)],
+                        "k3": [(deleted, "RUNNING", {}, None)]}
     tracker.client.delete_run(deleted)
     assert list(tagged()) == ["k2"]
     tables.close()
