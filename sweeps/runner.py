@@ -13,8 +13,8 @@ checkout. ``tracking_uri`` (or ``$ORTHO_TRACKING_URI``) names a tracking server 
 the driver's node writes the store: trials on any node track through the sweep's writer
 there (:mod:`sweeps.writer`), so the embedded default works on a cluster too, and Tune's
 state, which only the driver writes, need not be on shared storage. A Ray Client address
-(``ray://``) with a store on this machine's disk is refused
-(:func:`refuse_client_with_local_store`). Every run records the code's provenance
+(``ray://``) with a store on this machine's disk, or for a sweep with Optuna cells, is
+refused (:func:`refuse_ray_client`). Every run records the code's provenance
 (:mod:`sweeps.provenance`). A spec's ``pack_size: auto`` is measured once Ray is up, before
 planning, and recorded on the parent run (:mod:`sweeps.pack_size`). How a plan becomes Tune
 trials is :mod:`sweeps.tune_run`.
@@ -73,15 +73,29 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 """The code the sweeps run (its provenance: :mod:`sweeps.provenance`)."""
 
 
-def refuse_client_with_local_store(address: str | None, uri: str) -> None:
-    """Refuse a Ray Client address (``ray://``) with a store on this machine's disk:
-    this process would write the sweep here while its writer writes on the cluster's head
-    (``ConfigError`` naming ``address``)."""
-    if address and address.startswith("ray://") and tracking.sqlite_path(uri) is not None:
+def refuse_ray_client(address: str | None, uri: str, spec: ResolvedSpec) -> None:
+    """Refuse a Ray Client address (``ray://``) where the sweep cannot run through one
+    (``ConfigError`` naming ``address``):
+
+    - with a store on this machine's disk: this process would write the sweep here while its
+      writer writes on the cluster's head;
+    - with Optuna cells: through Ray Client, Tune runs on the cluster from a pickled copy of
+      the sweep's searcher, and a searcher pickles without its studies (their storage URL
+      may hold a password, and Tune writes the copy to disk:
+      :meth:`sweeps.searcher.SweepSearcher.__getstate__`), so no Optuna point would train.
+    """
+    if not (address and address.startswith("ray://")):
+        return
+    if tracking.sqlite_path(uri) is not None:
         raise ConfigError("address", "a cluster address the driver runs on (`auto` on the "
                           "head), or `ortho sweep submit`; with a Ray Client connection pass "
                           "--tracking-uri of a tracking server both this machine and the head "
                           "reach", address)
+    if any(cell.optuna_space for cell in spec.cells()):
+        raise ConfigError("address", "a cluster address the driver runs on (`auto` on the "
+                          "head), or `ortho sweep submit`, for a sweep with Optuna cells: "
+                          "through a Ray Client connection Tune searches on the cluster from "
+                          "a copy of the sweep's searcher, which holds no study", address)
 
 
 def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracking.Tracker,
@@ -184,7 +198,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     spec = resolve(load_spec(spec_ref), profile)
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
-    refuse_client_with_local_store(address, uri)
+    refuse_ray_client(address, uri, spec)
     preflight.check_data(spec, address)  # a missing or corrupt dataset: before Ray starts
     check_server(uri)  # seconds, not MLflow's minutes of retries, before Ray starts
     check_address(address)  # likewise, not Ray's minute of retries
@@ -263,6 +277,8 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         raise ConfigError("spec", f"the spec as sweep {record.ref.sweep_id} resolved it "
                           f"(sha256 {record.spec_sha256[:12]}); the code now resolves it "
                           "differently, so start a new sweep", spec.sha256[:12])
+    refuse_ray_client(address, uri, spec)  # before anything is discarded
+    check_address(address)
     measured = spec.pack_size == pack_size.AUTO
     spec = pack_size.recorded(spec, tracker.call(tracker.client.get_run,
                                                  record.ref.parent_run_id).data.tags)
@@ -289,8 +305,6 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
               f"{count(plan.n_configs, 'configuration')} done; nothing to resume",
               file=stream, flush=True)
         return dataclasses.replace(progress, state="finished", per_hour=record.per_hour)
-    refuse_client_with_local_store(address, uri)
-    check_address(address)
     with ray_session(address) as embedded:
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)

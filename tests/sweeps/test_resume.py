@@ -318,6 +318,11 @@ def test_a_sweep_whose_driver_is_alive_is_resumed_only_when_forced(tmp_path):
         resume_sweep(first.sweep_id, home=home, stream=io.StringIO())
     assert err.value.field == "sweep"
     assert t.client.get_run(kept).info.lifecycle_stage == "active"
+    with pytest.raises(ConfigError) as err:  # refused, or nothing answers there
+        resume_sweep(first.sweep_id, home=home, force=True, address="ray://127.0.0.1:1",
+                     stream=io.StringIO())
+    assert err.value.field == "address"
+    assert t.client.get_run(kept).info.lifecycle_stage == "active"  # before any discard
     final = resume_sweep(first.sweep_id, home=home, force=True, stream=io.StringIO())
     assert (final.state, final.done) == ("finished", 2)
     assert t.client.get_run(kept).info.lifecycle_stage == "deleted"

@@ -14,13 +14,15 @@ from pathlib import Path
 import psutil
 import pytest
 
+from ortho_core.errors import ConfigError
 from ortho_core.reporting import Outcome
 from sweeps import runner, tracking
+from sweeps.cli import main
 from sweeps.runner import resume_command, resume_sweep, run_sweep
 from sweeps.spec import load_spec, resolve, trial_key
 from sweeps.trial import resolve_device, trial_threads
 from sweeps.tune_run import MAX_STAGED, staged_trials, storage_path
-from tests.servers import listeners
+from tests.servers import free_port, listeners
 from tests.sweeps import toy_experiment
 from tests.sweeps.helpers import DATA_DIR, child_runs, new_home, store, toy_ray, write_spec
 
@@ -163,6 +165,32 @@ def test_a_raising_trial_is_retried_then_recorded_failed(tmp_path):
     for x, n in ((0.2, 2), (0.3, 4), (0.8, 1), (0.9, 1)):
         assert toy_experiment.attempts(toy_experiment.Config(x=x, counter_dir=str(counters))) == n
     assert len(child_runs(home, final.sweep_id)) == 4
+
+
+def test_a_ray_client_address_is_refused_with_a_local_store_or_optuna_cells(tmp_path, capsys):
+    """Through Ray Client, Tune runs on the cluster from pickled copies of the searcher,
+    which keep no study: an Optuna sweep there would train no Optuna point."""
+    grid = resolve(load_spec(str(write_spec(tmp_path))), "smoke")
+    optuna = resolve(load_spec(str(write_spec(
+        tmp_path, name="searched", space={"x": {"low": 0.0, "high": 1.0}},
+        search={"kind": "optuna", "sampler": "random", "n_trials": 2, "seed": 0}))), "smoke")
+    server, client = "http://127.0.0.1:5000", "ray://head:10001"
+    runner.refuse_ray_client(client, server, grid)
+    runner.refuse_ray_client("head:6379", server, optuna)
+    runner.refuse_ray_client(None, "sqlite:////tmp/mlflow.db", optuna)
+    for uri, spec, says in (("sqlite:////tmp/mlflow.db", grid, "--tracking-uri of a tracking"),
+                            (server, optuna, "for a sweep with Optuna cells")):
+        with pytest.raises(ConfigError, match=says) as err:
+            runner.refuse_ray_client(client, uri, spec)
+        assert err.value.field == "address"
+    status = main(["sweep", "run", optuna.source, "--profile", "smoke", "--address",
+                   "ray://127.0.0.1:1", "--tracking-uri", f"http://127.0.0.1:{free_port()}",
+                   "--optuna-storage", f"sqlite:///{tmp_path}/optuna.db",
+                   "--home", str(tmp_path / "home")])
+    err_lines = capsys.readouterr().err.splitlines()
+    assert status == 2 and len(err_lines) == 1
+    assert err_lines[0].startswith("ortho sweep run: invalid address: expected a cluster address")
+    assert not (tmp_path / "home").exists() and not (tmp_path / "optuna.db").exists()
 
 
 def test_the_resume_command_names_what_is_not_the_default(tmp_path, monkeypatch):
