@@ -19,9 +19,10 @@ previous one has started (:class:`TrialStarts` says when), so that a study is no
 points long before resources free up for them, when more results would inform them.
 
 A point Optuna proposes again (within a pack, while an earlier one is in flight, or after it
-finished: the grid sampler past its grid, a categorical space exhausted) is not trained
-twice: the repeat is told the known value, or failed while the first is still running, and
-costs one trial of the cell's budget.
+finished: the grid sampler past its grid, a categorical space exhausted), or one that is a
+grid configuration of the sweep (a group's grid value inside another group's Optuna
+choice), is not trained twice: the repeat is told the known value, or failed while the
+first is still to train or running, and costs one trial of the cell's budget.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class SweepSearcher(Searcher):
         self._live: dict[str, tuple[_Cell, list[tuple[Any, str]]]] = {}
         """Optuna packs handed to Tune: their cell and (Optuna trial, trial key) per member."""
         self._known: dict[str, float | None] = dict(studies.known) if studies else {}
+        """Each finished configuration's metric (None: not finite), by trial key."""
+        self._grid = {m.key for pack in plan.packs for m in pack}
+        """The grid configurations this run trains (known once their trial completes)."""
         self._unstarted: set[str] = set()
         """Optuna packs handed to Tune whose trials have not started yet."""
         self.n_suggested = 0
@@ -118,6 +122,7 @@ class SweepSearcher(Searcher):
         cell.remaining -= n
         asked = [cell.study.ask(cell.distributions) for _ in range(n)]
         live = {key for _, batch in self._live.values() for _, key in batch}
+        live |= self._grid - self._known.keys()
         fresh = []
         for trial in asked:
             key = trial_key(self.plan.experiment, {**cell.params, **trial.params})
@@ -137,15 +142,17 @@ class SweepSearcher(Searcher):
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None,
                           error: bool = False) -> None:
         self._unstarted.discard(trial_id)
-        if trial_id not in self._live:
+        if trial_id not in self._live:  # a grid pack: its values, for Optuna's repeats
+            prefix = f"{MEMBER_VALUES}/"
+            for name, value in (result or {}).items() if not error else ():
+                if name.startswith(prefix) and name[len(prefix):] in self._grid:
+                    self._known[name[len(prefix):]] = _finite(value)
             return
         cell, batch = self._live.pop(trial_id)
         for asked, key in batch:
             value = None if error or not result else result.get(f"{MEMBER_VALUES}/{key}")
-            value = (float(value) if isinstance(value, (int, float)) and math.isfinite(value)
-                     else None)
-            self._known[key] = value
-            self._tell(cell, asked, value)
+            self._known[key] = _finite(value)
+            self._tell(cell, asked, self._known[key])
 
     @staticmethod
     def _tell(cell: _Cell, asked: Any, value: float | None) -> None:
@@ -153,6 +160,11 @@ class SweepSearcher(Searcher):
             cell.study.tell(asked, state=optuna.trial.TrialState.FAIL)
         else:
             cell.study.tell(asked, value)
+
+
+def _finite(value: Any) -> float | None:
+    """A member's reported metric as a study is told it: None unless a finite number."""
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 class TrialStarts(Callback):

@@ -179,3 +179,36 @@ def test_a_failed_pack_fails_every_member(tmp_path):
     assert len(searcher.suggest("a")["members"]) == 2
     searcher.on_trial_complete("a", error=True)
     assert [t.state for t in studies.by_cell[0].get_trials()] == [STATE.FAIL, STATE.FAIL]
+
+
+@pytest.mark.parametrize("grid_done_first", [False, True])
+def test_an_optuna_point_that_is_a_grid_configuration_is_told_not_trained(
+        tmp_path, grid_done_first):
+    """Group 0's grid value 0.25 is a choice of group 1's Optuna cell: while the grid trial
+    trains it, the point is failed (not trained beside it, whose run a second claim would
+    retire); once it has ended, the point is told the grid configuration's value."""
+    path = write_spec(tmp_path, fixed={"steps": 1}, space={},
+                      groups=[{"space": {"x": [0.25]}},
+                              {"space": {"x": {"choice": [0.25, 0.5]}}}],
+                      search={"kind": "optuna", "sampler": "grid", "n_trials": 2, "seed": 0})
+    spec = resolve(load_spec(str(path)), "smoke")
+    searcher, studies = _searcher(spec)
+    [grid] = searcher.suggest("g")["members"]
+    if grid_done_first:
+        searcher.on_trial_complete("g", _result([grid]))
+    handed = []
+    for i in range(3):
+        config = searcher.suggest(f"o{i}")
+        if config == Searcher.FINISHED:
+            break
+        handed += config["members"]
+        searcher.on_trial_start(f"o{i}")
+        searcher.on_trial_complete(f"o{i}", _result(config["members"]))
+    assert [m["params"]["x"] for m in handed] == [0.5]
+    assert grid["key"] not in {m["key"] for m in handed}
+    [repeat] = [t for t in studies.by_cell[1].get_trials() if t.user_attrs.get(REPEAT_ATTR)]
+    assert (repeat.params, repeat.user_attrs[KEY_ATTR]) == ({"x": 0.25}, grid["key"])
+    if grid_done_first:
+        assert (repeat.state, repeat.value) == (STATE.COMPLETE, pytest.approx(2.5))
+    else:
+        assert repeat.state == STATE.FAIL
