@@ -404,13 +404,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     from sweeps.contract import first_line
-    from sweeps.plan import build_plan
     from sweeps.ray_session import check_job_server, quiet_environment
     from sweeps.runner import PROJECT_ROOT
     from sweeps.spec import load_spec, resolve
     from sweeps.tracking import redact
 
-    build_plan(resolve(load_spec(args.spec), args.profile))
+    resolve(load_spec(args.spec), args.profile)  # the spec's errors, before anything ships
     quiet_environment()
     request = job_request(args, PROJECT_ROOT)
     check_job_server(args.address)

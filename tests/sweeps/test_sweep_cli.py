@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+import yaml
 
 from ortho_core.errors import ConfigError
 from sweeps import contract, tracking
@@ -50,6 +51,20 @@ def test_a_job_server_where_nothing_answers_is_bad_input(tmp_path, monkeypatch, 
         f"ortho sweep submit: invalid address: expected a Ray cluster's job server (its dashboard, "
         f"port 8265 by default) that answers (connection refused at 127.0.0.1:{port}) (got "
         f"'http://127.0.0.1:{port}')")
+
+
+def test_a_spec_with_pack_size_auto_is_checked_here_without_planning(tmp_path, monkeypatch,
+                                                                       capsys):
+    """Its pack size is measured on the cluster: the check here stops at the spec's errors
+    (a plan at ``auto`` raised a traceback), and so comes to the next refusal."""
+    doc = yaml.safe_load((PROJECT_ROOT / "sweeps/specs/synthetic-max-length.yaml").read_text())
+    doc["profiles"]["smoke"]["pack_size"] = "auto"
+    spec = tmp_path / "synthetic-max-length.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    assert main(["sweep", "submit", str(spec), "--profile", "smoke", "--address",
+                 f"http://127.0.0.1:{free_port()}"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "ortho sweep submit: invalid spec: expected a spec inside ")
 
 
 @pytest.mark.parametrize(("argv", "message"), [
