@@ -25,7 +25,7 @@ configurations first starts its workers, which the first timed run would otherwi
   very differently).
 - the Optuna variant: ``ff-mnist``'s FF+OPEN cell (λ = 1) with α searched by Optuna's TPE
   (log-uniform on [10⁻³, 10⁻¹], 6 trials, seed 0) in batches of 3, one per core (the
-  profile's ``pack_size`` split to fill both: :func:`sweeps.plan.optuna_packs`). ``ff-mnist``
+  profile's ``pack_size`` split to fill both: :func:`sweeps.plan.optuna_batches`). ``ff-mnist``
   rather than ``synthetic``: its cost does not depend on α, so the different points that
   the packed study (which knows its pending points) and the one-per-trial study propose do
   not make one run cheaper than the other.

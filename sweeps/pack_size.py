@@ -71,7 +71,7 @@ from ortho_core.config import from_dict
 from ortho_core.errors import ConfigError
 from ortho_core.reporting import Report
 from sweeps import contract
-from sweeps.plan import build_plan, cell_packs, deal, group, pack_counts
+from sweeps.plan import build_plan, deal, group, optuna_batches, pack_counts
 from sweeps.spec import ResolvedSpec
 from sweeps.spec.profiles import MAX_PACK_SIZE
 
@@ -204,7 +204,7 @@ def plan_packs(spec: ResolvedSpec, slots: int) -> Callable[[int], list[int]]:
     """The sizes of the trials ``spec`` plans with ``slots`` trials at once, as a function of
     its pack size K: its grid packs (:func:`sweeps.plan.pack_counts` over its groups of
     configurations that can share a pack), then each Optuna cell's batches
-    (:func:`sweeps.plan.optuna_packs`). The plan is built once, its groups counted once:
+    (:func:`sweeps.plan.optuna_batches`). The plan is built once, its groups counted once:
     only the dealing depends on K (:func:`build_plan` itself costs 0.15 s for 896
     configurations on this project's CPU, most of it their trial keys)."""
     plan = build_plan(dataclasses.replace(spec, pack_size=1))
@@ -216,14 +216,8 @@ def plan_packs(spec: ResolvedSpec, slots: int) -> Callable[[int], list[int]]:
         counts = pack_counts(groups, k, slots)
         out = [len(chunk) for n, c in zip(groups, counts, strict=True)
                for chunk in deal(range(n), c)]
-        batched = dataclasses.replace(plan, optuna_pack=cell_packs(
-            plan.optuna_cells, module, k, remaining, slots))
-        for cell in plan.optuna_cells:
-            left = remaining[cell]
-            while left > 0:
-                out.append(batched.batch(cell, left))
-                left -= out[-1]
-        return out
+        batches = optuna_batches(plan.optuna_cells, module, k, remaining, slots)
+        return out + [n for cell in plan.optuna_cells for n in batches[cell]]
     return sizes
 
 
@@ -367,13 +361,13 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
 def references(spec: ResolvedSpec) -> list[dict[str, Any]]:
     """The configurations the probe trains: those of the largest pack the plan could form
     (the first such), or an Optuna cell's point at the low end of each dimension repeated
-    ``n_trials`` times; their number (at most :data:`MAX_PACK`) is the cap."""
+    as many times as its largest batch; their number (at most :data:`MAX_PACK`) is the cap."""
     wide = build_plan(dataclasses.replace(spec, pack_size=MAX_PACK))
     candidates = [[m.params for m in p] for p in wide.packs]
     for index, cell in wide.optuna_cells.items():
-        if wide.optuna_pack[index] > 1:
+        if (largest := max(wide.optuna_batches[index], default=1)) > 1:
             low = {key: dim.edges()[0] for key, dim in cell.optuna_space.items()}
-            candidates.append([{**cell.params, **low}] * min(wide.n_trials, MAX_PACK))
+            candidates.append([{**cell.params, **low}] * largest)
     return max(candidates, key=len, default=[])
 
 

@@ -79,10 +79,11 @@ class Plan:
     """Optuna trials already spent per cell (on resume)."""
     n_configs: int = 0
     """Configurations of the whole sweep (finished ones included)."""
-    optuna_pack: dict[int, int] = field(default_factory=dict)
-    """Most configurations per trial of each Optuna cell: ``pack_size``, or fewer where that
-    fills the trials that run at once (:func:`optuna_packs`); 1 where the cell searches a
-    field its packs must share."""
+    optuna_batches: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """The points of each trial of each Optuna cell, in the order they run: its remaining
+    budget in batches of at most ``pack_size``, as many as fill the trials that run at once
+    (:func:`optuna_batches`); batches of 1 where the cell searches a field its packs must
+    share."""
     varying: tuple[str, ...] = ()
     """Config keys that vary within the sweep: what its runs are named by
     (:mod:`sweeps.naming`)."""
@@ -91,18 +92,12 @@ class Plan:
         """Optuna trials still to run in ``cell``."""
         return max(0, self.n_trials - self.done.get(cell, 0))
 
-    def batch(self, cell: int, remaining: int) -> int:
-        """How many points of ``cell`` the next trial trains when ``remaining`` are left:
-        the budget split into ceil(remaining / pack) batches as evenly as possible."""
-        if remaining <= 0:
-            return 0
-        return math.ceil(remaining / math.ceil(remaining / self.optuna_pack.get(cell, 1)))
-
     @property
     def n_tune_trials(self) -> int:
-        """Ray Tune trials this plan runs (at most: a repeated point shrinks a batch)."""
-        return len(self.packs) + sum(
-            math.ceil(self.remaining(c) / self.optuna_pack.get(c, 1)) for c in self.optuna_cells)
+        """Ray Tune trials this plan runs (at most: a batch whose points all repeat known or
+        live ones is not handed out)."""
+        return len(self.packs) + sum(len(self.optuna_batches.get(c, ()))
+                                     for c in self.optuna_cells)
 
     @property
     def n_todo(self) -> int:
@@ -164,39 +159,33 @@ def pack(members: Sequence[Member], module: ModuleType, pack_size: int,
     return [p for members_, n in zip(groups, counts, strict=True) for p in deal(members_, n)]
 
 
-def optuna_packs(packs: Mapping[int, int], remaining: Mapping[int, int],
-                 slots: int) -> dict[int, int]:
-    """Each Optuna cell's most points per trial: the cells that pack (``packs`` above 1, all
-    ``pack_size``) split their ``remaining`` trials into as many batches as
-    :func:`pack_counts` deals a grid's groups into, a multiple of ``slots`` where there are
-    points enough, so that a small budget does not go to one trial while other slots idle
-    (6 trials at ``pack_size: 6`` on 2 cores: two batches of 3, not one of 6)."""
-    out = dict(packs)
-    packing = [c for c, k in packs.items() if k > 1 and remaining[c] > 0]
-    if packing:
-        counts = pack_counts([remaining[c] for c in packing], packs[packing[0]], slots)
-        out.update({c: math.ceil(remaining[c] / n) for c, n in zip(packing, counts, strict=True)})
-    return out
-
-
-def cell_packs(cells: Mapping[int, Cell], module: ModuleType, pack_size: int,
-               remaining: Mapping[int, int], slots: int) -> dict[int, int]:
-    """Each Optuna cell's most points per trial: 1 for a cell that searches one of the
-    trainer's ``PACK_FIELDS`` (its points could not share a pack), else ``pack_size``, split
-    to fill ``slots`` (:func:`optuna_packs`)."""
+def optuna_batches(cells: Mapping[int, Cell], module: ModuleType, pack_size: int,
+                   remaining: Mapping[int, int], slots: int) -> dict[int, tuple[int, ...]]:
+    """Each Optuna cell's batches, the points of each of its trials: batches of 1 for a cell
+    that searches one of the trainer's ``PACK_FIELDS`` (its points could not share a pack);
+    the other cells' ``remaining`` trials split as :func:`pack_counts` deals a grid's groups,
+    into a multiple of ``slots`` batches where there are points enough, sizes differing by
+    one at most, larger first (6 trials at ``pack_size: 6`` on 2 cores: two batches of 3,
+    not one of 6; 9 on 6 slots: 2, 2, 2, 1, 1, 1)."""
     fields = set(module.PACK_FIELDS)
-    packs = {i: 1 if fields & set(c.optuna_space) else pack_size for i, c in cells.items()}
-    return optuna_packs(packs, remaining, slots)
+    out = {i: (1,) * remaining[i] for i, c in cells.items() if fields & set(c.optuna_space)}
+    packing = [i for i in cells if i not in out]
+    counts = pack_counts([remaining[i] for i in packing], pack_size, slots)
+    out |= {i: tuple(len(chunk) for chunk in deal(range(remaining[i]), n))
+            for i, n in zip(packing, counts, strict=True)}
+    return out
 
 
 def fill_slots(plan: Plan, pack_size: int, slots: int) -> Plan:
     """``plan`` with its grid configurations dealt again into packs that fill ``slots``
-    (:func:`pack`) and its Optuna cells' batches sized to fill them (:func:`optuna_packs`)."""
+    (:func:`pack`) and its Optuna cells' batches sized to fill them
+    (:func:`optuna_batches`)."""
     members = [m for p in plan.packs for m in p]
-    packs = {c: pack_size if k > 1 else 1 for c, k in plan.optuna_pack.items()}
+    module = experiments.get(plan.experiment)
     remaining = {c: plan.remaining(c) for c in plan.optuna_cells}
-    return replace(plan, packs=pack(members, experiments.get(plan.experiment), pack_size,
-                                    slots), optuna_pack=optuna_packs(packs, remaining, slots))
+    return replace(plan, packs=pack(members, module, pack_size, slots),
+                   optuna_batches=optuna_batches(plan.optuna_cells, module, pack_size,
+                                                 remaining, slots))
 
 
 def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
@@ -228,5 +217,6 @@ def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
     return Plan(experiment=spec.experiment, module=experiments.EXPERIMENTS[spec.experiment],
                 packs=pack(grid, module, spec.pack_size, slots), optuna_cells=optuna_cells,
                 n_trials=n_trials, done=done, n_configs=n_grid + n_trials * len(optuna_cells),
-                optuna_pack=cell_packs(optuna_cells, module, spec.pack_size, remaining, slots),
+                optuna_batches=optuna_batches(optuna_cells, module, spec.pack_size, remaining,
+                                              slots),
                 varying=varying)

@@ -5,7 +5,7 @@ Tune's ``OptunaSearch`` rejects ``grid_search`` dimensions (STACK.md), so the ru
 use it: :class:`SweepSearcher` hands out the plan's grid packs as they are, then asks each
 Optuna cell's study (:mod:`sweeps.studies`) for packs of points (round robin over the cells,
 ``n_trials`` per cell, at most ``pack_size`` per pack and fewer where that fills the trials
-that run at once: :meth:`sweeps.plan.Plan.batch`). The points of a pack are asked in one
+that run at once: :attr:`sweeps.plan.Plan.optuna_batches`). The points of a pack are asked in one
 go, every ask before any tell, so that the sampler sees the earlier ones as pending
 (Optuna's RUNNING trials; TPE's constant liar counts them as the worst results, the grid
 sampler skips them). The pack ends when all its members end (a
@@ -55,7 +55,8 @@ class _Cell:
         self.params = dict(cell.params)
         self.distributions = {k: d.distribution() for k, d in cell.optuna_space.items()}
         self.study = study
-        self.remaining = plan.remaining(index)
+        self.batches = deque(plan.optuna_batches.get(index, ()))
+        """The points of each of its trials still to hand out."""
 
 
 class SweepSearcher(Searcher):
@@ -67,7 +68,7 @@ class SweepSearcher(Searcher):
         self.plan = plan
         self._packs = deque(plan.packs)
         self._cells = deque(_Cell(i, plan, studies.by_cell[i]) for i in plan.optuna_cells
-                            if studies is not None and plan.remaining(i) > 0)
+                            if studies is not None and plan.optuna_batches.get(i))
         self._live: dict[str, tuple[_Cell, list[tuple[Any, str]]]] = {}
         """Optuna packs handed to Tune: their cell and (Optuna trial, trial key) per member."""
         self._known: dict[str, float | None] = dict(studies.known) if studies else {}
@@ -89,7 +90,7 @@ class SweepSearcher(Searcher):
     @property
     def exhausted(self) -> bool:
         """Whether every pack and every Optuna trial has been handed out."""
-        return not self._packs and all(c.remaining == 0 for c in self._cells)
+        return not self._packs and not any(c.batches for c in self._cells)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         if self._packs:
@@ -100,7 +101,7 @@ class SweepSearcher(Searcher):
         while self._cells:
             cell = self._cells[0]
             self._cells.rotate(-1)
-            if cell.remaining == 0:
+            if not cell.batches:
                 self._cells.remove(cell)
                 continue
             batch = self._ask(cell)
@@ -118,9 +119,7 @@ class SweepSearcher(Searcher):
     def _ask(self, cell: _Cell) -> list[tuple[Any, str]]:
         """Ask ``cell``'s study for its next pack, every point before any tell; tell the
         repeats; the new points with their trial keys."""
-        n = self.plan.batch(cell.index, cell.remaining)
-        cell.remaining -= n
-        asked = [cell.study.ask(cell.distributions) for _ in range(n)]
+        asked = [cell.study.ask(cell.distributions) for _ in range(cell.batches.popleft())]
         live = {key for _, batch in self._live.values() for _, key in batch}
         live |= self._grid - self._known.keys()
         fresh = []

@@ -112,11 +112,7 @@ def test_plan_packs_are_the_trials_the_planner_makes_at_every_k(tmp_path, monkey
         for k in range(1, 9):
             plan = build_plan(dataclasses.replace(spec, pack_size=k), slots=slots)
             planned = [len(p) for p in plan.packs]
-            for cell in plan.optuna_cells:
-                left = plan.remaining(cell)
-                while left > 0:
-                    planned.append(plan.batch(cell, left))
-                    left -= planned[-1]
+            planned += [n for cell in plan.optuna_cells for n in plan.optuna_batches[cell]]
             assert sizes(k) == planned, (slots, k)
             assert len(planned) == plan.n_tune_trials and sum(planned) == plan.n_todo
 

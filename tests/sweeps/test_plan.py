@@ -81,11 +81,27 @@ def test_optuna_batches_fill_the_slots(tmp_path):
                                            "n_trials": 6, "seed": 0})
     spec = resolve(load_spec(str(path)), "smoke")
     one, two = build_plan(spec), build_plan(spec, slots=2)
-    assert (one.batch(0, 6), one.n_tune_trials) == (6, 1)
-    assert (two.batch(0, 6), two.batch(0, 3), two.n_tune_trials) == (3, 3, 2)
+    assert (one.optuna_batches, one.n_tune_trials) == ({0: (6,)}, 1)
+    assert (two.optuna_batches, two.n_tune_trials) == ({0: (3, 3)}, 2)
     resumed = fill_slots(build_plan(spec, done={0: 1}), 6, 2)
-    assert (resumed.batch(0, 5), resumed.batch(0, 2), resumed.n_tune_trials) == (3, 2, 2)
-    assert fill_slots(one, 6, 2).optuna_pack == two.optuna_pack
+    assert (resumed.optuna_batches, resumed.n_tune_trials) == ({0: (3, 2)}, 2)
+    assert fill_slots(one, 6, 2).optuna_batches == two.optuna_batches
+
+
+@pytest.mark.parametrize(("n_trials", "pack_size", "slots", "batches"), [
+    (9, 9, 6, (2, 2, 2, 1, 1, 1)),  # ceil(9 / 2) = 5 batches of 2 left a slot idle
+    (59, 8, 7, (5,) * 3 + (4,) * 11),  # 14 trials, two full rounds, none over 8
+    (5, 4, 2, (3, 2)),
+    (1, 6, 4, (1,)),
+])
+def test_an_optuna_cell_s_batches_fill_the_slots_round_by_round(tmp_path, n_trials, pack_size,
+                                                                slots, batches):
+    path = write_spec(tmp_path, fixed={"steps": 2}, space={"x": {"low": 0.0, "high": 1.0}},
+                      pack_size=pack_size, search={"kind": "optuna", "sampler": "random",
+                                                   "n_trials": n_trials, "seed": 0})
+    plan = build_plan(resolve(load_spec(str(path)), "smoke"), slots=slots)
+    assert (plan.optuna_batches[0], plan.n_tune_trials, plan.n_todo) == (
+        batches, len(batches), n_trials)
 
 
 def test_an_optuna_cell_searching_a_pack_field_is_searched_one_point_per_trial(tmp_path):
@@ -96,8 +112,8 @@ def test_an_optuna_cell_searching_a_pack_field_is_searched_one_point_per_trial(t
                           space={"x": {"low": 0.0, "high": 1.0},
                                  "steps": {"choice": [2, 3]}})
     plan = build_plan(resolve(load_spec(str(searched)), "smoke"), slots=2)
-    assert (plan.optuna_pack, plan.n_tune_trials) == ({0: 1}, 6)
+    assert (plan.optuna_batches, plan.n_tune_trials) == ({0: (1,) * 6}, 6)
     packed = write_spec(tmp_path, name="x", fixed={"steps": 2}, pack_size=6, search=search,
                         space={"x": {"low": 0.0, "high": 1.0}})
     plan = build_plan(resolve(load_spec(str(packed)), "smoke"), slots=2)
-    assert (plan.optuna_pack, plan.n_tune_trials) == ({0: 3}, 2)
+    assert (plan.optuna_batches, plan.n_tune_trials) == ({0: (3, 3)}, 2)
