@@ -23,7 +23,7 @@ short throughput curve and packs with the K whose plan it says finishes soonest:
    would exceed :data:`MEMORY_SHARE` of the free memory (``torch.cuda.mem_get_info``) times
    the trial's GPU share, or after it ran out of memory; :class:`Probe` says which. A point's
    wall time and its memory growth are extrapolated from the two points before it
-   (:func:`extrapolate`): each has a part that does not grow with K (data and set-up; on a GPU
+   (:func:`extrapolate`; the second point's time from the first's iterations alone): each has a part that does not grow with K (data and set-up; on a GPU
    most of an iteration's time too) and a part per member.
 4. **Choice.** For each measured K, the sweep's own plan at that K (its packs, dealt to
    fill the trials that run at once: :func:`sweeps.plan.pack_counts`) is timed by the curve
@@ -321,6 +321,8 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
     growth: dict[int, float] = {}
     peaks: dict[int, int] = {}
     started: float | None = None
+    first: float | None = None  # the first point's iterations at its rate: its wall time
+    # also holds the process's one-off costs, so the second point is extrapolated from this
     sizes = ladder(len(base))
     for k, following in zip(sizes, [*sizes[1:], None], strict=True):
         if budget is not None:
@@ -338,6 +340,7 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
             curve[k] = rate
         if started is None:  # the first point pays the process's one-off costs
             started = now
+            first = clock.trained() / rate if rate is not None else None
         else:
             walls[k] = now - point
             if rate is not None:
@@ -347,7 +350,9 @@ def probe_curve(module_path: str, params: Sequence[Mapping[str, Any]], cpus: flo
             growth[k] = peaks[k] - before
         if following is None:
             break
-        if walls and now + extrapolate(walls, following) > started + seconds:
+        ahead = (extrapolate(walls, following) if walls
+                 else extrapolate({k: first}, following) if first is not None else 0.0)
+        if now + ahead > started + seconds:
             return Probe(curve, f"the time limit (the next point would end past {seconds:g} s "
                          "after the first)", peaks, setup)
         if budget is not None:

@@ -195,6 +195,8 @@ class FakeTime:
     def perf_counter(self) -> float:
         return self.now
 
+    monotonic = perf_counter
+
     def sleep(self, seconds: float) -> None:
         self.now += seconds
 
@@ -226,6 +228,19 @@ def test_clock_starts_at_the_first_report_after_training_began(fake_time):
         clock(Report(member=0, step=step, metrics={}))
         fake_time.sleep(0.01)
     assert clock.rate() == pytest.approx(1000.0)
+
+
+def test_the_time_limit_stops_the_ladder_before_a_second_point_that_would_pass_it(
+        fake_time, monkeypatch):
+    """The first point trains 10 iterations in 10 s: a second of 2 members is foreseen at
+    20 s, past a limit of 15 s, so the ladder ends at K = 1; under a limit of 25 s it goes
+    on, and stops before K = 4 (foreseen at 40 s, in proportion to K from K = 2's 20 s)."""
+    monkeypatch.setattr("sweeps.trial.limit_threads", lambda cpus: 1)
+    params = [{"x": 0.1, "steps": 11, "sleep": 1.0}] * 4
+    short = pack_size.probe_curve(TOY_MODULE, params, cpus=1, gpu=0, seconds=15)
+    assert set(short.curve) == {1} and short.ended.startswith("the time limit")
+    longer = pack_size.probe_curve(TOY_MODULE, params, cpus=1, gpu=0, seconds=25)
+    assert set(longer.curve) == {1, 2} and longer.ended.startswith("the time limit")
 
 
 def test_extrapolate_a_fixed_part_and_a_part_per_member():
