@@ -442,7 +442,9 @@ class Tracker:
         all in one transaction once every artifact is written. When that fails, each run is
         ended on its own, and one whose ending raises (a summary MLflow refuses, an
         artifact that cannot be written) is failed with that error: one member's ending
-        never costs the others theirs (a store that refuses every write still raises)."""
+        never costs the others theirs. A run that can be neither finished nor failed (deleted
+        meanwhile, a store that refuses every write) raises its error once every other run
+        has been ended."""
         if not ends:
             return
         try:
@@ -450,11 +452,17 @@ class Tracker:
         except Exception:
             if len(ends) == 1:
                 raise
+            unended: Exception | None = None
             for run_id, result, step, rows in ends:
                 try:
                     self._finish_all([(run_id, result, step, rows)], extra_tags)
                 except Exception:
-                    self.fail(run_id, traceback.format_exc(), rows)
+                    try:
+                        self.fail(run_id, traceback.format_exc(), rows)
+                    except Exception as err:
+                        unended = unended or err
+            if unended is not None:
+                raise unended from None
 
     def _finish_all(self, ends: Sequence[tuple[str, Result, int, Rows]],
                     extra_tags: Mapping[str, str] | None) -> None:

@@ -218,6 +218,19 @@ def test_one_member_s_ending_mlflow_refuses_fails_that_member_alone(store):
     assert t.claim(ref, "k2", {}, {}).stored == Result(Outcome.SOLVED, {"score": 2.0})
 
 
+def test_a_member_s_run_deleted_meanwhile_raises_after_the_others_are_ended(store):
+    from mlflow.exceptions import MlflowException
+
+    t, ref = _sweep(store)
+    claims = t.claim_all(ref, [(f"k{i}", {"i": i}, {}) for i in range(3)])
+    t.client.delete_run(claims[0].run_id)  # e.g. from the UI while the pack trained
+    with pytest.raises(MlflowException):
+        t.finish_all([(c.run_id, Result(Outcome.SOLVED, {"score": float(i)}), 5, [])
+                      for i, c in enumerate(claims)])
+    assert [t.client.get_run(c.run_id).info.status for c in claims[1:]] == ["FINISHED"] * 2
+    assert t.claim(ref, "k2", {}, {}).stored == Result(Outcome.SOLVED, {"score": 2.0})
+
+
 def test_a_param_mlflow_refuses_raises_before_any_run_is_replaced(store):
     from mlflow.exceptions import MlflowException
 
