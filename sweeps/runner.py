@@ -128,12 +128,10 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     final.elapsed = time.monotonic() - begun
     final.running = 0
     final.state = "interrupted" if interrupted else "finished"
-    finished = final.done - final.failed - finished_before
-    final.per_hour = finished / final.elapsed * 3600 if finished > 0 else None
+    finished = max(0, final.done - final.failed - finished_before)
+    final.per_hour = finished / final.elapsed * 3600  # 0 too: an earlier run's must not stay
     summary = {"configs_done": final.done, "configs_failed": final.failed,
-               contract.RUN_SECONDS: final.elapsed}
-    if final.per_hour is not None:
-        summary[contract.CONFIGS_PER_HOUR] = final.per_hour
+               contract.RUN_SECONDS: final.elapsed, contract.CONFIGS_PER_HOUR: final.per_hour}
     tracker.end_sweep(ref, "KILLED" if interrupted else "FINISHED", summary)
     print(format_line(final), file=stream, flush=True)
     if interrupted or final.failed:

@@ -23,7 +23,7 @@ from ortho_core.errors import ConfigError
 from sweeps import contract, tracking
 from sweeps.lookup import sweep_status
 from sweeps.runner import resume_sweep, run_sweep
-from sweeps.status import rate
+from sweeps.status import format_line, from_mlflow, rate
 from sweeps.testing import track
 from tests.conftest import Store
 from tests.sweeps import toy_experiment
@@ -327,6 +327,22 @@ def test_a_sweep_whose_driver_is_alive_is_resumed_only_when_forced(tmp_path):
     assert (final.state, final.done) == ("finished", 2)
     assert t.client.get_run(kept).info.lifecycle_stage == "deleted"
     assert t.find_sweep(first.sweep_id).driver == tracking.driver_tag()
+
+
+def test_a_resume_that_finishes_nothing_records_its_own_rate_of_none(tmp_path):
+    """Every configuration had finished when the sweep was interrupted: the resume trains
+    nothing, and the rate the status shows is its own, 0, not the earlier run's."""
+    home = new_home(tmp_path)
+    first = run_sweep(str(write_spec(tmp_path, space={"x": [0.2, 0.9]})), "smoke", home=home,
+                      stream=io.StringIO())
+    t = tracker_of(home)
+    ref = t.find_sweep(first.sweep_id).ref
+    t.end_sweep(ref, "KILLED", {contract.CONFIGS_PER_HOUR: 40.0, contract.RUN_SECONDS: 180.0})
+    final = resume_sweep(first.sweep_id, home=home, stream=io.StringIO())
+    assert (final.state, final.done, final.per_hour) == ("finished", 2, 0.0)
+    shown = from_mlflow(t, t.find_sweep(first.sweep_id))
+    assert shown.per_hour == 0.0 and shown.run_seconds == pytest.approx(final.elapsed)
+    assert format_line(shown).endswith(" 0 configurations/h")
 
 
 def test_a_finished_sweep_is_left_as_it_finished(tmp_path):
