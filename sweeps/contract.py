@@ -98,6 +98,10 @@ wall time by that run of the driver (``ortho sweep run``, or a resume: what it f
 counting those finished before it), its start (Ray, the store) included."""
 RUN_SECONDS = "run_seconds"
 """Parent, a metric beside :data:`CONFIGS_PER_HOUR`: the wall time of that run (seconds)."""
+OPTUNA_REPEATS = "optuna_repeats"
+"""Parent, a metric of a sweep with Optuna cells, logged whenever its driver ends it: the
+points its studies proposed again, each told a known value (or failed) instead of being
+trained, which spent a trial of its cell's budget (:mod:`sweeps.searcher`)."""
 PARENT = "mlflow.parentRunId"
 """Child: the parent run's id (MLflow's own tag)."""
 RUN_NAME = "mlflow.runName"

@@ -23,8 +23,9 @@ short throughput curve and packs with the K whose plan it says finishes soonest:
    would exceed :data:`MEMORY_SHARE` of the free memory (``torch.cuda.mem_get_info``) times
    the trial's GPU share, or after it ran out of memory; :class:`Probe` says which. A point's
    wall time and its memory growth are extrapolated from the two points before it
-   (:func:`extrapolate`; the second point's time from the first's iterations alone): each has a part that does not grow with K (data and set-up; on a GPU
-   most of an iteration's time too) and a part per member.
+   (:func:`extrapolate`; the second point's time from the first's iterations alone): each
+   has a part that does not grow with K (data and set-up; on a GPU most of an iteration's
+   time too) and a part per member.
 4. **Choice.** For each measured K, the sweep's own plan at that K (its packs, dealt to
    fill the trials that run at once: :func:`sweeps.plan.pack_counts`) is timed by the curve
    (:func:`plan_seconds`: an iteration of a pack of m members takes m / rate(m), the trials

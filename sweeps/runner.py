@@ -128,10 +128,14 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     final.elapsed = time.monotonic() - begun
     final.running = 0
     final.state = "interrupted" if interrupted else "finished"
+    if studies is not None:
+        final.repeats = studies.repeats()
     finished = max(0, final.done - final.failed - finished_before)
     final.per_hour = finished / final.elapsed * 3600  # 0 too: an earlier run's must not stay
     summary = {"configs_done": final.done, "configs_failed": final.failed,
                contract.RUN_SECONDS: final.elapsed, contract.CONFIGS_PER_HOUR: final.per_hour}
+    if studies is not None:
+        summary[contract.OPTUNA_REPEATS] = final.repeats
     tracker.end_sweep(ref, "KILLED" if interrupted else "FINISHED", summary)
     print(format_line(final), file=stream, flush=True)
     if interrupted or final.failed:
@@ -295,7 +299,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         plan = dataclasses.replace(plan, done=studies.done)
     progress = Progress(sweep_id=record.ref.sweep_id, label=f"{spec.name}/{spec.profile}",
                         metric=spec.metric, mode=spec.mode, total=plan.n_configs,
-                        done=len(values))
+                        done=len(values), repeats=studies.repeats() if studies else 0)
     for value in values.values():
         progress.offer(value)
     if record.status == "FINISHED" and plan.n_todo == 0:
@@ -312,7 +316,8 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         packs = (f" (packs of up to {spec.pack_size}, as its first run measured)"
                  if measured else "")
         print(f"sweep {record.ref.sweep_id}: resuming {spec.name}/{spec.profile}, "
-              f"{len(values)} of {count(plan.n_configs, 'configuration')} done, {plan.n_todo} "
+              f"{progress.done + progress.repeats} of {count(plan.n_configs, 'configuration')}"
+              f" done, {plan.n_todo} "
               f"to run in {count(plan.n_tune_trials, 'trial')}{packs}; "
               f"{_where(uri, study_url, record.ref.sweep_id)}",
               file=stream, flush=True)

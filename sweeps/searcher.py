@@ -79,6 +79,8 @@ class SweepSearcher(Searcher):
         """Optuna packs handed to Tune whose trials have not started yet."""
         self.n_suggested = 0
         """Trial configs handed to Tune so far."""
+        self.n_repeats = 0
+        """Points proposed again so far, told rather than trained."""
 
     def __getstate__(self) -> dict[str, Any]:
         """What pickling keeps: no study. Tune writes its searcher into ``tuner.pkl`` under
@@ -128,6 +130,7 @@ class SweepSearcher(Searcher):
             trial.set_user_attr(KEY_ATTR, key)
             if key in self._known or key in live:
                 trial.set_user_attr(REPEAT_ATTR, True)
+                self.n_repeats += 1
                 self._tell(cell, trial, self._known.get(key))
             else:
                 live.add(key)

@@ -46,6 +46,9 @@ class Progress:
     """Configurations in the whole sweep."""
     done: int = 0
     """Configurations that ended (failed ones included)."""
+    repeats: int = 0
+    """Optuna points proposed again and told a known value (or failed) instead of being
+    trained: each spent one of :attr:`total`'s trials (:mod:`sweeps.searcher`)."""
     failed: int = 0
     running: int = 0
     best: float | None = None
@@ -138,7 +141,10 @@ run (Ray's start alone takes seconds)."""
 
 def format_line(p: Progress) -> str:
     """The one-line summary of ``p``."""
-    parts = [f"{p.done}/{p.total} done" + (f" ({p.failed} failed)" if p.failed else "")]
+    notes = [f"{p.failed} failed"] if p.failed else []
+    if p.repeats:
+        notes.append(f"{count(p.repeats, 'repeated point')} not trained")
+    parts = [f"{p.done + p.repeats}/{p.total} done" + (f" ({', '.join(notes)})" if notes else "")]
     parts += standing(p)
     if p.state == "finished":
         parts.append(f"finished in {duration(p.elapsed)}")
@@ -183,7 +189,7 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord,
     p = Progress(sweep_id=record.ref.sweep_id, label=f"{record.spec}/{record.profile}",
                  metric=record.metric, mode=record.mode, total=record.n_configs,
                  studies=record.optuna_storage, per_hour=record.per_hour,
-                 run_seconds=record.run_seconds)
+                 run_seconds=record.run_seconds, repeats=record.repeats)
     runs = tracker.states(record.ref) if runs is None else runs
     for run in runs:
         status = run.status
@@ -210,7 +216,7 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord,
         end = record.end_time or record.start_time
     p.elapsed = end - record.start_time
     if p.state == "running":
-        p.eta = estimate(p.done, p.elapsed, p.total - p.done)
+        p.eta = estimate(p.done, p.elapsed, p.total - p.done - p.repeats)
     return p
 
 

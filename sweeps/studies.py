@@ -115,6 +115,12 @@ class Studies:
     """The metric of every configuration with a FINISHED run, by trial key (None: not
     finite): a point proposed again is told this value instead of being trained."""
 
+    def repeats(self) -> int:
+        """Trials of every cell that repeated a point (:data:`REPEAT_ATTR`): told, not
+        trained."""
+        return sum(bool(t.user_attrs.get(REPEAT_ATTR))
+                   for study in self.by_cell.values() for t in study.get_trials(deepcopy=False))
+
     def end_running(self, values: Mapping[str, float | None]) -> None:
         """Tell every trial still RUNNING the value of its configuration's FINISHED run in
         ``values`` (the metric by trial key), else FAIL, as Optuna's own ``optimize`` marks a

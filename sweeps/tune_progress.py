@@ -61,13 +61,17 @@ STOPPING = ("stopping: the trials in flight end now (a few seconds); what did no
 class ProgressCallback(Callback):
     """Shows ``progress`` while Tune runs (the module docstring) and calls ``beat`` (the
     driver's heartbeat in MLflow, :meth:`sweeps.tracking.Tracker.heartbeat`) every
-    ``beat_interval`` seconds. ``stream`` defaults to stdout; :meth:`close` ends the bar."""
+    ``beat_interval`` seconds; ``repeats`` counts the Optuna points proposed again so far
+    (:attr:`sweeps.status.Progress.repeats`). ``stream`` defaults to stdout; :meth:`close`
+    ends the bar."""
 
     def __init__(self, progress: Progress, stream: TextIO | None = None,
                  min_interval: float = 2.0, print_every: float = 30.0,
                  beat: Callable[[], None] | None = None,
-                 beat_interval: float = HEARTBEAT_SECONDS) -> None:
+                 beat_interval: float = HEARTBEAT_SECONDS,
+                 repeats: Callable[[], int] | None = None) -> None:
         self.progress = progress
+        self.repeats = repeats
         self.stream = stream
         self.min_interval = min_interval
         self.print_every = print_every
@@ -96,15 +100,18 @@ class ProgressCallback(Callback):
 
     def __getstate__(self) -> dict[str, Any]:
         """Tune pickles its callbacks with the experiment state; the stream, the bar and the
-        heartbeat (which holds the tracker) stay here."""
-        return {**self.__dict__, "stream": None, "beat": None, "bar": None}
+        heartbeat (which holds the tracker) and the repeats' count (the searcher's) stay
+        here."""
+        return {**self.__dict__, "stream": None, "beat": None, "bar": None, "repeats": None}
 
     def _update(self, trials: list[Any], ended: Any = None) -> None:
         p = self.progress
         p.running = sum(_pack_size(t) for t in trials
                         if t.status == "RUNNING" and t is not ended)
         p.elapsed = time.monotonic() - self.start
-        p.eta = estimate(p.done - self.done_before, p.elapsed, p.total - p.done)
+        if self.repeats is not None:
+            p.repeats = self.repeats()
+        p.eta = estimate(p.done - self.done_before, p.elapsed, p.total - p.done - p.repeats)
 
     def print_line(self, trials: list[Any], ended: Any = None) -> None:
         """Show the current state now: redraw the bar, or print the line. ``ended`` is a
@@ -112,7 +119,7 @@ class ProgressCallback(Callback):
         self._update(trials, ended)
         p = self.progress
         if self.bar is not None:
-            self.bar.n = p.done
+            self.bar.n = p.done + p.repeats
             self.bar.set_postfix_str(", ".join(
                 ([f"{p.failed} failed"] if p.failed else []) + standing(p)), refresh=False)
             self.bar.refresh()

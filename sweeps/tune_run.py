@@ -138,8 +138,10 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
     searcher = SweepSearcher(plan, spec.metric, spec.mode, studies)
     tracker = tracking.tracker(uri)
     # the heartbeat goes through the writer: an outage must not stall Tune's loop
+    before = progress.repeats
     callback = ProgressCallback(progress, stream,
-                                beat=lambda: context.writer.heartbeat.remote(ref))
+                                beat=lambda: context.writer.heartbeat.remote(ref),
+                                repeats=lambda: before + searcher.n_repeats)
     tuner = tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(

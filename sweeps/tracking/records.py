@@ -17,6 +17,7 @@ from sweeps.contract import (
     METRIC,
     MODE,
     N_CONFIGS,
+    OPTUNA_REPEATS,
     OPTUNA_STORAGE,
     OUTCOME,
     PROFILE,
@@ -68,6 +69,9 @@ class SweepRecord:
     run_seconds: float | None = None
     """The wall time of that run (:data:`~sweeps.contract.RUN_SECONDS`), which
     :attr:`per_hour` is over: shorter than the sweep's span once it was resumed."""
+    repeats: int = 0
+    """Optuna points proposed again and not trained, as its driver last counted them
+    (:data:`~sweeps.contract.OPTUNA_REPEATS`)."""
 
     @property
     def alive(self) -> bool:
@@ -90,7 +94,8 @@ def sweep_record(run: Any) -> SweepRecord:
         mode=tags.get(MODE, "max"), driver=tags.get(DRIVER, ""),
         heartbeat=float(beat) if beat else None,
         optuna_storage=tags.get(OPTUNA_STORAGE, ""),
-        per_hour=ended.get(CONFIGS_PER_HOUR), run_seconds=ended.get(RUN_SECONDS))
+        per_hour=ended.get(CONFIGS_PER_HOUR), run_seconds=ended.get(RUN_SECONDS),
+        repeats=int(run.data.metrics.get(OPTUNA_REPEATS, 0)))
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from sweeps import runner, tracking
 from sweeps.cli import main
 from sweeps.runner import resume_command, resume_sweep, run_sweep
 from sweeps.spec import load_spec, resolve, trial_key
+from sweeps.status import format_line, from_mlflow
 from sweeps.trial import resolve_device, trial_threads
 from sweeps.tune_run import MAX_STAGED, staged_trials, storage_path
 from tests.servers import free_port, listeners
@@ -251,6 +252,26 @@ def test_optuna_searches_within_each_grid_cell(tmp_path):
         by_cell.setdefault(r.data.tags[tracking.CELL], []).append(chosen["x"])
     assert sorted(map(len, by_cell.values())) == [3, 3]
     assert final.best == pytest.approx(10 * max(x for xs in by_cell.values() for x in xs))
+
+
+def test_an_optuna_point_that_repeats_a_grid_configuration_counts_as_done_untrained(
+        tmp_path):
+    """Group 0 trains x = 0.25, which group 1's grid sampler proposes too: 3 points of the
+    sweep's total, 2 runs, and the line, the status and the parent run say why."""
+    path = write_spec(tmp_path, fixed={"steps": 1}, space={},
+                      groups=[{"space": {"x": [0.25]}},
+                              {"space": {"x": {"choice": [0.25, 0.5]}}}],
+                      search={"kind": "optuna", "sampler": "grid", "n_trials": 2, "seed": 0})
+    home = new_home(tmp_path)
+    out = io.StringIO()
+    final = run_sweep(str(path), "smoke", home=home, stream=out)
+    assert (final.total, final.done, final.repeats) == (3, 2, 1)
+    assert len(child_runs(home, final.sweep_id)) == 2
+    done = "3/3 done (1 repeated point not trained), "
+    assert out.getvalue().splitlines()[-1].startswith(f"sweep {final.sweep_id} toy/smoke: {done}")
+    record = store(home).find_sweep(final.sweep_id)
+    shown = format_line(from_mlflow(store(home), record))
+    assert record.repeats == 1 and f": {done}best score 5, finished in " in shown
 
 
 def test_asha_stops_unpromising_trials_early(tmp_path):

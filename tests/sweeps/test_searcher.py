@@ -171,6 +171,7 @@ def test_a_point_repeated_within_a_pack_is_told_not_trained(tmp_path):
     assert trials[1].user_attrs[KEY_ATTR] == member["key"]
     searcher.on_trial_start("a")
     assert searcher.suggest("b") == Searcher.FINISHED and searcher.n_suggested == 1
+    assert searcher.n_repeats == 2 == studies.repeats()
 
 
 def test_a_failed_pack_fails_every_member(tmp_path):

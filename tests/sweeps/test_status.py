@@ -126,6 +126,20 @@ def test_elsewhere_the_callback_prints_a_line_when_trials_end():
     assert len(stream.getvalue().splitlines()) == 1  # nothing new: no line until print_every
 
 
+def test_the_callback_counts_repeated_optuna_points_as_done_untrained():
+    stream = io.StringIO()
+    repeats = [0]
+    callback = ProgressCallback(_progress(), stream, min_interval=0.0,
+                                repeats=lambda: repeats[0])
+    callback.on_trial_complete(0, [], _trial("TERMINATED", 1, score=5.0))
+    repeats[0] = 1
+    callback.on_step_end(1, [])
+    assert stream.getvalue().startswith(
+        "sweep s toy/smoke: 2/3 done (1 repeated point not trained), best score 5, ")
+    assert callback.progress.eta is not None  # one configuration left, at the rate so far
+    assert callback.__getstate__()["repeats"] is None
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
