@@ -73,6 +73,10 @@ DRIVER = "ortho.driver"
 """Parent: ``host:pid`` of the process that drives the sweep (set again by a resume)."""
 HEARTBEAT = "ortho.heartbeat"
 """Parent: when the driver last said it was alive (seconds since the epoch)."""
+RESUMED = "ortho.resumed"
+"""Parent of a resumed sweep: JSON ``{"at": seconds since the epoch, "done": n}``, when the
+latest resume started and how many configurations had finished by then, so that the time
+left is estimated at that run's rate, not over the hours between runs."""
 OPTUNA_STORAGE = "ortho.optuna_storage"
 """Parent of a sweep with Optuna cells: the Optuna storage URL holding its studies, its
 credentials masked (one study per cell, named :data:`STUDY_NAME`)."""

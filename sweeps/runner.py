@@ -310,7 +310,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     with ray_session(address) as embedded:
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)
-        tracker.reopen_sweep(record.ref)
+        tracker.reopen_sweep(record.ref, len(values))
         plan = fill_slots(plan, spec.pack_size, trial_slots(spec.resources.cpu,
                                                             spec.resources.gpu, max_concurrent))
         packs = (f" (packs of up to {spec.pack_size}, as its first run measured)"

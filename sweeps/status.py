@@ -216,7 +216,8 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord,
         end = record.end_time or record.start_time
     p.elapsed = end - record.start_time
     if p.state == "running":
-        p.eta = estimate(p.done, p.elapsed, p.total - p.done - p.repeats)
+        at, before = record.resumed or (record.start_time, 0)  # the rate of the run going on
+        p.eta = estimate(p.done - before, end - at, p.total - p.done - p.repeats)
     return p
 
 

@@ -216,10 +216,13 @@ class Tracker:
             self.call(self.client.log_text, run_id, text, path)
         return SweepRef(experiment_id, sweep_id, run_id)
 
-    def reopen_sweep(self, ref: SweepRef) -> None:
-        """Mark a resumed sweep's parent run as running again, driven by this process."""
+    def reopen_sweep(self, ref: SweepRef, done: int) -> None:
+        """Mark a resumed sweep's parent run as running again, driven by this process, from
+        now with ``done`` configurations finished (:data:`~sweeps.contract.RESUMED`)."""
         self.call(self.client.update_run, ref.parent_run_id, status="RUNNING")
         self.call(self.client.set_tag, ref.parent_run_id, contract.DRIVER, driver_tag())
+        self.call(self.client.set_tag, ref.parent_run_id, contract.RESUMED,
+                  json.dumps({"at": round(time.time(), 3), "done": done}))
         self.heartbeat(ref)
 
     def heartbeat(self, ref: SweepRef) -> None:

@@ -21,6 +21,7 @@ from sweeps.contract import (
     OPTUNA_STORAGE,
     OUTCOME,
     PROFILE,
+    RESUMED,
     RUN_SECONDS,
     SPEC,
     SPEC_SHA256,
@@ -69,6 +70,9 @@ class SweepRecord:
     run_seconds: float | None = None
     """The wall time of that run (:data:`~sweeps.contract.RUN_SECONDS`), which
     :attr:`per_hour` is over: shorter than the sweep's span once it was resumed."""
+    resumed: tuple[float, int] | None = None
+    """When its latest resume started (seconds since the epoch) and the configurations done
+    then (:data:`~sweeps.contract.RESUMED`); None if it was never resumed."""
     repeats: int = 0
     """Optuna points proposed again and not trained, as its driver last counted them
     (:data:`~sweeps.contract.OPTUNA_REPEATS`)."""
@@ -95,7 +99,15 @@ def sweep_record(run: Any) -> SweepRecord:
         heartbeat=float(beat) if beat else None,
         optuna_storage=tags.get(OPTUNA_STORAGE, ""),
         per_hour=ended.get(CONFIGS_PER_HOUR), run_seconds=ended.get(RUN_SECONDS),
-        repeats=int(run.data.metrics.get(OPTUNA_REPEATS, 0)))
+        repeats=int(run.data.metrics.get(OPTUNA_REPEATS, 0)), resumed=_resumed(tags))
+
+
+def _resumed(tags: Mapping[str, str]) -> tuple[float, int] | None:
+    """The :data:`~sweeps.contract.RESUMED` tag as (start, configurations done then)."""
+    if RESUMED not in tags:
+        return None
+    resumed = json.loads(tags[RESUMED])
+    return float(resumed["at"]), int(resumed["done"])
 
 
 @dataclass(frozen=True)

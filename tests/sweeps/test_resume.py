@@ -312,7 +312,7 @@ def test_a_sweep_whose_driver_is_alive_is_resumed_only_when_forced(tmp_path):
                       stream=io.StringIO())
     t = tracker_of(home)
     ref = t.find_sweep(first.sweep_id).ref
-    t.reopen_sweep(ref)  # RUNNING again, driven by this live process
+    t.reopen_sweep(ref, 2)  # RUNNING again, driven by this live process
     kept = track(t, ref, "in-flight", {}, end="running")  # as a trial this driver runs
     with pytest.raises(ConfigError, match="--force") as err:
         resume_sweep(first.sweep_id, home=home, stream=io.StringIO())
@@ -327,6 +327,8 @@ def test_a_sweep_whose_driver_is_alive_is_resumed_only_when_forced(tmp_path):
     assert (final.state, final.done) == ("finished", 2)
     assert t.client.get_run(kept).info.lifecycle_stage == "deleted"
     assert t.find_sweep(first.sweep_id).driver == tracking.driver_tag()
+    at, done = t.find_sweep(first.sweep_id).resumed
+    assert done == 2 and time.time() - 60 < at <= time.time()  # both had finished before
 
 
 def test_a_resume_that_finishes_nothing_records_its_own_rate_of_none(tmp_path):

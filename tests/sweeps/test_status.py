@@ -5,6 +5,7 @@ ended (``sweeps.status``, without Ray)."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import socket
@@ -166,6 +167,21 @@ def test_a_sweep_with_a_live_driver_is_running(sweep):
     assert (p.done, p.failed, p.running, p.best) == (2, 1, 1, 4.0)
     assert format_line(p).startswith("sweep s toy/smoke: 2/3 done (1 failed), 1 running, "
                                      "best score 4, ")
+
+
+def test_a_resumed_sweep_s_time_left_is_at_the_resumed_run_s_rate(sweep):
+    """Resumed 10 s ago with one configuration done, it has ended one more since: the one
+    left is due in about 10 s, not at the rate over the whole span since its first start."""
+    t, ref = sweep
+    t.reopen_sweep(ref, 1)
+    resumed_at = time.time() - 10.0
+    t.client.set_tag(ref.parent_run_id, contract.RESUMED,
+                     json.dumps({"at": resumed_at, "done": 1}))
+    record = t.find_sweep("s")
+    assert record.resumed == (pytest.approx(resumed_at), 1)
+    p = from_mlflow(t, record)
+    assert p.state == "running" and p.done == 2
+    assert p.eta == pytest.approx(10.0, abs=0.5)
 
 
 def test_a_sweep_whose_driver_died_is_interrupted(sweep):
