@@ -321,10 +321,13 @@ def tracking_uri(uri: str | None, home: Path) -> str:
         raise LocationError("tracking_uri", "an MLflow store: sqlite:///PATH, "
                             "postgresql://USER@HOST/DB, mysql://..., or a tracking server's "
                             "http(s)://HOST:PORT", redact(uri))
-    if kind == "sqlite":
-        path = uri[len("sqlite:///"):]
-        return f"sqlite:///{Path(path).expanduser().resolve()}"
-    return uri
+    return absolute_sqlite(uri) if kind == "sqlite" else uri
+
+
+def absolute_sqlite(uri: str) -> str:
+    """``sqlite:///PATH`` with PATH made absolute against this process's working directory
+    (``~`` expanded)."""
+    return f"sqlite:///{Path(uri[len('sqlite:///'):]).expanduser().resolve()}"
 
 
 def sqlite_path(uri: str) -> Path | None:

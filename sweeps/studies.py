@@ -74,7 +74,7 @@ def storage_url(explicit: str | None, tracking_uri: str) -> str:
                               "sqlite:///PATH/optuna.db on the driver's disk")
         return f"sqlite:///{db.parent / 'optuna.db'}"
     if url.startswith("sqlite:///"):
-        return contract.tracking_uri(url, contract.home_dir())
+        return contract.absolute_sqlite(url)
     return contract.database_url(url)
 
 

@@ -56,6 +56,9 @@ def test_the_storage_is_beside_the_embedded_store_or_named(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ORTHO_OPTUNA_STORAGE", "sqlite:///studies.db")
     assert storage_url(None, "http://mlflow:5000") == f"sqlite:///{tmp_path}/studies.db"
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("ORTHO_HOME", str(tmp_path / "a-file"))  # no home, and none needed
+    assert storage_url(None, "http://mlflow:5000") == f"sqlite:///{tmp_path}/studies.db"
     monkeypatch.delenv("ORTHO_OPTUNA_STORAGE")
     with pytest.raises(ConfigError, match="--optuna-storage") as err:
         storage_url(None, "http://u:secret@mlflow:5000")
