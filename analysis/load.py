@@ -53,7 +53,7 @@ OUTCOMES = (*DONE, "failed", "incomplete")
 interrupted without an ``ortho.outcome`` tag."""
 
 RAW_COLUMNS = ["run_id", "trial_key", "status", "outcome_tag", "start_time", "end_time",
-               "node", "parent_run_id", "hostname", "run_name"]
+               "node", "parent_run_id", "hostname", "run_name", "optuna_params"]
 """Columns of :func:`raw_frame` before the ``params.*`` and ``metrics.*`` ones."""
 
 _INT = re.compile(r"[+-]?\d+")
@@ -110,7 +110,9 @@ class SweepRuns:
     runs: pd.DataFrame
     """One row per configuration: ``run_id``, ``trial_key``, ``status``, ``outcome``,
     ``attempts`` (runs tracked for the key), ``start_time``, ``end_time``, ``node``,
-    ``parent_run_id``, ``params.<key>`` (parsed) and ``metrics.<name>`` (latest value)."""
+    ``parent_run_id``, ``optuna_params`` (the JSON of the point an Optuna cell chose, None
+    for a grid configuration), ``params.<key>`` (parsed) and ``metrics.<name>`` (latest
+    value)."""
     n_runs: int
     """Configuration runs read, superseded ones included."""
     tracking_uri: str = ""
@@ -240,7 +242,8 @@ def raw_frame(runs: Iterable[Run]) -> pd.DataFrame:
             "status": run.info.status, "outcome_tag": tags.get(contract.OUTCOME),
             "start_time": run.info.start_time, "end_time": run.info.end_time,
             "node": tags.get(contract.NODE), "parent_run_id": tags.get(contract.PARENT),
-            "hostname": tags.get(contract.HOSTNAME), "run_name": run.info.run_name}
+            "hostname": tags.get(contract.HOSTNAME), "run_name": run.info.run_name,
+            "optuna_params": tags.get(contract.OPTUNA_PARAMS)}
         record.update({f"params.{k}": v for k, v in run.data.params.items()})
         record.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
         records.append(record)

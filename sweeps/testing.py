@@ -91,16 +91,16 @@ def track(tracker: tracking.Tracker, ref: tracking.SweepRef, key: str,
           params: Mapping[str, Any], *, end: End = "finished", result: Result | None = None,
           rows: Sequence[tuple[int, Mapping[str, float]]] = (), step: int | None = None,
           error: str = "Traceback (most recent call last):\nRuntimeError: test failure",
-          ) -> str:
-    """Claim configuration ``key`` of the sweep with ``params`` (and this process's node
-    tags, as a trial claims), report ``rows`` (step, metrics) as its stepwise metrics, then
-    end it by ``end``; the run's id. A finished run logs ``result`` (its summaries at
+          tags: Mapping[str, str] | None = None) -> str:
+    """Claim configuration ``key`` of the sweep with ``params`` (with this process's node
+    tags, as a trial claims, and ``tags``), report ``rows`` (step, metrics) as its stepwise
+    metrics, then end it by ``end``; the run's id. A finished run logs ``result`` (its summaries at
     ``step``, default the last reported step). Reports are stamped a millisecond apart and
     before the run ends, so that a summary logged at the last step is that step's latest
     value."""
     from mlflow.entities import Metric
 
-    claim = tracker.claim(ref, key, params, tracking.node_tags())
+    claim = tracker.claim(ref, key, params, {**tracking.node_tags(), **(tags or {})})
     if claim.stored is not None:
         raise ValueError(f"configuration {key} already finished in sweep {ref.sweep_id}")
     now = int(time.time() * 1000) - len(rows) - 1

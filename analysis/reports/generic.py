@@ -16,6 +16,8 @@ do, rather than "All cells complete".
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from analysis.expected import expected_configurations
@@ -66,7 +68,8 @@ def missing(runs: SweepRuns) -> list[str]:
     missing trials under one name, "… (2 of 5 trials)"), in the spec's order, named as its
     run would be (:func:`sweeps.contract.run_name`, from the keys that vary across the
     cells); none for a sweep tracked without its expected cells. A key a cell leaves unset
-    (its group does not set it) matches only runs that lack it too. An Optuna cell of a
+    (its group does not set it) matches only runs that lack it too, or, in an Optuna cell,
+    whose Optuna point chose it (a cell leaves out its Optuna dimensions). An Optuna cell of a
     FINISHED sweep misses nothing: a point the sampler proposed again spends a trial of the
     budget without a run of its own."""
     if runs.expected_cells is None:
@@ -83,12 +86,20 @@ def missing(runs: SweepRuns) -> list[str]:
         values = {k: cell[k] for k in keys if not _absent(cell[k])}
         held = matching(runs.runs, values)
         for key in set(keys) - set(values):
-            held &= param_values(runs.runs, key).isna()
+            unset = param_values(runs.runs, key).isna()
+            held &= unset | searched(runs.runs, key) if trials > 1 else unset
         left = trials - int(held.sum())
         if left > 0:
             name = run_name(values, varying) if varying else runs.sweep.spec
             names.append(name + (f" ({left} of {trials} trials)" if trials > 1 else ""))
     return names
+
+
+def searched(frame: pd.DataFrame, key: str) -> pd.Series:
+    """Which runs of a loaded ``frame`` had ``key`` chosen by their Optuna cell."""
+    points = frame["optuna_params"] if "optuna_params" in frame else pd.Series(
+        [None] * len(frame), index=frame.index, dtype=object)
+    return points.map(lambda text: isinstance(text, str) and key in json.loads(text)).astype(bool)
 
 
 def _absent(value: object) -> bool:

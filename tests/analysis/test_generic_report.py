@@ -137,6 +137,45 @@ def test_a_group_s_configuration_is_missing_though_another_group_sets_one_key_mo
     assert [r[1] for r in rows[2:]] == ["missing", "missing"]
 
 
+MIXED_SPEC = """\
+name: my-grid
+experiment: synthetic
+metric: {name: max_seq_len_solved, mode: max}
+search: {kind: optuna, n_trials: 2}
+fixed: {variant: open, protocol: fixed, seq_len: 10, max_iters: 10}
+groups:
+  - fixed: {penalty: 1.0}
+    space: {lr: [0.01]}
+  - fixed: {penalty: 0.1}
+    space: {lr: {low: 0.001, high: 0.1}}
+profiles: {smoke: {}, cpu: {}, paper: {}}
+"""
+
+
+def test_an_optuna_cell_s_runs_count_though_another_group_sets_the_key_it_searches(
+        tmp_path: Path, capsys) -> None:
+    """Group 1 searches lr, which group 0 sets: its cell leaves lr out, and its runs, whose
+    lr Optuna chose, are its trials, not runs of a group that leaves lr unset."""
+    path = tmp_path / "my-grid.yaml"
+    path.write_text(MIXED_SPEC)
+    resolved = resolve(load_spec(str(path)), "cpu")
+    uri = sqlite_store(tmp_path)
+    t = tracking.tracker(uri)
+    ref = start_sweep(t, "my-grid", "mine-3", profile="cpu", resolved_text=resolved.text,
+                      metric="max_seq_len_solved", mode="max")
+    base = resolved.cells()[1].params
+    track(t, ref, "k0", resolved.cells()[0].params,
+          result=Result(Outcome.SOLVED, {"max_seq_len_solved": 10.0}))
+    for key, lr in (("k1", 0.05), ("k2", 0.02)):
+        track(t, ref, key, {**base, "lr": lr}, tags={tracking.OPTUNA_PARAMS: f'{{"lr": {lr}}}'},
+              result=Result(Outcome.SOLVED, {"max_seq_len_solved": 10.0}))
+    t.end_sweep(ref, "KILLED", {})
+    assert main(["report", "my-grid", "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    assert [r[0] for r in md_rows(out)[1:]] == ["k0", "k1", "k2"]
+    assert "All cells complete." in out and "missing" not in out
+
+
 def test_a_finished_optuna_sweep_misses_no_trial(tmp_path: Path, capsys) -> None:
     """A point proposed again spends a trial without a run: a FINISHED sweep with fewer runs
     than trials is complete."""
