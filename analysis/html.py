@@ -159,7 +159,8 @@ def provenance_items(runs: SweepRuns) -> dict[str, str]:
         " of training summed over configurations")
     if sweep.per_hour is not None:
         rate = f"{sweep.per_hour:,.0f}" if sweep.per_hour >= 10 else f"{sweep.per_hour:.2g}"
-        wall += f"; {rate} configurations finished per hour by the command that ran it"
+        wall += f"; {rate} configurations finished per hour by the command that ran it" + (
+            f" last ({_duration(sweep.run_seconds)})" if sweep.run_seconds is not None else "")
     hosts = frame["hostname"].dropna() if "hostname" in frame else pd.Series(dtype=object)
     machines = ", ".join(f"{h} ({n} configuration{'' if n == 1 else 's'})"
                          for h, n in hosts.value_counts().sort_index().items()) or "not tagged"

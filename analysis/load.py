@@ -87,6 +87,13 @@ class Sweep:
     per_hour: float | None = None
     """Metric ``configs_per_hour`` of the parent run: configurations finished per hour by
     the run of the driver that last ended the sweep (None while it runs, or never ended)."""
+    run_seconds: float | None = None
+    """Metric ``run_seconds`` of the parent run: the wall time of that run of the driver,
+    which :attr:`per_hour` is over (shorter than the sweep's span once it was resumed)."""
+    repeats: int = 0
+    """Metric ``optuna_repeats`` of the parent run: Optuna points proposed again, each a
+    trial of its cell's budget told a known value instead of trained, with no run of its
+    own (counted in :attr:`n_configs`)."""
     metric: str = ""
     """Tag ``ortho.metric``: the summary metric the spec ranks configurations by."""
     mode: str = "max"
@@ -181,6 +188,9 @@ def _sweep_of(spec: str, run: Run) -> Sweep:
                  experiment_id=run.info.experiment_id, start_time=run.info.start_time,
                  per_hour=run.data.metrics.get(contract.CONFIGS_PER_HOUR)
                  if run.info.status != "RUNNING" else None,
+                 run_seconds=run.data.metrics.get(contract.RUN_SECONDS)
+                 if run.info.status != "RUNNING" else None,
+                 repeats=int(run.data.metrics.get(contract.OPTUNA_REPEATS, 0)),
                  metric=tags.get(contract.METRIC, ""), mode=tags.get(contract.MODE, "max"),
                  optuna_storage=tags.get(contract.OPTUNA_STORAGE, ""),
                  optuna_sampler=tags.get(contract.OPTUNA_SAMPLER, ""))

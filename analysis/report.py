@@ -124,7 +124,7 @@ def provenance(runs: SweepRuns) -> Provenance:
     return Provenance(spec=runs.sweep.spec, profile=runs.sweep.profile,
                       sweep_id=runs.sweep.sweep_id, n_runs=runs.n_runs,
                       n_configurations=len(runs.runs), outcomes=runs.outcomes,
-                      n_expected=n_expected, search=search(runs),
+                      n_expected=n_expected, repeats=runs.sweep.repeats, search=search(runs),
                       git_sha=runs.sweep.git_sha, git_dirty=runs.sweep.git_dirty)
 
 

@@ -141,6 +141,9 @@ class Provenance:
     ``incomplete``)."""
     n_expected: int | None = None
     """Configurations the resolved spec defines, when known."""
+    repeats: int = 0
+    """Optuna points proposed again and told rather than trained: trials of
+    :attr:`n_expected` without a configuration of their own."""
     search: str = ""
     """How Optuna chose the configurations (``Optuna TPE, 6 trials in each of 2 cells``);
     empty for a grid sweep, whose configurations are the spec's."""
@@ -155,7 +158,9 @@ class Provenance:
         ``· Optuna …`` for a sweep that searched with Optuna and ``· git SHA`` (12 digits)
         when the commit is known (``with uncommitted changes`` when the checkout had
         some)."""
-        counts = ", ".join(f"{n} {k}" for k, n in self.outcomes.items() if n)
+        counts = ", ".join([f"{n} {k}" for k, n in self.outcomes.items() if n] + (
+            [f"{self.repeats} repeated point{'' if self.repeats == 1 else 's'} not trained"]
+            if self.repeats else []))
         of = "" if self.n_expected is None else f" of {self.n_expected} expected"
         runs = "1 run" if self.n_runs == 1 else f"{self.n_runs} runs"
         configurations = ("1 configuration" if self.n_configurations == 1

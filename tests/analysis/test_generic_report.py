@@ -10,7 +10,7 @@ import pytest
 
 from analysis.reports import REPORTS
 from ortho_core.reporting import Outcome, Result
-from sweeps import tracking
+from sweeps import contract, tracking
 from sweeps.cli import main
 from sweeps.spec import load_spec, resolve
 from sweeps.testing import sqlite_store, start_sweep, track
@@ -75,7 +75,8 @@ profiles: {smoke: {}, cpu: {}, paper: {}}
 
 
 def _interrupted(tmp_path: Path, search: str, lr: str, held: list[tuple[dict, str]],
-                 status: str = "KILLED", groups: str = "") -> str:
+                 status: str = "KILLED", groups: str = "",
+                 metrics: dict[str, float] | None = None) -> str:
     """A store holding a sweep of a user's spec (``search``, ``lr`` and ``groups`` filled in),
     ended ``status`` with the configurations ``held`` (params, how each ended) tracked and the
     rest never started."""
@@ -89,7 +90,7 @@ def _interrupted(tmp_path: Path, search: str, lr: str, held: list[tuple[dict, st
     for i, (params, end) in enumerate(held):
         track(t, ref, f"k{i}", {**resolved.cells()[0].params, **params}, end=end,
               result=Result(Outcome.SOLVED, {"max_seq_len_solved": 10.0}))
-    t.end_sweep(ref, status, {})
+    t.end_sweep(ref, status, metrics or {})
     return uri
 
 
@@ -182,7 +183,10 @@ def test_a_finished_optuna_sweep_misses_no_trial(tmp_path: Path, capsys) -> None
     uri = _interrupted(tmp_path, "{kind: optuna, n_trials: 2}", "{low: 0.001, high: 0.1}",
                        [({"lr": 0.05, "penalty": 1.0}, "finished"),
                         ({"lr": 0.02, "penalty": 1.0}, "finished"),
-                        ({"lr": 0.03, "penalty": 0.1}, "finished")], status="FINISHED")
+                        ({"lr": 0.03, "penalty": 0.1}, "finished")], status="FINISHED",
+                       metrics={contract.OPTUNA_REPEATS: 1})
     assert main(["report", "my-grid", "--tracking-uri", uri]) == 0
     out = capsys.readouterr().out
     assert len(md_rows(out)) == 1 + 3 and "All cells complete." in out
+    assert "3 runs → 3 configurations of 4 expected (3 solved, 1 repeated point not trained)" \
+        in out
