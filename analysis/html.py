@@ -173,7 +173,9 @@ def provenance_items(runs: SweepRuns) -> dict[str, str]:
             "git sha": (sweep.git_sha or "not tagged")
             + (" with uncommitted changes" if sweep.git_dirty else ""),
             "wall time": wall, "machines": machines,
-            "runs": f"{runs.n_runs} MLflow runs → {len(frame)} configurations ({outcomes})",
+            "runs": f"{runs.n_runs} MLflow runs → {len(frame)} configurations ({outcomes})"
+            + (f"; {sweep.repeats} repeated Optuna point{'' if sweep.repeats == 1 else 's'}, "
+               "told a known value, not trained" if sweep.repeats else ""),
             "store": runs.tracking_uri or "unknown"}
 
 

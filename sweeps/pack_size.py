@@ -10,7 +10,7 @@ short throughput curve and packs with the K whose plan it says finishes soonest:
    lands where trials land, in a worker that exits after it.
 2. **What.** For K in 1, 2, 4, ... up to the cap (the largest pack the plan could form: a
    group of grid configurations that share the trainer's ``PACK_FIELDS``, or an Optuna
-   cell's ``n_trials``; at most :data:`MAX_PACK`, a spec's own limit, the cap itself last),
+   cell's largest batch; at most :data:`MAX_PACK`, a spec's own limit, the cap itself last),
    the trainer trains K members of the sweep's own first configurations (those of its
    largest pack, repeated as needed) cut to a few hundred iterations by the experiment's
    ``probe_config`` hook (:mod:`ortho_core.experiments`); the reporter's clock gives

@@ -9,11 +9,12 @@ of the trials the cluster runs at once (:func:`pack_counts`: 18 configurations w
 ``pack_size: 6`` on 2 cores make four packs, not three of which the last would run alone).
 
 Cells with Optuna dimensions are searched in packs too: a trial of such a cell trains a batch
-of points its study proposes together (:mod:`sweeps.searcher`), at most ``pack_size`` and
-split as evenly (17 trials with ``pack_size: 16`` are batches of 9 and 8), but not split
-further to fill the cluster: every batch asked beside others is proposed knowing less of the
-study's results. A cell whose Optuna dimensions include one of the trainer's ``PACK_FIELDS``
-is searched one point per trial, since its points could not share a pack.
+of points its study proposes together (:mod:`sweeps.searcher`), at most ``pack_size``, split
+as evenly and into as many batches as a grid's group of that many configurations
+(:func:`optuna_batches`: 17 trials with ``pack_size: 16`` on one slot are batches of 9 and 8;
+9 trials on 6 slots, 2, 2, 2, 1, 1, 1), so that a small budget does not leave slots idle. A
+cell whose Optuna dimensions include one of the trainer's ``PACK_FIELDS`` is searched one
+point per trial, since its points could not share a pack.
 
 ``pack_size: auto`` is a number by the time a plan is built: the K whose plan a throughput
 curve measured on a trial's device when the sweep starts says finishes soonest, the recorded

@@ -163,7 +163,7 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
     end_stopped_runs(tracker, ref, callback.stopped_early)
     if searcher.exhausted and callback.trials_ended >= searcher.n_suggested:
         return False
-    return not all_ended(tracker, ref, plan.n_configs)
+    return not all_ended(tracker, ref, plan.n_configs - before - searcher.n_repeats)
 
 
 def all_ended(tracker: tracking.Tracker, ref: tracking.SweepRef, n_configs: int) -> bool:

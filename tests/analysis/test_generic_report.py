@@ -7,7 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from mlflow import MlflowClient
 
+from analysis.html import provenance_items
+from analysis.load import load_sweep
 from analysis.reports import REPORTS
 from ortho_core.reporting import Outcome, Result
 from sweeps import contract, tracking
@@ -190,3 +193,6 @@ def test_a_finished_optuna_sweep_misses_no_trial(tmp_path: Path, capsys) -> None
     assert len(md_rows(out)) == 1 + 3 and "All cells complete." in out
     assert "3 runs → 3 configurations of 4 expected (3 solved, 1 repeated point not trained)" \
         in out
+    runs = load_sweep(MlflowClient(uri), "my-grid")
+    assert provenance_items(runs)["runs"].endswith(
+        "; 1 repeated Optuna point, told a known value, not trained")

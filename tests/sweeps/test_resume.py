@@ -331,7 +331,7 @@ def test_a_sweep_whose_driver_is_alive_is_resumed_only_when_forced(tmp_path):
     assert done == 2 and time.time() - 60 < at <= time.time()  # both had finished before
 
 
-def test_a_resume_that_finishes_nothing_records_its_own_rate_of_none(tmp_path):
+def test_a_resume_that_finishes_nothing_records_its_own_rate_of_zero(tmp_path):
     """Every configuration had finished when the sweep was interrupted: the resume trains
     nothing, and the rate the status shows is its own, 0, not the earlier run's."""
     home = new_home(tmp_path)
