@@ -163,16 +163,20 @@ class TrackerActor:
     def finish(self, run_id: str, result: Result, step: int,
                rows: Sequence[tuple[int, Mapping[str, float]]]) -> None:
         """:meth:`~sweeps.tracking.Tracker.finish`."""
-        self.outbox.put([Write(run_id, partial(self.tracker.finish, run_id, result, step, rows),
-                               again=partial(self.finish_again, run_id, result, step, rows),
-                               calls=2)])
+        self.outbox.put([self._ending(run_id, result, step, rows)])
+
+    def _ending(self, run_id: str, result: Result, step: int,
+                rows: Sequence[tuple[int, Mapping[str, float]]]) -> Write:
+        return Write(run_id, partial(self.tracker.finish, run_id, result, step, rows),
+                     again=partial(self.finish_again, run_id, result, step, rows), calls=2)
 
     def finish_all(self, ends: Sequence[tuple[str, Result, int, Rows]]) -> None:
         """:meth:`finish` of each (run id, result, step, rows): into the tables, one write;
-        else a write per run."""
+        else a write per run, all queued before any is waited for, so that a run whose
+        ending the server refuses (its error raises once all are applied) costs the others
+        nothing."""
         if self.tracker.tables is None:
-            for run_id, result, step, rows in ends:
-                self.finish(run_id, result, step, rows)
+            self.outbox.put([self._ending(*end) for end in ends])
             return
         self.outbox.put([Write(None, partial(self.tracker.finish_all, ends))])
 

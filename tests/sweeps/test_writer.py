@@ -85,3 +85,21 @@ def test_racing_claims_of_one_configuration_leave_one_run(store):
     assert len(set(claimed)) == 6  # each claim replaced the run before it ...
     assert len(runs) == 1 and runs[0].info.run_id in claimed  # ... and one is left,
     assert runs[0].data.tags[tracking.ATTEMPT] == "6"  # having seen the five before it
+
+
+def test_a_pack_s_endings_all_reach_the_store_though_one_is_refused(store):
+    """A member's run deleted meanwhile (from the UI): its ending's error reaches the trial,
+    after the other members' endings are written, on every kind of store."""
+    tracker = tracking.tracker(store.uri)
+    ref = start_sweep(tracker, "writer", "s-4", profile="smoke")
+    writer = start_writer(store.uri, "ortho-writer-test-4")
+    remote = RemoteTracker(writer)
+    try:
+        claims = remote.claim_all(ref, [(f"k{i}", {"i": i}, {}) for i in range(3)])
+        tracker.client.delete_run(claims[0].run_id)
+        with pytest.raises(ray.exceptions.RayTaskError):
+            remote.finish_all([(c.run_id, Result(Outcome.SOLVED, {"score": float(i)}), 1, [])
+                               for i, c in enumerate(claims)])
+    finally:
+        ray.kill(writer)
+    assert [tracker.client.get_run(c.run_id).info.status for c in claims[1:]] == ["FINISHED"] * 2
