@@ -52,7 +52,7 @@ from typing import Any, TextIO
 from ortho_core.reporting import Result
 from sweeps import contract, tracking
 from sweeps.tracking.layout import BATCH, Rows
-from sweeps.tracking.outbox import RETRY_MAX_S, Limits, Outbox, Write
+from sweeps.tracking.outbox import OUTAGE_ENV, RETRY_MAX_S, Limits, Outbox, Write
 from sweeps.tracking.records import Claim, SweepRef
 
 MetricRow = tuple[str, float, int, int]
@@ -334,10 +334,22 @@ class RemoteTracker:
         self._call("kill", run_id)
 
 
+DRAIN_NOTICE_S = 3.0
+"""How long the end of a sweep waits for its writer before it says why it waits."""
+
+
 def drain_writer(actor: Any, stream: TextIO) -> None:
     """Wait until the writer has applied every write (:meth:`TrackerActor.drain`), and print
-    to ``stream`` what went wrong, if anything (credentials masked)."""
+    to ``stream`` what went wrong, if anything (credentials masked). A wait longer than
+    :data:`DRAIN_NOTICE_S` (writes held by a tracking outage, up to its limit) is announced,
+    with what a second Ctrl-C would cost."""
     import ray
 
-    for line in ray.get(actor.drain.remote()):
+    drained = actor.drain.remote()
+    if not ray.wait([drained], timeout=DRAIN_NOTICE_S)[0]:
+        print(f"tracking: waiting for the store to take the writes the writer still holds "
+              f"(through a tracking outage, at most ${OUTAGE_ENV} seconds); a second Ctrl-C "
+              "leaves them unwritten, and `ortho sweep resume` trains their runs again",
+              file=stream, flush=True)
+    for line in ray.get(drained):
         print(f"tracking: {tracking.redact(line)}", file=stream, flush=True)

@@ -4,7 +4,9 @@ racing each other leave one run (on every kind of store)."""
 
 from __future__ import annotations
 
+import io
 import sys
+import time
 
 import pytest
 import ray
@@ -12,7 +14,7 @@ import ray
 from ortho_core.reporting import Outcome, Result
 from sweeps import tracking
 from sweeps.testing import start_sweep
-from sweeps.writer import RemoteTracker, start_writer
+from sweeps.writer import RemoteTracker, drain_writer, start_writer
 from tests.sweeps.helpers import toy_ray
 
 pytestmark = pytest.mark.usefixtures(toy_ray.__name__)
@@ -103,3 +105,26 @@ def test_a_pack_s_endings_all_reach_the_store_though_one_is_refused(store):
     finally:
         ray.kill(writer)
     assert [tracker.client.get_run(c.run_id).info.status for c in claims[1:]] == ["FINISHED"] * 2
+
+
+@ray.remote(num_cpus=0)
+class _SlowDrain:
+    """A writer whose writes take a while to drain, as through a tracking outage."""
+
+    def drain(self) -> list[str]:
+        time.sleep(1.0)
+        return ["rode out a tracking outage of 1 s"]
+
+
+def test_a_long_drain_at_the_end_of_a_sweep_says_why_it_waits(monkeypatch):
+    monkeypatch.setattr("sweeps.writer.DRAIN_NOTICE_S", 0.2)
+    out = io.StringIO()
+    actor = _SlowDrain.remote()
+    try:
+        drain_writer(actor, out)
+    finally:
+        ray.kill(actor)
+    waiting, said = out.getvalue().splitlines()
+    assert waiting.startswith("tracking: waiting for the store to take the writes")
+    assert "a second Ctrl-C leaves them unwritten" in waiting
+    assert said == "tracking: rode out a tracking outage of 1 s"
