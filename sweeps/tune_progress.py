@@ -88,7 +88,7 @@ class ProgressCallback(Callback):
         self._changed = False
         self.experiment_ended = False
         """Whether Tune's fit has ended (a Ctrl-C then stops nothing: no :data:`STOPPING`)."""
-        bar = tqdm(total=progress.total, initial=progress.done, unit="config",
+        bar = tqdm(total=progress.total, initial=progress.done + progress.repeats, unit="config",
                    desc=progress.label, file=self._out, smoothing=0, leave=False,
                    disable=None, **bar_columns(self._out))
         self.bar: tqdm | None = None if bar.disable else bar

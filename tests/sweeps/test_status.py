@@ -113,6 +113,14 @@ def test_on_a_terminal_the_callback_draws_a_bar_of_configurations():
     assert callback.bar.disable  # closed
 
 
+def test_a_resumed_sweep_s_bar_starts_at_what_is_done_repeats_included():
+    progress = _progress()
+    progress.done, progress.repeats = 1, 1
+    callback = ProgressCallback(progress, Terminal())
+    assert callback.bar is not None and callback.bar.n == 2
+    callback.close()
+
+
 def test_elsewhere_the_callback_prints_a_line_when_trials_end():
     stream = io.StringIO()
     callback = ProgressCallback(_progress(), stream, min_interval=0.0)
