@@ -324,6 +324,11 @@ def tracking_uri(uri: str | None, home: Path) -> str:
     return absolute_sqlite(uri) if kind == "sqlite" else uri
 
 
+def epoch_seconds(millis: int | None) -> float | None:
+    """An MLflow time (milliseconds since the epoch; None or 0 where unset) in seconds."""
+    return millis / 1000 if millis else None
+
+
 def absolute_sqlite(uri: str) -> str:
     """``sqlite:///PATH`` with PATH made absolute against this process's working directory
     (``~`` expanded)."""

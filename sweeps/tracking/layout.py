@@ -108,11 +108,6 @@ def _now() -> str:
     return f"{time.time():.0f}"
 
 
-def _seconds(millis: int | None) -> float | None:
-    """An MLflow time (milliseconds since the epoch; None or 0 where unset) in seconds."""
-    return millis / 1000 if millis else None
-
-
 def _param_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value))
@@ -308,7 +303,7 @@ class Tracker:
         runs = sorted(self.configurations(ref), key=lambda r: (r.info.start_time, r.info.run_id))
         return [TaggedRun(r.info.run_id, r.info.status,
                           {k: v for k, v in r.data.tags.items() if k in STATE_TAGS},
-                          _seconds(r.info.end_time))
+                          contract.epoch_seconds(r.info.end_time))
                 for r in runs]
 
     def discard_unfinished(self, runs: Sequence[TaggedRun]) -> int:
@@ -419,7 +414,7 @@ class Tracker:
             if runs:
                 found[key] = [TaggedRun(r.info.run_id, r.info.status,
                                         {k: v for k, v in r.data.tags.items() if k in read},
-                                        _seconds(r.info.end_time))
+                                        contract.epoch_seconds(r.info.end_time))
                               for r in runs]
         return found
 

@@ -27,6 +27,7 @@ from sweeps.contract import (
     SPEC_SHA256,
     SUMMARY,
     SWEEP_ID,
+    epoch_seconds,
 )
 from sweeps.tracking.liveness import driver_alive
 
@@ -93,7 +94,7 @@ def sweep_record(run: Any) -> SweepRecord:
         spec=tags.get(SPEC, ""), profile=tags.get(PROFILE, ""),
         spec_sha256=tags.get(SPEC_SHA256, ""), status=run.info.status,
         start_time=run.info.start_time / 1000,
-        end_time=run.info.end_time / 1000 if run.info.end_time else None,
+        end_time=epoch_seconds(run.info.end_time),
         n_configs=int(tags.get(N_CONFIGS, "0")), metric=tags.get(METRIC, ""),
         mode=tags.get(MODE, "max"), driver=tags.get(DRIVER, ""),
         heartbeat=float(beat) if beat else None,

@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweeps.contract import RUN_NAME, database_url, redact, sqlite_path
+from sweeps.contract import RUN_NAME, database_url, epoch_seconds, redact, sqlite_path
 
 log = logging.getLogger(__name__)
 
@@ -310,7 +310,7 @@ class StoreTables:
         out: dict[str, list[TaggedRun]] = {}
         for value, run_id, status, end in found:
             out.setdefault(value, []).append(
-                TaggedRun(run_id, status, held[run_id], end / 1000 if end else None))
+                TaggedRun(run_id, status, held[run_id], epoch_seconds(end)))
         return out
 
     def artifact_uris(self, run_ids: Sequence[str]) -> dict[str, str]:
