@@ -42,20 +42,20 @@ per trial).
 images; lengths 10 to 20 with 300 iterations and 200 validation sequences): it checks the
 path end to end in under two minutes, and its ratios are dominated by fixed costs.
 
-``--gpu FRACTION`` sets ``device: cuda`` on every configuration and ``resources: {cpu: 1,
-gpu: FRACTION}`` on both runs: fractional-GPU trials of one configuration each against packs
-sharing the GPU the same way (issue 13's GPU target: at least 50x); ``--packs 0`` (every
-configuration of the profile) and ``--pack-size 28`` give it packs of up to a GPU's size
-(the plan deals each pack shape's configurations into as many packs as the GPU's
-1 / FRACTION trials at once, :func:`sweeps.plan.pack_counts`), ``--profile`` another
-profile. ``--pack-size auto`` lets the packed run measure its K (``pack_size: auto``,
-:mod:`sweeps.pack_size`); the row names the K that its parent run records. ``--set
-KEY=VALUE`` overrides a config key of every configuration (a YAML value; repeatable), to
-shorten a profile's protocol to a lease. ``--repeats N`` trains each configuration with N
-seeds (a spec's ``repeats``) and ``--alone-repeats M`` gives the one-per-trial run only the
-first M of them, so that a large sweep's baseline fits a lease (its configurations per hour
-are measured on those, whose costs the other seeds share on average); ``--modes`` runs one
-side only.
+``--gpu FRACTION`` sets ``device: cuda`` on every configuration and ``resources: {cpu: N, gpu:
+FRACTION}`` on both runs (N: ``--cpus``, default 1; a GPU machine's CPUs shared as its GPU is, 4
+of 16 at 0.25, let a pack's host work, ρ(W_hh) above all, use them): fractional-GPU trials of
+one configuration each against packs sharing the GPU the same way (issue 13's GPU target: at
+least 50x); ``--packs 0`` (every configuration of the profile) and ``--pack-size 28`` give it
+packs of up to a GPU's size (the plan deals each pack shape's configurations into as many packs
+as the GPU's 1 / FRACTION trials at once, :func:`sweeps.plan.pack_counts`), ``--profile``
+another profile. ``--pack-size auto`` lets the packed run measure its K (``pack_size: auto``,
+:mod:`sweeps.pack_size`); the row names the K that its parent run records. ``--set KEY=VALUE``
+overrides a config key of every configuration (a YAML value; repeatable), to shorten a profile's
+protocol to a lease. ``--repeats N`` trains each configuration with N seeds (a spec's
+``repeats``) and ``--alone-repeats M`` gives the one-per-trial run only the first M of them, so
+that a large sweep's baseline fits a lease (its configurations per hour are measured on those,
+whose costs the other seeds share on average); ``--modes`` runs one side only.
 
     python benchmarks/sweep_throughput.py --gpu 0.25 --profile paper --packs 0 \
         --only synthetic-max-length --pack-size auto --set max_iters=1000 --set max_seq_len=50 \
@@ -134,10 +134,11 @@ CASES = (
 
 
 def subset_spec(case: Case, profile: str, overrides: dict[str, Any],
-                pack_size: int | str | None, gpu: float) -> tuple[dict[str, Any], int | str]:
+                pack_size: int | str | None,
+                resources: dict[str, float]) -> tuple[dict[str, Any], int | str]:
     """The spec of ``case`` at ``profile`` as plain data (its configurations written out as
-    groups, or its Optuna cell, ``overrides`` on every configuration) and the profile's pack
-    size (or ``pack_size``, a number or ``auto``)."""
+    groups, or its Optuna cell, ``overrides`` on every configuration, ``resources`` each
+    trial's) and the profile's pack size (or ``pack_size``, a number or ``auto``)."""
     from sweeps.plan import build_plan
     from sweeps.spec import load_spec, resolve
 
@@ -154,7 +155,7 @@ def subset_spec(case: Case, profile: str, overrides: dict[str, Any],
         "name": case.spec, "experiment": spec.experiment, "description": case.label,
         "metric": {"name": spec.metric, "mode": spec.mode}, "search": {"kind": "grid"},
         "fixed": {}, "space": {}, "groups": [{"fixed": f} for f in fixed],
-        "repeats": 1, "seed": seeds.pop(), "resources": {"cpu": 1, "gpu": gpu},
+        "repeats": 1, "seed": seeds.pop(), "resources": resources,
         "max_failures": 0, "profiles": {p: {} for p in ("smoke", "cpu", "paper")},
     }
     if case.optuna is not None:
@@ -310,6 +311,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="the same sweeps with seconds of training per configuration")
     p.add_argument("--gpu", type=float, default=0.0, metavar="FRACTION",
                    help="train on cuda, each trial holding this fraction of a GPU")
+    p.add_argument("--cpus", type=int, default=1,
+                   help="CPUs each trial holds, in both runs (its torch threads, over which "
+                        "the synthetic trainer also splits ρ(W_hh); default 1)")
     p.add_argument("--pack-size", type=size, default=None,
                    help="K of the packed runs, or auto (default: the profile's pack_size)")
     p.add_argument("--profile", default="cpu", help="the profile the subsets are taken from")
@@ -337,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         p.error(f"--packs: expected 0 (all) or more, got {args.packs}")
     if not 0 <= args.gpu <= 1:
         p.error(f"--gpu: expected a fraction of one GPU in [0, 1], got {args.gpu}")
+    if not 1 <= args.cpus <= (os.cpu_count() or 1):
+        p.error(f"--cpus: expected 1 to this machine's {os.cpu_count()} CPUs, got {args.cpus}")
     if args.alone_repeats is not None and not 1 <= args.alone_repeats <= args.repeats:
         p.error(f"--alone-repeats: expected 1 to --repeats ({args.repeats}), "
                 f"got {args.alone_repeats}")
@@ -354,14 +360,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             p.error(f"--gpu: {err}")
     start_embedded_ray()
     cpus = os.cpu_count()
+    resources = {"cpu": args.cpus, "gpu": args.gpu}
     print(f"profile {args.profile}{' (--quick)' if args.quick else ''}, {cpus} CPUs, "
-          f"{'GPU fraction ' + str(args.gpu) if args.gpu else 'CPU only'}")
+          f"{'GPU fraction ' + str(args.gpu) if args.gpu else 'CPU only'}, "
+          f"{args.cpus} CPU(s) a trial")
     print(f"{'sweep':<28} {'mode':<14} {'configs':>7} {'trials':>6} {'wall s':>8} "
           f"{'configs/h':>9} {'logged/h':>9} {'load':>5}", flush=True)
     ratios = []
     with tempfile.TemporaryDirectory(prefix="sweep-throughput-") as tmp:
         warm, _ = subset_spec(Case("warm-up", "ff-mnist", (0,), {}), "cpu",
-                              {**device, **FF_QUICK}, None, args.gpu)
+                              {**device, **FF_QUICK}, None, resources)
         run(warm, 1, Path(tmp), "warm-up")  # Ray's workers started and their imports done
         for n, case in enumerate(CASES):
             if args.only not in (None, case.label):
@@ -370,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 case = Case(case.label, case.spec, tuple(range(args.packs)), case.quick)
             shortened = case.quick if args.quick else {}
             doc, k = subset_spec(case, args.profile, {**shortened, **overrides},
-                                 args.pack_size, args.gpu)
+                                 args.pack_size, resources)
             seeds = (1, 1) if case.optuna else (args.repeats, args.alone_repeats or args.repeats)
             runs = [(k, seeds[0]), (1, seeds[1])]
             runs = {"both": runs, "packed": runs[:1], "alone": runs[1:]}[args.modes]

@@ -51,9 +51,10 @@ _RADII = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spectral-radius")
 def defers_radius(device: torch.device) -> bool:
     """Whether the trainer takes ρ(W_hh) off the evaluation's path (:meth:`Stage.radius_later`)
     on ``device``: on CUDA, where the pack trains on while a host thread computes it (ρ is
-    computed on the host, :func:`~ortho_core.metrics.spectral_radius`: at 1.4 ms a member it
-    costs a pack of 224 on an H100 about as much as the 100 iterations between two
-    evaluations); not on a CPU, where that thread would take the core the pack trains on."""
+    computed on the host, :func:`~ortho_core.metrics.spectral_radius`: at 1.4 ms a member on
+    one thread it costs a pack of 224 on an H100 about as much as the 100 iterations between
+    two evaluations, so it is split over the trial's threads); not on a CPU, where that
+    thread would take the cores the pack trains on."""
     return device.type == "cuda"
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -68,3 +70,40 @@ def test_spectral_radius_of_a_cuda_pack_is_the_cpus_on_the_cuda_device() -> None
     radius = spectral_radius(w.cuda())
     assert radius.device.type == "cuda" and radius.dtype == torch.float64
     assert torch.equal(radius.cpu(), spectral_radius(w))
+
+
+def test_spectral_radius_split_over_threads_gives_each_matrix_its_own_value(monkeypatch) -> None:
+    """A batch is split into ``threads`` near-equal parts computed side by side (default:
+    torch's thread count), and each matrix's ρ is the one-thread value bit for bit, whatever
+    the leading dimensions."""
+    from ortho_core import metrics
+
+    parts: list[int] = []
+    radii = metrics._radii
+    monkeypatch.setattr(metrics, "_radii", lambda w: parts.append(len(w)) or radii(w))
+    w = torch.randn(2, 7, 30, 30, generator=torch.Generator().manual_seed(3))
+    alone = spectral_radius(w, threads=1)
+    assert parts == [14]
+    parts.clear()
+    split = spectral_radius(w, threads=3)
+    assert sorted(parts) == [4, 5, 5] and split.shape == (2, 7)
+    assert torch.equal(split, alone)
+    parts.clear()
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    assert torch.equal(spectral_radius(w[0, :2]), alone[0, :2])
+    assert parts == [1, 1]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:.*fork:DeprecationWarning")
+def test_a_forked_child_splits_over_threads_of_its_own() -> None:
+    """A process forked after a split (a data loader's worker) starts its own threads: the
+    parent's pool has none behind it in the child, where a split would wait forever."""
+    w = torch.randn(8, 20, 20, generator=torch.Generator().manual_seed(4))
+    expected = spectral_radius(w, threads=2)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)
+        os._exit(0 if torch.equal(spectral_radius(w, threads=2), expected) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
