@@ -32,6 +32,9 @@ def main() -> None:
                    help="pack sizes K (members' W_hh of --hidden units)")
     p.add_argument("--hidden", type=int, default=100, help="units of each W_hh")
     args = p.parse_args()
+    if args.cpu_time:
+        p.error("--cpu-time: process time sums every thread's, so a split would read about 1x; "
+                "this benchmark times the wall clock")
     clock = clock_of(args)
     threads = torch.get_num_threads()
     packs, repeats = ([28], 1) if args.quick else (args.packs, args.repeats)

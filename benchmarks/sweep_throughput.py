@@ -313,7 +313,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="train on cuda, each trial holding this fraction of a GPU")
     p.add_argument("--cpus", type=int, default=1,
                    help="CPUs each trial holds, in both runs (its torch threads, over which "
-                        "the synthetic trainer also splits ρ(W_hh); default 1)")
+                        "the synthetic trainer also splits ρ(W_hh); default 1); without --gpu "
+                        "it also sets how many trials run at once (this machine's CPUs / N)")
     p.add_argument("--pack-size", type=size, default=None,
                    help="K of the packed runs, or auto (default: the profile's pack_size)")
     p.add_argument("--profile", default="cpu", help="the profile the subsets are taken from")

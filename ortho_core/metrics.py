@@ -9,24 +9,23 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from threading import Lock
 
 import torch
 from torch import Tensor
 
-_EIGVALS: tuple[int, ThreadPoolExecutor] | None = None
-"""The threads :func:`spectral_radius` splits a batch over, and how many (started at the
-first call that splits, replaced by a larger pool when a later call asks for more)."""
-_EIGVALS_LOCK = Lock()
+_EIGVALS = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="eigvals")
+"""The threads :func:`spectral_radius` splits a batch over: one per CPU at most, each started
+by the first split that needs it, so a process only ever starts as many as its largest split
+(a split into more parts than CPUs queues the rest)."""
 
 
-def _forget_pool() -> None:
-    """Drop :data:`_EIGVALS` in a forked child, whose copy has no threads behind it."""
-    global _EIGVALS, _EIGVALS_LOCK
-    _EIGVALS, _EIGVALS_LOCK = None, Lock()
+def _new_pool() -> None:
+    """A fresh :data:`_EIGVALS` in a forked child, whose copy has no threads behind it."""
+    global _EIGVALS
+    _EIGVALS = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="eigvals")
 
 
-os.register_at_fork(after_in_child=_forget_pool)
+os.register_at_fork(after_in_child=_new_pool)
 
 
 def spectral_radius(w: Tensor, threads: int | None = None) -> Tensor:
@@ -41,37 +40,28 @@ def spectral_radius(w: Tensor, threads: int | None = None) -> Tensor:
     (RESULTS.md, "spectral radius on a GPU").
 
     LAPACK's ``geev`` runs one matrix at a time on one thread (about 1.5 ms for 100 units), so
-    a pack's matrices are split into ``threads`` equal parts (default: torch's thread count,
-    which a trial sets from its CPUs) computed side by side; each matrix's value is the same
-    bit for bit whatever the split (``benchmarks/spectral_radius.py`` measures the gain).
+    a pack's matrices are split into ``threads`` near-equal parts (at least 1; default:
+    torch's thread count, which a trial sets from its ``resources.cpu``) computed side by side;
+    each matrix's value is the same bit for bit whatever the split
+    (``benchmarks/spectral_radius.py`` measures the gain).
     """
     if w.dim() < 2 or w.shape[-1] != w.shape[-2]:
         raise ValueError(f"spectral_radius: expected (..., n, n), got {tuple(w.shape)}")
+    if threads is not None and threads < 1:
+        raise ValueError(f"spectral_radius: threads must be at least 1, got {threads}")
     host = w.detach().to(device="cpu", dtype=torch.float64)
     flat = host.reshape(-1, *host.shape[-2:])
     parts = max(1, min(threads or torch.get_num_threads(), len(flat)))
     if parts == 1:
         radii = _radii(flat)
     else:
-        radii = torch.cat(list(_pool(parts).map(_radii, flat.tensor_split(parts))))
+        radii = torch.cat(list(_EIGVALS.map(_radii, flat.tensor_split(parts))))
     return radii.reshape(host.shape[:-2]).to(w.device)
 
 
 def _radii(w: Tensor) -> Tensor:
     """ρ of each matrix of ``w`` (B, n, n), on the calling thread."""
     return torch.linalg.eigvals(w).abs().amax(dim=-1)
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """The pool of :data:`_EIGVALS`, with at least ``workers`` threads."""
-    global _EIGVALS
-    with _EIGVALS_LOCK:
-        if _EIGVALS is None or _EIGVALS[0] < workers:
-            if _EIGVALS is not None:
-                _EIGVALS[1].shutdown(wait=False)
-            _EIGVALS = (workers, ThreadPoolExecutor(max_workers=workers,
-                                                    thread_name_prefix="eigvals"))
-        return _EIGVALS[1]
 
 
 def member_norm(tensors: Sequence[Tensor]) -> Tensor:

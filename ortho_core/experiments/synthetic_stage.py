@@ -53,8 +53,9 @@ def defers_radius(device: torch.device) -> bool:
     on ``device``: on CUDA, where the pack trains on while a host thread computes it (ρ is
     computed on the host, :func:`~ortho_core.metrics.spectral_radius`: at 1.4 ms a member on
     one thread it costs a pack of 224 on an H100 about as much as the 100 iterations between
-    two evaluations, so it is split over the trial's threads); not on a CPU, where that
-    thread would take the cores the pack trains on."""
+    two evaluations; it is split over the trial's threads, one per CPU of its
+    ``resources.cpu``, which the shipped specs set to 1); not on a CPU, where that thread
+    would take the cores the pack trains on."""
     return device.type == "cuda"
 
 

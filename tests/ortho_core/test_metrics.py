@@ -92,6 +92,8 @@ def test_spectral_radius_split_over_threads_gives_each_matrix_its_own_value(monk
     monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
     assert torch.equal(spectral_radius(w[0, :2]), alone[0, :2])
     assert parts == [1, 1]
+    with pytest.raises(ValueError, match="threads must be at least 1, got 0"):
+        spectral_radius(w, threads=0)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
