@@ -115,7 +115,10 @@ class Resources(StrictModel):
     """What one trial (one pack) reserves from Ray."""
 
     cpu: PositiveFloat = 1.0
-    """CPU cores per trial (fractional allowed: 0.5 runs two trials per core)."""
+    """CPU cores per trial (fractional allowed: 0.5 runs two trials per core). Its whole part
+    sets the trial's torch threads; on a GPU a pack's host work uses them too (the synthetic
+    trainer splits ρ(W_hh) of a pack over them, which one thread computes at about 1.5 ms a
+    member: ``benchmarks/spectral_radius.py``)."""
     gpu: NonNegativeFloat = 0.0
     """GPUs per trial (fractional allowed: many small packs share one GPU)."""
 
