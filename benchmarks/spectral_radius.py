@@ -9,10 +9,11 @@ Run from the repository root:
 Every evaluation of the synthetic trainer computes ρ of each member's W_hh (100 units) on the
 host, about 1.5 ms a member with LAPACK's ``geev``, which runs one matrix at a time on one
 thread. On a GPU the pack trains on while a host thread computes it, but the next evaluation
-waits for it (``synthetic._Outbox``), so a pack of K trains at most ``eval_every`` / 1.5 ms ≈
-67,000 configs·iterations per second whatever K, which the ``pack_size: auto`` curve of an H100
-approached (51,478 at K = 128, 52,385 at 256; RESULTS.md, ``sweep_throughput on a GPU (5)``).
-Split over n threads that bound moves n times higher. Printed per pack size: ms a member on one
+waits for it (``synthetic._Outbox``), so one thread would bound a pack of any K at
+``eval_every`` / 1.5 ms ≈ 67,000 configs·iterations per second, near where the ``pack_size:
+auto`` curve of an H100 flattened (51,478 at K = 128, 52,385 at 256; RESULTS.md,
+``sweep_throughput on a GPU (5)``; inferred, the split is not yet measured there); split over n
+threads the bound is n times higher. Printed per pack size: ms a member on one
 thread and split over ``--threads`` (default: torch's thread count, as a trial sets it from its
 CPUs), their ratio, and whether the two give the same values bit for bit.
 """

@@ -13,16 +13,22 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from torch import Tensor
 
-_EIGVALS = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="eigvals")
-"""The threads :func:`spectral_radius` splits a batch over: one per CPU at most, each started
-by the first split that needs it, so a process only ever starts as many as its largest split
-(a split into more parts than CPUs queues the rest)."""
+
+def _eigvals_pool() -> ThreadPoolExecutor:
+    """A pool of one thread per CPU at most, each started by the first split that needs it, so
+    a process only ever starts as many as its largest split (a split into more parts than
+    CPUs queues the rest)."""
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="eigvals")
+
+
+_EIGVALS = _eigvals_pool()
+"""The threads :func:`spectral_radius` splits a batch over."""
 
 
 def _new_pool() -> None:
     """A fresh :data:`_EIGVALS` in a forked child, whose copy has no threads behind it."""
     global _EIGVALS
-    _EIGVALS = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="eigvals")
+    _EIGVALS = _eigvals_pool()
 
 
 os.register_at_fork(after_in_child=_new_pool)
