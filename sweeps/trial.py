@@ -20,7 +20,8 @@ Endings:
 - the pack raises (an error that is not one member's): each run gets ``traceback.txt``
   and outcome ``failed`` (FAILED), and
   the error is re-raised so that Tune retries the trial up to ``max_failures`` (a retry
-  replaces the failed runs);
+  replaces the failed runs); a trainer's ``SystemExit``, which Ray would take for a clean
+  end or the scheduler's stop, is re-raised as :class:`TrainerExit`;
 - the scheduler stops the trial (Tune ends the thread from inside ``ray.tune.report`` with
   ``SystemExit`` and may end the actor at once): the trial leaves its runs as they are, with
   every report already in MLflow, and the driver ends them (outcome ``unsolved``, tag
@@ -99,6 +100,14 @@ class TrialContext:
     (:meth:`sweeps.provenance.Provenance.tags`)."""
 
 
+class TrainerExit(RuntimeError):
+    """A trainer ended its pack with a ``SystemExit`` that the scheduler did not raise (a
+    library calling ``sys.exit``). Ray's thread runner reads ``SystemExit(0)`` as a clean end
+    of the trial (``ray.air._internal.util.RunnerThread``) and passes only ``Exception`` on as
+    the trial's error, so :func:`run_trial` fails the runs, their traceback the trainer's,
+    and raises this instead: Tune retries the trial as after any trainer's error."""
+
+
 def trial_threads(cpus: float) -> int:
     """Threads of a trial given ``cpus`` CPUs: rounded down, at least one."""
     return max(1, math.floor(cpus))
@@ -136,6 +145,9 @@ class Recorder:
         self.context = context
         self.last_forwarded: dict[str, float] = {}
         """The last report sent to Tune's scheduler (``step`` and its metric)."""
+        self.stopped = False
+        """Whether the scheduler stopped the trial: Tune raised ``SystemExit`` from inside
+        ``ray.tune.report``, the only place it ends a function trainable."""
         self.rows: list[list[tuple[int, dict[str, float]]]] = [[] for _ in run_ids]
         self._pending: list[list[MetricRow]] = [[] for _ in run_ids]
         self._n_pending = 0
@@ -160,7 +172,11 @@ class Recorder:
             self.last_forwarded = {step_metric: values[step_metric], "step": report.step}
             self.flush(wait=True)  # MLflow has every report before the scheduler may stop it
             # Tune requires the searcher's metric in every result; it is known at the end.
-            tune.report({**self.last_forwarded, self.context.metric: math.nan})
+            try:
+                tune.report({**self.last_forwarded, self.context.metric: math.nan})
+            except SystemExit:
+                self.stopped = True
+                raise
 
     def flush(self, wait: bool = False) -> None:
         """Send every buffered metric to MLflow; with ``wait``, until they are written."""
@@ -218,18 +234,20 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> None:
         try:
             trained = train_isolated(module.train, [configs[i] for i in todo], recorder)
             ended = list(zip(todo, run_ids, trained, strict=True))
-        except SystemExit:
-            raise  # stopped by the scheduler: the driver ends the runs (the actor may go now)
-        except Exception:
+        except BaseException as err:
+            if isinstance(err, SystemExit) and recorder.stopped:
+                raise  # the driver ends the runs (the actor may go now)
             error = traceback.format_exc()
             recorder.flush()
+            if not isinstance(err, Exception | SystemExit):  # the driver interrupted
+                for run_id in run_ids:
+                    tracker.kill(run_id)
+                raise
             for j, run_id in enumerate(run_ids):
                 tracker.fail(run_id, error, recorder.rows[j])
-            raise
-        except BaseException:
-            recorder.flush()
-            for run_id in run_ids:
-                tracker.kill(run_id)
+            if isinstance(err, SystemExit):
+                raise TrainerExit(f"the trainer of {context.module} raised "
+                                  f"SystemExit({err.code!r})") from err
             raise
         recorder.flush()
         for j, (i, run_id, result) in enumerate(ended):

@@ -168,6 +168,29 @@ def test_a_raising_trial_is_retried_then_recorded_failed(tmp_path):
     assert len(child_runs(home, final.sweep_id)) == 4
 
 
+def test_a_trainer_calling_sys_exit_fails_its_runs_with_its_traceback_and_is_retried(tmp_path):
+    """``SystemExit(0)`` from a trainer ends Ray's trial thread as if it had finished: the
+    trial fails its runs with the trainer's traceback and raises ``TrainerExit``, so that
+    Tune retries it; the run ends FAILED, not as a lost trial or a scheduler's stop."""
+    counters = tmp_path / "counters"
+    counters.mkdir()
+    path = write_spec(tmp_path, fixed={"steps": 2, "counter_dir": str(counters)}, space={},
+                      groups=[{"fixed": {"x": 0.2, "exit": True}}, {"fixed": {"x": 0.9}}],
+                      max_failures=1)
+    home = new_home(tmp_path)
+    final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO())
+    assert (final.state, final.done, final.failed) == ("finished", 2, 1)
+    runs = {float(r.data.params["x"]): r for r in child_runs(home, final.sweep_id)}
+    failed = runs[0.2]
+    assert (failed.info.status, failed.data.tags[tracking.OUTCOME]) == ("FAILED", "failed")
+    assert tracking.STOPPED_EARLY not in failed.data.tags
+    trace = store(home).client.download_artifacts(failed.info.run_id, tracking.TRACEBACK,
+                                                  str(tmp_path))
+    assert "in train\n    raise SystemExit(0)\nSystemExit: 0" in Path(trace).read_text()
+    assert toy_experiment.attempts(toy_experiment.Config(x=0.2, counter_dir=str(counters))) == 2
+    assert runs[0.9].info.status == "FINISHED"
+
+
 def test_a_ray_client_address_is_refused_with_a_local_store_or_optuna_cells(tmp_path, capsys):
     """Through Ray Client, Tune runs on the cluster from pickled copies of the searcher,
     which keep no study: an Optuna sweep there would train no Optuna point."""

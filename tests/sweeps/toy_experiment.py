@@ -39,6 +39,9 @@ class Config:
     die: bool = False
     """End the trial's process at once (``os._exit``) when training starts, as a lost node
     would: nothing ends the member's run."""
+    exit: bool = False
+    """Raise ``SystemExit(0)`` when training starts, in every attempt, as a library calling
+    ``sys.exit()`` would: what Ray's thread runner reads as a clean end of a trial."""
     counter_dir: str = ""
     """Directory of the per-configuration training counters ("" = no counting)."""
     seed: int = 0
@@ -82,6 +85,8 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     for cfg in configs:
         if cfg.counter_dir and attempts(cfg) <= cfg.fail:
             raise RuntimeError(f"toy failure of x={cfg.x} (attempt {attempts(cfg)})")
+    if any(c.exit for c in configs):
+        raise SystemExit(0)
     if any(c.die for c in configs):
         os._exit(1)
     for step in range(configs[0].steps):
