@@ -20,8 +20,8 @@ Endings:
 - the pack raises (an error that is not one member's): each run gets ``traceback.txt``
   and outcome ``failed`` (FAILED), and
   the error is re-raised so that Tune retries the trial up to ``max_failures`` (a retry
-  replaces the failed runs); a trainer's ``SystemExit``, which Ray would take for a clean
-  end or the scheduler's stop, is re-raised as :class:`TrainerExit`;
+  replaces the failed runs); a trainer's own ``SystemExit`` (one not raised by the
+  scheduler) is re-raised as :class:`TrainerExit`;
 - the scheduler stops the trial (Tune ends the thread from inside ``ray.tune.report`` with
   ``SystemExit`` and may end the actor at once): the trial leaves its runs as they are, with
   every report already in MLflow, and the driver ends them (outcome ``unsolved``, tag
@@ -102,10 +102,12 @@ class TrialContext:
 
 class TrainerExit(RuntimeError):
     """A trainer ended its pack with a ``SystemExit`` that the scheduler did not raise (a
-    library calling ``sys.exit``). Ray's thread runner reads ``SystemExit(0)`` as a clean end
-    of the trial (``ray.air._internal.util.RunnerThread``) and passes only ``Exception`` on as
-    the trial's error, so :func:`run_trial` fails the runs, their traceback the trainer's,
-    and raises this instead: Tune retries the trial as after any trainer's error."""
+    library calling ``sys.exit``). :func:`run_trial` fails the runs with the trainer's
+    traceback and raises this in its place. Re-raised as it was, a ``SystemExit(0)`` would
+    be read by Ray's thread runner as the end of the function (``ray.air._internal.util.
+    RunnerThread``), and Tune would then fail the trial with an error of its own that names
+    no cause ("Should not have reached here"), after the runs had been left RUNNING and then
+    ended as lost (:data:`sweeps.tune_run.LOST`)."""
 
 
 def trial_threads(cpus: float) -> int:
@@ -212,6 +214,14 @@ def member_tags(member: Mapping[str, Any], node: Mapping[str, str]) -> dict[str,
     return tags
 
 
+def _fail_all(tracker: RemoteTracker, run_ids: Sequence[str], recorder: Recorder) -> None:
+    """End every run of the pack FAILED with the traceback being handled."""
+    error = traceback.format_exc()
+    recorder.flush()
+    for j, run_id in enumerate(run_ids):
+        tracker.fail(run_id, error, recorder.rows[j])
+
+
 def run_trial(config: dict[str, Any], context: TrialContext) -> None:
     """Train one pack (Ray Tune function trainable; see the module docstring)."""
     from ray import tune
@@ -234,20 +244,19 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> None:
         try:
             trained = train_isolated(module.train, [configs[i] for i in todo], recorder)
             ended = list(zip(todo, run_ids, trained, strict=True))
-        except BaseException as err:
-            if isinstance(err, SystemExit) and recorder.stopped:
-                raise  # the driver ends the runs (the actor may go now)
-            error = traceback.format_exc()
+        except SystemExit as err:
+            if recorder.stopped:
+                raise  # by the scheduler: the driver ends the runs (the actor may go now)
+            _fail_all(tracker, run_ids, recorder)
+            raise TrainerExit(f"the trainer of {context.module} raised "
+                              f"SystemExit({err.code!r})") from err
+        except Exception:
+            _fail_all(tracker, run_ids, recorder)
+            raise
+        except BaseException:
             recorder.flush()
-            if not isinstance(err, Exception | SystemExit):  # the driver interrupted
-                for run_id in run_ids:
-                    tracker.kill(run_id)
-                raise
-            for j, run_id in enumerate(run_ids):
-                tracker.fail(run_id, error, recorder.rows[j])
-            if isinstance(err, SystemExit):
-                raise TrainerExit(f"the trainer of {context.module} raised "
-                                  f"SystemExit({err.code!r})") from err
+            for run_id in run_ids:
+                tracker.kill(run_id)
             raise
         recorder.flush()
         for j, (i, run_id, result) in enumerate(ended):

@@ -169,17 +169,21 @@ def test_a_raising_trial_is_retried_then_recorded_failed(tmp_path):
 
 
 def test_a_trainer_calling_sys_exit_fails_its_runs_with_its_traceback_and_is_retried(tmp_path):
-    """``SystemExit(0)`` from a trainer ends Ray's trial thread as if it had finished: the
-    trial fails its runs with the trainer's traceback and raises ``TrainerExit``, so that
-    Tune retries it; the run ends FAILED, not as a lost trial or a scheduler's stop."""
+    """``SystemExit(0)`` from a trainer (not from the scheduler, inside ``tune.report``):
+    the trial fails its runs with the trainer's traceback and raises ``TrainerExit``, and
+    Tune retries it. Before, the runs were left RUNNING and ended as lost, the trainer's
+    traceback replaced by the message that the trial's actor or node died."""
     counters = tmp_path / "counters"
     counters.mkdir()
     path = write_spec(tmp_path, fixed={"steps": 2, "counter_dir": str(counters)}, space={},
                       groups=[{"fixed": {"x": 0.2, "exit": True}}, {"fixed": {"x": 0.9}}],
                       max_failures=1)
     home = new_home(tmp_path)
-    final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO())
+    out = io.StringIO()
+    final = run_sweep(str(path), "smoke", home=home, stream=out)
     assert (final.state, final.done, final.failed) == ("finished", 2, 1)
+    assert ("failed: sweeps.trial.TrainerExit: the trainer of tests.sweeps.toy_experiment raised "
+            "SystemExit(0) (1 configuration(s)") in out.getvalue()
     runs = {float(r.data.params["x"]): r for r in child_runs(home, final.sweep_id)}
     failed = runs[0.2]
     assert (failed.info.status, failed.data.tags[tracking.OUTCOME]) == ("FAILED", "failed")

@@ -41,7 +41,7 @@ class Config:
     would: nothing ends the member's run."""
     exit: bool = False
     """Raise ``SystemExit(0)`` when training starts, in every attempt, as a library calling
-    ``sys.exit()`` would: what Ray's thread runner reads as a clean end of a trial."""
+    ``sys.exit(0)`` would."""
     counter_dir: str = ""
     """Directory of the per-configuration training counters ("" = no counting)."""
     seed: int = 0
