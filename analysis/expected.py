@@ -6,8 +6,10 @@ run, expanded from the resolved spec by the code the runner's cells come from); 
 back by :func:`sweeps.contract.read_expected_cells` into ``SweepRuns.expected_cells``. Values
 are as the spec writes them, which is what MLflow's params hold once parsed back. Optuna
 dimensions are not enumerated: each Optuna cell stands for ``search.n_trials`` configurations
-(column ``trials``). A sweep tracked before the artifact existed has no expected cells
-(None): its report counts what was tracked and says nothing of what is missing.
+(column ``trials``); which cells Optuna searches is read from the cells themselves
+(:func:`sweeps.contract.is_optuna_cell`), not from this frame. A sweep tracked before the
+artifact existed has no expected cells (None): its report counts what was tracked and says
+nothing of what is missing.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ from typing import Any
 
 import pandas as pd
 
-from sweeps.contract import TRIALS
+from sweeps.contract import SEARCHED, TRIALS
 
 
 def expected_configurations(cells: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """One row per configuration the sweep's spec defines (one per Optuna cell), with the
     config keys as columns and ``trials``: configurations the row stands for (1, or the
     Optuna trials per cell)."""
-    frame = pd.DataFrame.from_records(list(cells))
+    frame = pd.DataFrame.from_records([{k: v for k, v in c.items() if k != SEARCHED}
+                                       for c in cells])
     if TRIALS not in frame:  # no cells at all
         frame[TRIALS] = pd.Series(dtype="int64")
     return frame

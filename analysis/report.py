@@ -28,7 +28,7 @@ from analysis.load import Histories, SweepRuns, load_sweep, no_runs
 from analysis.reports import GENERIC, REPORTS
 from analysis.store import cache_dir, open_store, resolve_tracking_uri
 from analysis.tables import SUFFIX, Format, Provenance, Table
-from sweeps.contract import TRIALS
+from sweeps.contract import TRIALS, is_optuna_cell
 
 
 @dataclass
@@ -102,15 +102,15 @@ def search(runs: SweepRuns) -> str:
         return ""
     sampler = sweep.optuna_sampler
     text = "Optuna" + (f" {SAMPLER_NAMES.get(sampler, sampler)}" if sampler else "")
-    trials = [int(c[TRIALS]) for c in runs.expected_cells or []]
-    if not trials:
+    cells = runs.expected_cells or []
+    if not cells:
         return text
-    n = max(trials)
-    if n == 1:  # Optuna's cells cannot be told from the grid's
+    searched = [int(c[TRIALS]) for c in cells if is_optuna_cell(c)]
+    if not searched:  # cells of one trial tracked before they named their searched keys
         return f"{text}, 1 trial a cell"
-    cells = sum(t == n for t in trials)
-    grid = len(trials) - cells
-    return (f"{text}, {n} trials in " + ("its cell" if cells == 1 else f"each of {cells} cells")
+    n, grid = max(searched), len(cells) - len(searched)
+    return (f"{text}, {n} trial{'' if n == 1 else 's'} in "
+            + ("its cell" if len(searched) == 1 else f"each of {len(searched)} cells")
             + (f" (and {grid} grid cell{'' if grid == 1 else 's'})" if grid else ""))
 
 

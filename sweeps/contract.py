@@ -125,6 +125,10 @@ sweeps tracked before it was written."""
 TRIALS = "trials"
 """Key of an expected cell: how many configurations it stands for (1 for a grid cell,
 ``search.n_trials`` for an Optuna cell)."""
+SEARCHED = "searched"
+"""Key of an expected cell: the config keys its Optuna search chooses (empty for a grid
+cell), which tells an Optuna cell of ``n_trials: 1`` from a grid cell
+(:func:`is_optuna_cell`); absent from the cells of sweeps tracked before it."""
 METRICS_CSV = "metrics.csv"
 """Child: every reported step, one column per metric."""
 TRACEBACK = "traceback.txt"
@@ -385,11 +389,18 @@ def redact(text: str) -> str:
 
 def read_expected_cells(text: str) -> list[dict[str, Any]]:
     """The cells of an :data:`EXPECTED_CELLS_ARTIFACT`: one dict per cell, its config keys
-    with the values as the spec writes them, plus :data:`TRIALS`. ``ValueError`` when
-    ``text`` is not such a list."""
+    with the values as the spec writes them, plus :data:`TRIALS` and (since it was written)
+    :data:`SEARCHED`. ``ValueError`` when ``text`` is not such a list."""
     cells = json.loads(text)
     if not isinstance(cells, list) or not all(
-            isinstance(c, dict) and isinstance(c.get(TRIALS), int) for c in cells):
+            isinstance(c, dict) and isinstance(c.get(TRIALS), int)
+            and isinstance(c.get(SEARCHED, []), list) for c in cells):
         raise ValueError(f"{EXPECTED_CELLS_ARTIFACT}: not a list of cells with "
-                         f"{TRIALS!r} counts")
+                         f"{TRIALS!r} counts and {SEARCHED!r} lists")
     return cells
+
+
+def is_optuna_cell(cell: Mapping[str, Any]) -> bool:
+    """Whether an expected cell is searched by Optuna: it has :data:`SEARCHED` keys, or, in
+    the cells of a sweep tracked before they were written, more than one trial."""
+    return bool(cell[SEARCHED]) if SEARCHED in cell else int(cell[TRIALS]) > 1

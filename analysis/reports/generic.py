@@ -25,7 +25,7 @@ from analysis.groups import matching
 from analysis.load import Histories, SweepRuns, param_values
 from analysis.report import Report, provenance
 from analysis.tables import Cell, Table
-from sweeps.contract import TRIALS, run_name
+from sweeps.contract import TRIALS, is_optuna_cell, run_name
 
 
 def ranked(runs: SweepRuns) -> pd.DataFrame:
@@ -79,15 +79,16 @@ def missing(runs: SweepRuns) -> list[str]:
     varying = [k for k in keys if cells[k].astype(str).nunique() > 1]
     finished = runs.sweep.status == "FINISHED"
     names = []
-    for _, cell in cells.iterrows():
+    for (_, cell), optuna in zip(cells.iterrows(), map(is_optuna_cell, runs.expected_cells),
+                                 strict=True):
         trials = int(cell[TRIALS])
-        if trials > 1 and finished:
+        if optuna and finished:
             continue
         values = {k: cell[k] for k in keys if not _absent(cell[k])}
         held = matching(runs.runs, values)
         for key in set(keys) - set(values):
             unset = param_values(runs.runs, key).isna()
-            held &= unset | searched(runs.runs, key) if trials > 1 else unset
+            held &= unset | searched(runs.runs, key) if optuna else unset
         left = trials - int(held.sum())
         if left > 0:
             name = run_name(values, varying) if varying else runs.sweep.spec

@@ -14,18 +14,19 @@ from typing import Any
 
 import yaml
 
-from sweeps.contract import TRIALS
+from sweeps.contract import SEARCHED, TRIALS
 
 
 def expected_cells(resolved_text: str) -> list[dict[str, Any]]:
-    """One dict per cell of the resolved spec ``resolved_text``: its params and
-    :data:`~sweeps.contract.TRIALS` (1, or the Optuna trials per cell)."""
+    """One dict per cell of the resolved spec ``resolved_text``: its params,
+    :data:`~sweeps.contract.TRIALS` (1, or the Optuna trials per cell) and
+    :data:`~sweeps.contract.SEARCHED` (the keys its Optuna search chooses)."""
     from sweeps.spec import expand_resolved
 
     search = (yaml.safe_load(resolved_text) or {}).get("search") or {}
     n_trials = int(search.get("n_trials") or 1) if search.get("kind") == "optuna" else 1
-    return [{**cell.params, TRIALS: n_trials if cell.optuna_space else 1}
-            for cell in expand_resolved(resolved_text)]
+    return [{**cell.params, TRIALS: n_trials if cell.optuna_space else 1,
+             SEARCHED: sorted(cell.optuna_space)} for cell in expand_resolved(resolved_text)]
 
 
 def expected_cells_json(resolved_text: str) -> str:

@@ -60,7 +60,8 @@ seed: 3
 def test_no_cells_is_an_empty_frame_and_a_malformed_artifact_is_refused() -> None:
     frame = expected_configurations([])
     assert frame.empty and int(frame["trials"].sum()) == 0
-    for bad in ('{"trials": 1}', '[{"lr": 0.1}]', '[{"trials": "1"}]'):
+    for bad in ('{"trials": 1}', '[{"lr": 0.1}]', '[{"trials": "1"}]',
+                '[{"trials": 1, "searched": "lr"}]'):
         with pytest.raises(ValueError, match=r"expected_cells\.json"):
             read_expected_cells(bad)
 

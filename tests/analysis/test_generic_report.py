@@ -180,6 +180,31 @@ def test_an_optuna_cell_s_runs_count_though_another_group_sets_the_key_it_search
     assert "All cells complete." in out and "missing" not in out
 
 
+@pytest.mark.parametrize("status", ["KILLED", "FINISHED"])
+def test_an_optuna_cell_of_one_trial_is_told_from_a_grid_cell(tmp_path: Path, capsys,
+                                                              status: str) -> None:
+    """With ``n_trials: 1`` an Optuna cell stands for one configuration as a grid cell does:
+    its ``searched`` keys tell it apart, so its run, whose lr Optuna chose, is its trial, and
+    once the sweep FINISHED it misses nothing though its point had no run (repeated)."""
+    path = tmp_path / "my-grid.yaml"
+    path.write_text(MIXED_SPEC.replace("n_trials: 2", "n_trials: 1"))
+    resolved = resolve(load_spec(str(path)), "cpu")
+    uri = sqlite_store(tmp_path)
+    t = tracking.tracker(uri)
+    ref = start_sweep(t, "my-grid", "mine-4", profile="cpu", resolved_text=resolved.text,
+                      metric="max_seq_len_solved", mode="max")
+    track(t, ref, "k0", resolved.cells()[0].params,
+          result=Result(Outcome.SOLVED, {"max_seq_len_solved": 10.0}))
+    if status == "KILLED":
+        track(t, ref, "k1", {**resolved.cells()[1].params, "lr": 0.05},
+              tags={tracking.OPTUNA_PARAMS: '{"lr": 0.05}'},
+              result=Result(Outcome.SOLVED, {"max_seq_len_solved": 10.0}))
+    t.end_sweep(ref, status, {})
+    assert main(["report", "my-grid", "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    assert "All cells complete." in out and "missing" not in out
+
+
 def test_a_finished_optuna_sweep_misses_no_trial(tmp_path: Path, capsys) -> None:
     """A point proposed again spends a trial without a run: a FINISHED sweep with fewer runs
     than trials is complete."""

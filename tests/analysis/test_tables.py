@@ -56,6 +56,8 @@ def test_provenance_line_names_an_optuna_search_then_the_commit() -> None:
     ("sqlite:///h/optuna.db", "cmaes", [{"trials": 6}] * 2,
      "Optuna CMA-ES, 6 trials in each of 2 cells"),
     ("sqlite:///h/optuna.db", "tpe", [{"trials": 1}] * 2, "Optuna TPE, 1 trial a cell"),
+    ("sqlite:///h/optuna.db", "tpe", [{"trials": 1, "searched": ["lr"]}] * 2 + [
+        {"trials": 1, "searched": []}], "Optuna TPE, 1 trial in each of 2 cells (and 1 grid cell)"),
     ("sqlite:///h/optuna.db", "tpe", [{"trials": 4}, {"trials": 1}],
      "Optuna TPE, 4 trials in its cell (and 1 grid cell)"),
     ("sqlite:///h/optuna.db", "", [{"trials": 5}, {"trials": 5}, {"trials": 5}],

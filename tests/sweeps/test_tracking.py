@@ -84,15 +84,15 @@ def test_a_sweep_keeps_its_resolved_spec_and_the_cells_it_defines(store, tmp_pat
     path = t.client.download_artifacts(parent, tracking.EXPECTED_CELLS_ARTIFACT, str(tmp_path))
     cells = read_expected_cells(Path(path).read_text())
     # Group a: lr 0.1 and 0.01; group b: lr 0.5 only; width is Optuna's: 3 trials a cell.
-    assert [(c["variant"], c["lr"], c["steps"], c["trials"]) for c in cells] == [
-        ("a", 0.1, 2, 3), ("a", 0.01, 2, 3), ("b", 0.5, 2, 3)]
+    assert [(c["variant"], c["lr"], c["steps"], c["trials"], c["searched"]) for c in cells] == [
+        ("a", 0.1, 2, 3, ["width"]), ("a", 0.01, 2, 3, ["width"]), ("b", 0.5, 2, 3, ["width"])]
     assert all("width" not in c and c["seed"] == 0 for c in cells)
 
 
 def test_expected_cells_of_a_grid_count_one_configuration_each():
     cells = tracking_cells("search: {kind: grid}\nspace: {x: [1, 2]}\nrepeats: 2\nseed: 5\n")
-    assert [(c["x"], c["seed"], c["trials"]) for c in cells] == [
-        (1, 5, 1), (1, 6, 1), (2, 5, 1), (2, 6, 1)]
+    assert [(c["x"], c["seed"], c["trials"], c["searched"]) for c in cells] == [
+        (1, 5, 1, []), (1, 6, 1, []), (2, 5, 1, []), (2, 6, 1, [])]
 
 
 def tracking_cells(text: str) -> list[dict]:
