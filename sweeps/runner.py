@@ -296,7 +296,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
 
         assert spec.optuna is not None
         studies = resume_studies(study_url, record.ref.sweep_id, plan, spec.optuna, values)
-        plan = dataclasses.replace(plan, done=studies.done)
+        plan = build_plan(spec, values, studies.done)
     progress = Progress(sweep_id=record.ref.sweep_id, label=f"{spec.name}/{spec.profile}",
                         metric=spec.metric, mode=spec.mode, total=plan.n_configs,
                         done=len(values), repeats=studies.repeats() if studies else 0)
@@ -316,7 +316,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         packs = (f" (packs of up to {spec.pack_size}, as its first run measured)"
                  if measured else "")
         print(f"sweep {record.ref.sweep_id}: resuming {spec.name}/{spec.profile}, "
-              f"{progress.done + progress.repeats} of {count(plan.n_configs, 'configuration')}"
+              f"{progress.settled} of {count(plan.n_configs, 'configuration')}"
               f" done, {plan.n_todo} "
               f"to run in {count(plan.n_tune_trials, 'trial')}{packs}; "
               f"{_where(uri, study_url, record.ref.sweep_id)}",

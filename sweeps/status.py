@@ -73,6 +73,16 @@ class Progress:
     """The store's latest other sweeps, ``ID spec/profile state`` (``ortho sweep status``
     without an id: that it shows the latest one of several)."""
 
+    @property
+    def settled(self) -> int:
+        """Trials of :attr:`total` spent: configurations that ended and repeated points."""
+        return self.done + self.repeats
+
+    @property
+    def left(self) -> int:
+        """Trials of :attr:`total` still to spend."""
+        return self.total - self.settled
+
     def offer(self, value: Any) -> None:
         """Keep ``value`` as the best so far if it is finite and better."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -144,7 +154,7 @@ def format_line(p: Progress) -> str:
     notes = [f"{p.failed} failed"] if p.failed else []
     if p.repeats:
         notes.append(f"{count(p.repeats, 'repeated point')} not trained")
-    parts = [f"{p.done + p.repeats}/{p.total} done" + (f" ({', '.join(notes)})" if notes else "")]
+    parts = [f"{p.settled}/{p.total} done" + (f" ({', '.join(notes)})" if notes else "")]
     parts += standing(p)
     if p.state == "finished":
         parts.append(f"finished in {duration(p.elapsed)}")
@@ -217,7 +227,7 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord,
     p.elapsed = end - record.start_time
     if p.state == "running":
         at, before = record.resumed or (record.start_time, 0)  # the rate of the run going on
-        p.eta = estimate(p.done - before, end - at, p.total - p.done - p.repeats)
+        p.eta = estimate(p.done - before, end - at, p.left)
     return p
 
 

@@ -88,7 +88,7 @@ class ProgressCallback(Callback):
         self._changed = False
         self.experiment_ended = False
         """Whether Tune's fit has ended (a Ctrl-C then stops nothing: no :data:`STOPPING`)."""
-        bar = tqdm(total=progress.total, initial=progress.done + progress.repeats, unit="config",
+        bar = tqdm(total=progress.total, initial=progress.settled, unit="config",
                    desc=progress.label, file=self._out, smoothing=0, leave=False,
                    disable=None, **bar_columns(self._out))
         self.bar: tqdm | None = None if bar.disable else bar
@@ -111,7 +111,7 @@ class ProgressCallback(Callback):
         p.elapsed = time.monotonic() - self.start
         if self.repeats is not None:
             p.repeats = self.repeats()
-        p.eta = estimate(p.done - self.done_before, p.elapsed, p.total - p.done - p.repeats)
+        p.eta = estimate(p.done - self.done_before, p.elapsed, p.left)
 
     def print_line(self, trials: list[Any], ended: Any = None) -> None:
         """Show the current state now: redraw the bar, or print the line. ``ended`` is a
@@ -119,7 +119,7 @@ class ProgressCallback(Callback):
         self._update(trials, ended)
         p = self.progress
         if self.bar is not None:
-            self.bar.n = p.done + p.repeats
+            self.bar.n = p.settled
             self.bar.set_postfix_str(", ".join(
                 ([f"{p.failed} failed"] if p.failed else []) + standing(p)), refresh=False)
             self.bar.refresh()
