@@ -352,8 +352,8 @@ def load_sweep(client: MlflowClient, spec: str, sweep_id: str | None = None,
     sweep = find_sweep(client, spec, sweep_id)
     key = fingerprint(client, sweep) if cache is not None else None
     hit = cache.get_runs(spec, sweep.sweep_id, key) if cache is not None and key else None
-    if hit is not None and "expected_cells" in hit[1] and "optuna_params" in hit[0]:
-        # else cached before they were kept
+    if hit is not None and "expected_cells" in hit[1] and set(RAW_COLUMNS) <= set(hit[0]):
+        # else cached before the cells or one of the columns were kept
         raw, meta = hit
     else:
         raw = raw_frame(child_runs(client, sweep))

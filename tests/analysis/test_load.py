@@ -184,6 +184,22 @@ def test_the_cache_reads_a_finished_sweep_once(fresh_store: Store, tmp_path: Pat
     assert load_sweep(client, SPEC, cache=cache).n_runs == 17
 
 
+@pytest.mark.parametrize("column", ["hostname", "optuna_params"])
+def test_a_cache_entry_written_before_a_column_was_kept_is_read_again(
+        fresh_store: Store, tmp_path: Path, column: str) -> None:
+    """An entry of the current fingerprint without one of :data:`load.RAW_COLUMNS` (cached
+    by an older version) is replaced by a fresh read, not served without the column."""
+    client = fresh_store.client()
+    cache = RunCache(tmp_path / "cache")
+    first = load_sweep(client, SPEC, cache=cache)
+    key = load.fingerprint(client, first.sweep)
+    raw, meta = cache.get_runs(SPEC, first.sweep.sweep_id, key)
+    cache.put_runs(SPEC, first.sweep.sweep_id, key, raw.drop(columns=[column]), meta)
+    again = load_sweep(client, SPEC, cache=cache)
+    pd.testing.assert_frame_equal(first.runs, again.runs)
+    pd.testing.assert_frame_equal(cache.get_runs(SPEC, first.sweep.sweep_id, key)[0], raw)
+
+
 def test_histories_are_cached_for_ended_runs(built_store: Store, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     client = built_store.client()
