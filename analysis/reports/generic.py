@@ -78,6 +78,7 @@ def missing(runs: SweepRuns) -> list[str]:
     keys = [k for k in cells.columns if k != TRIALS]
     varying = [k for k in keys if cells[k].astype(str).nunique() > 1]
     finished = runs.sweep.status == "FINISHED"
+    chosen = searched_keys(runs.runs)
     names = []
     for (_, cell), optuna in zip(cells.iterrows(), map(is_optuna_cell, runs.expected_cells),
                                  strict=True):
@@ -88,7 +89,7 @@ def missing(runs: SweepRuns) -> list[str]:
         held = matching(runs.runs, values)
         for key in set(keys) - set(values):
             unset = param_values(runs.runs, key).isna()
-            held &= unset | searched(runs.runs, key) if optuna else unset
+            held &= unset | searched(chosen, key) if optuna else unset
         left = trials - int(held.sum())
         if left > 0:
             name = run_name(values, varying) if varying else runs.sweep.spec
@@ -96,11 +97,18 @@ def missing(runs: SweepRuns) -> list[str]:
     return names
 
 
-def searched(frame: pd.DataFrame, key: str) -> pd.Series:
-    """Which runs of a loaded ``frame`` had ``key`` chosen by their Optuna cell."""
+def searched_keys(frame: pd.DataFrame) -> pd.Series:
+    """The keys each run of a loaded ``frame`` had chosen by its Optuna cell (empty for a
+    grid configuration's run)."""
     points = frame["optuna_params"] if "optuna_params" in frame else pd.Series(
         [None] * len(frame), index=frame.index, dtype=object)
-    return points.map(lambda text: isinstance(text, str) and key in json.loads(text)).astype(bool)
+    return points.map(lambda text: frozenset(json.loads(text)) if isinstance(text, str)
+                      else frozenset())
+
+
+def searched(chosen: pd.Series, key: str) -> pd.Series:
+    """Which runs had ``key`` chosen by their Optuna cell, from their :func:`searched_keys`."""
+    return chosen.map(lambda keys: key in keys).astype(bool)
 
 
 def _absent(value: object) -> bool:
