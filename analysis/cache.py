@@ -14,13 +14,22 @@ A cached frame is used only while the sweep's fingerprint is unchanged (see
 written while any run of the sweep is still running, so a live sweep is always read fresh.
 Limitation: editing a finished run in place (re-tagging it, deleting a run other than the
 newest) does not change the fingerprint; ``ortho report --refresh`` reads everything anew.
+
+Every file is written under a hidden name beside its own and renamed over it
+(:func:`_replace`), so that a report interrupted while it writes (Ctrl-C, a full disk) leaves
+the entry it had, and one that reads while another writes (two reports, or a report and
+``ortho ui``, on one home) never reads half of a file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +42,24 @@ def safe_name(name: str) -> str:
     """``name`` if it is a safe file name, else a hash of it."""
     return name if _SAFE.fullmatch(name) and name not in (".", "..") else (
         "h" + hashlib.sha256(name.encode()).hexdigest()[:16])
+
+
+def _replace(path: Path, write: Callable[[Path], None]) -> None:
+    """Give ``path`` the content ``write`` puts into the path it is passed: a hidden file
+    beside ``path``, renamed over it once complete (removed if ``write`` fails)."""
+    staged = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        write(staged)
+        os.replace(staged, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            staged.unlink()
+        raise
+
+
+def _parquet(frame: pd.DataFrame) -> Callable[[Path], None]:
+    """A writer of ``frame`` as parquet, for :func:`_replace`."""
+    return lambda path: frame.to_parquet(path, index=False)
 
 
 class RunCache:
@@ -68,9 +95,9 @@ class RunCache:
             if old != fingerprint:
                 Path(f"{base}.history.parquet").unlink(missing_ok=True)
         meta_path.unlink(missing_ok=True)
-        frame.to_parquet(base.with_suffix(".parquet"), index=False)
-        meta_path.write_text(json.dumps({**meta, "fingerprint": fingerprint}),
-                             encoding="utf-8")
+        _replace(base.with_suffix(".parquet"), _parquet(frame))
+        text = json.dumps({**meta, "fingerprint": fingerprint})
+        _replace(meta_path, lambda path: path.write_text(text, encoding="utf-8"))
 
     def get_history(self, spec: str, sweep_id: str, run_id: str, key: str) -> pd.DataFrame | None:
         """A cached metric history (``step``, ``value``), or None."""
@@ -99,4 +126,4 @@ class RunCache:
             old = pd.read_parquet(path)
             old = old[~((old["run_id"] == run_id) & (old["key"] == key))]
             rows = pd.concat([old, rows], ignore_index=True)
-        rows.to_parquet(path, index=False)
+        _replace(path, _parquet(rows))
