@@ -154,7 +154,7 @@ def _history(server: FakeServer, run_id: str) -> list[tuple[int, float]]:
     return [(s, v) for k, v, _, s in server.metrics[run_id] if k == "loss"]
 
 
-def _until(condition: Any, timeout: float = 5.0) -> None:
+def _until(condition: Any, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out"
