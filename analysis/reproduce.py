@@ -133,7 +133,7 @@ class Outcome:
     page: Path | None = None
     not_holding: list[str] = field(default_factory=list)
     """The claims that do not hold (``G-T41``), in page order, each with ``*`` when the page
-    explains why."""
+    explains why (:func:`not_holding`)."""
 
     @property
     def failed(self) -> list[Step]:
@@ -292,10 +292,13 @@ def summary(counts: Counter[str]) -> str:
 
 
 def not_holding(claims: Sequence[Claim]) -> list[str]:
-    """The ids of the claims that do not hold, ``*`` after those whose page says why."""
+    """The ids of the claims that do not hold, ``*`` after those whose page says why, each
+    once in page order with ``×n`` after an id that n of them share (a table's claims carry
+    the table's id: ``M-T2* ×2``, not ``M-T2*, M-T2*``)."""
     from analysis.claims import FAILS
 
-    return [c.source + ("*" if c.caveat else "") for c in claims if c.status == FAILS]
+    counts = Counter(c.source + ("*" if c.caveat else "") for c in claims if c.status == FAILS)
+    return [f"{label} ×{n}" if n > 1 else label for label, n in counts.items()]
 
 
 def result_lines(outcome: Outcome, page: Path) -> list[str]:

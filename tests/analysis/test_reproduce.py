@@ -138,6 +138,19 @@ def test_the_claims_that_do_not_hold_are_named_after_the_counts(tmp_path: Path) 
         f"manchev: 1 hold, 2 do not (1 explained), 1 not measured; wrote {page}"]
 
 
+def test_claims_sharing_an_id_are_named_once_with_their_number() -> None:
+    """A table's claims carry the table's id: the terminal names it once, in page order,
+    with how many of them do not hold (those the page explains apart from the others)."""
+    caveat = "the smoke profile ..."
+    claims = [Claim("M-T2", "a", "does not hold", "e", caveat=caveat),
+              Claim("M-T1", "b", "does not hold", "e"),
+              Claim("M-T2", "c", "holds", "e"),
+              Claim("M-T2", "d", "does not hold", "e", caveat=caveat),
+              Claim("M-T2", "e", "does not hold", "e"),
+              Claim("M-T2", "f", "does not hold", "e", caveat=caveat)]
+    assert reproduce.not_holding(claims) == ["M-T2* ×3", "M-T1", "M-T2"]
+
+
 def test_a_terminated_reproduction_interrupts_its_sweep_rather_than_orphan_it(
         tmp_path: Path) -> None:
     """SIGTERM to ``ortho reproduce`` reaches its sweep's child (in a process group of its
