@@ -13,8 +13,9 @@ or ``--pack-size``) and **one configuration per trial** (``pack_size: 1``), both
 the Optuna storage beside it). A sweep's time is ``run_sweep``'s, from its call to its return
 (store, parent run, Tune, every trial's tracking, the end of the sweep); configurations per
 hour = configurations finished / that time. Ray is started once for all six runs (about 4 s
-a sweep would add to both of its runs alike), and an untimed sweep of three short
-configurations first starts its workers, which the first timed run would otherwise pay for.
+a sweep would add to both of its runs alike), and an untimed sweep first starts its workers,
+which the first timed run would otherwise pay for: pack 0 of ``ff-mnist``'s ``cpu`` plan (6
+configurations), one per trial, each cut to one epoch of 2,000 images (``FF_QUICK``).
 
 - ``ff-mnist``, profile ``cpu``: packs 0 and 1 of the profile's plan, its whole plan (11
   configurations in packs of 6 and 5), into which the plan deals its configurations in turn:

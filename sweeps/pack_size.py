@@ -12,8 +12,9 @@ short throughput curve and packs with the K whose plan it says finishes soonest:
    group of grid configurations that share the trainer's ``PACK_FIELDS``, or an Optuna
    cell's largest batch; at most :data:`MAX_PACK`, a spec's own limit, the cap itself last),
    the trainer trains K members of the sweep's own first configurations (those of its
-   largest pack, repeated as needed) cut to a few hundred iterations by the experiment's
-   ``probe_config`` hook (:mod:`ortho_core.experiments`); the reporter's clock gives
+   largest pack, repeated as needed) cut short by the experiment's ``probe_config`` hook
+   (:mod:`ortho_core.experiments`: 300 iterations of synthetic's, 300 batches of ff-mnist's,
+   15 iterations of pixel-mnist's); the reporter's clock gives
    configs·iterations per second between each member's first report after training began and
    its last, so data loading, initialisation, pre-training and the first iterations' one-off
    costs are not timed.
@@ -23,7 +24,8 @@ short throughput curve and packs with the K whose plan it says finishes soonest:
    would exceed :data:`MEMORY_SHARE` of the free memory (``torch.cuda.mem_get_info``) times
    the trial's GPU share, or after it ran out of memory; :class:`Probe` says which. A point's
    wall time and its memory growth are extrapolated from the two points before it
-   (:func:`extrapolate`; the second point's time from the first's iterations alone): each
+   (:func:`extrapolate`; the second point's time from the first's iterations alone, the
+   third's from the second's in proportion to K, since the first's wall time is not one): each
    has a part that does not grow with K (data and set-up; on a GPU most of an iteration's
    time too) and a part per member.
 4. **Choice.** For each measured K, the sweep's own plan at that K (its packs, dealt to
@@ -48,10 +50,12 @@ short throughput curve and packs with the K whose plan it says finishes soonest:
 The parent run records K (:data:`sweeps.contract.PACK_SIZE`), the curve
 (:data:`sweeps.contract.PACK_SIZE_CURVE`) and the set-ups weighed
 (:data:`sweeps.contract.PACK_SIZE_SETUP`), and a resume packs with the recorded K
-(:func:`recorded`) and never probes again, so trial keys and packs stay those of the first
-run. Without a probe: packs of one under an early-stopping scheduler (it judges one
-configuration per trial), and :data:`DEFAULT_PACK_SIZE` (at most the cap) for an experiment
-without ``probe_config`` or when the probe fails (its error is printed). Cost: the first
+(:func:`recorded`) and never probes again, so its packs are at most the K of the first run
+(its unfinished configurations dealt again for the trials that run at once:
+:func:`sweeps.plan.fill_slots`). Without a probe: packs of one under an early-stopping
+scheduler (it judges one configuration per trial), and :data:`DEFAULT_PACK_SIZE` (at most the
+cap) for an experiment without ``probe_config`` or when the probe fails (its error is
+printed). Cost: the first
 point and at most :data:`PROBE_SECONDS` more, set-ups included; for the shipped specs'
 profiles 2 to 20 s on this project's 2-core CPU and 6 to 21 s on an H100
 (``benchmarks/pack_size_probe.py``, RESULTS.md).

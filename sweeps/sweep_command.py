@@ -194,8 +194,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "as many as the resources allow)")
         p.add_argument("--optuna-storage", metavar="URL",
                        help="the database of the spec's Optuna searches (default: "
-                       "$ORTHO_OPTUNA_STORAGE, else sqlite:///HOME/optuna.db with the local "
-                       "store; required with any other tracking URI)")
+                       "$ORTHO_OPTUNA_STORAGE, else optuna.db beside a SQLite tracking store, "
+                       "HOME/optuna.db with the local one; required with any other tracking "
+                       "URI)")
 
     run = commands.add_parser("run", help="run a sweep here", **_help("run"))
     run.add_argument("spec", help=SPEC_HELP)
@@ -223,8 +224,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "s3://bucket/ray (default HOME/ray)")
     submit.add_argument("--optuna-storage", metavar="URL",
                         help="the database of the spec's Optuna searches, as the head "
-                        "reaches it (default: $ORTHO_OPTUNA_STORAGE, else HOME/optuna.db "
-                        "beside a local store)")
+                        "reaches it (default: $ORTHO_OPTUNA_STORAGE, else optuna.db beside a "
+                        "SQLite tracking store)")
     submit.add_argument("--data-dir", metavar="DIR",
                         help="the datasets' folder on the cluster's nodes (absolute or under "
                         "~), passed to the job as ORTHO_DATA_DIR (default: the nodes' own "
