@@ -125,11 +125,10 @@ def rank(cell: pd.DataFrame, metric: str, fewer: Sequence[str] = ()) -> pd.DataF
     return runs.loc[order]
 
 
-def first_ranked(cell: pd.DataFrame, metric: str,
-                 fewer: Sequence[str] = ()) -> pd.Series | None:
+def first_ranked(cell: pd.DataFrame, metric: str) -> pd.Series | None:
     """The cell's best configuration by :func:`rank` (the paper's choice rule), or None when
     none trained to its end with ``metric``."""
-    ranked = rank(cell, metric, fewer)
+    ranked = rank(cell, metric)
     return ranked.iloc[0] if len(ranked) else None
 
 

@@ -62,9 +62,10 @@ figcaption{font-size:.85em;color:#444}dl.prov{display:grid;grid-template-columns
 """
 
 
-def run_url(ui: str, experiment_id: str, run_id: str) -> str:
-    """The address of run ``run_id`` in the MLflow UI served at ``ui``."""
-    return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+def run_url(experiment_id: str, run_id: str) -> str:
+    """The address of run ``run_id`` in the MLflow UI that ``ortho ui`` serves by default
+    (:data:`DEFAULT_UI`)."""
+    return f"{DEFAULT_UI}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def _cell_class(cell: Cell, numeric: bool, paper: bool) -> str:
@@ -102,10 +103,10 @@ def table_html(table: Table) -> str:
             f'<ul class="notes">{notes}</ul></div>')
 
 
-def figure_png(figure: Figure, dpi: int = FIGURE_DPI) -> bytes:
-    """The figure drawn as PNG bytes."""
+def figure_png(figure: Figure) -> bytes:
+    """The figure drawn as PNG bytes at :data:`FIGURE_DPI`."""
     buf = io.BytesIO()
-    figure.render().savefig(buf, format="png", dpi=dpi)
+    figure.render().savefig(buf, format="png", dpi=FIGURE_DPI)
     return buf.getvalue()
 
 
@@ -195,7 +196,7 @@ def _name(row: pd.Series, keys: Sequence[str]) -> str:
     return name if isinstance(name, str) and name else _label(row, keys)
 
 
-def runs_html(runs: SweepRuns, ui: str = DEFAULT_UI) -> str:
+def runs_html(runs: SweepRuns) -> str:
     """Links that open the sweep's parent run and each configuration's run in ``ortho ui``,
     each labelled with its run name (what varies where it varies: ``OPEN α=0.01 λ=1``,
     :mod:`sweeps.naming`), or the params that vary within the sweep for a run read without
@@ -205,29 +206,29 @@ def runs_html(runs: SweepRuns, ui: str = DEFAULT_UI) -> str:
             and c.removeprefix("params.") not in _NOT_NAMED
             and frame[c].astype(str).nunique() > 1]
     rows = "".join(
-        f'<tr><td><a href="{escape(run_url(ui, sweep.experiment_id, str(r["run_id"])))}">'
+        f'<tr><td><a href="{escape(run_url(sweep.experiment_id, str(r["run_id"])))}">'
         f'{escape(str(r["run_id"])[:12])}</a></td><td>{escape(_name(r, keys))}</td>'
         f'<td>{escape(str(r["outcome"]))}</td></tr>' for _, r in frame.iterrows())
-    parent = escape(run_url(ui, sweep.experiment_id, sweep.parent_run_id))
+    parent = escape(run_url(sweep.experiment_id, sweep.parent_run_id))
     return (f'<p class="prov">Open in <code>ortho ui</code>: <a href="{parent}">the sweep\'s '
             f"parent run</a>; its configurations:</p><details><summary>{len(frame)} "
             "configuration runs</summary><table><thead><tr><th>run</th><th>configuration"
             f"</th><th>outcome</th></tr></thead><tbody>{rows}</tbody></table></details>")
 
 
-def provenance_html(runs: SweepRuns, ui: str = DEFAULT_UI) -> str:
+def provenance_html(runs: SweepRuns) -> str:
     """The provenance block of a section: :func:`provenance_items` and :func:`runs_html`."""
     items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>"
                     for k, v in provenance_items(runs).items())
-    return f'<h3>Provenance</h3><dl class="prov">{items}</dl>' + runs_html(runs, ui)
+    return f'<h3>Provenance</h3><dl class="prov">{items}</dl>' + runs_html(runs)
 
 
-def render_section(report: Report, ui: str = DEFAULT_UI) -> str:
+def render_section(report: Report) -> str:
     """One spec's ``<section>``: verdicts, tables, figures, provenance."""
     spec = report.runs.sweep.spec
     parts = [f'<section id="{escape(spec)}"><h2>{escape(spec)}</h2>',
              claims_html(report.claims), *(table_html(t) for t in report.tables),
-             *(figure_html(f) for f in report.figures), provenance_html(report.runs, ui),
+             *(figure_html(f) for f in report.figures), provenance_html(report.runs),
              "</section>"]
     return "\n".join(p for p in parts if p)
 
@@ -243,7 +244,7 @@ def render_page(title: str, sections: Sequence[str],
             f"<h1>{escape(title)}</h1>{prov}\n" + "\n".join(sections) + "\n</body></html>\n")
 
 
-def write_html(report: Report, out_dir: str | Path, ui: str = DEFAULT_UI) -> Path:
+def write_html(report: Report, out_dir: str | Path) -> Path:
     """Write the report as ``<out_dir>/<spec>.html`` (a page of one section); returns the
     path."""
     sweep = report.runs.sweep
@@ -251,5 +252,5 @@ def write_html(report: Report, out_dir: str | Path, ui: str = DEFAULT_UI) -> Pat
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{sweep.spec}.html"
     title = f"{sweep.spec} — profile {sweep.profile}, sweep {sweep.sweep_id}"
-    path.write_text(render_page(title, [render_section(report, ui)]), encoding="utf-8")
+    path.write_text(render_page(title, [render_section(report)]), encoding="utf-8")
     return path

@@ -19,8 +19,6 @@ class Paper:
     key: str
     """Its name on the command line (``ortho reproduce KEY``), also its published-values
     module (``analysis.published.KEY``)."""
-    letter: str
-    """EXPERIMENTS.md's letter for it (the ids ``M-T1``, ``G-F3.1``, ...)."""
     title: str
     """Authors and title, as the report's heading."""
     specs: tuple[str, ...]
@@ -28,16 +26,16 @@ class Paper:
 
 
 PAPERS: dict[str, Paper] = {p.key: p for p in (
-    Paper("manchev", "M", "Manchev & Spratling — On the biological plausibility of orthogonal "
+    Paper("manchev", "Manchev & Spratling — On the biological plausibility of orthogonal "
           "initialisation for solving gradient instability in deep neural networks",
           ("orth-pretrain-convergence", "synthetic-max-length", "pixel-mnist", "ff-mnist")),
-    Paper("galvan", "G", "Galvan — Optimization methods for Recurrent Neural Networks "
+    Paper("galvan", "Galvan — Optimization methods for Recurrent Neural Networks "
           "training (thesis, Università degli Studi di Firenze, 2015)",
           ("spectral-temporal-gradients", "spectral-init-success", "simplex-direction",
            "polyphonic-music")),
-    Paper("kutsuna", "K", "Kutsuna — Linearly constrained weights: resolving the vanishing "
+    Paper("kutsuna", "Kutsuna — Linearly constrained weights: resolving the vanishing "
           "gradient problem by reducing angle bias", ("lcw-deep-mlp",)),
-    Paper("nosarzewski", "N", "Nosarzewski — Deep Orthogonal Neural Networks (2018)",
+    Paper("nosarzewski", "Nosarzewski — Deep Orthogonal Neural Networks (2018)",
           ("deep-orthogonal",)),
 )}
 """Paper key -> :class:`Paper`, in the README's order."""

@@ -75,14 +75,14 @@ class Where:
         """The absolute tracking URI, as ``ortho sweep run`` resolves it."""
         return resolve_tracking_uri(self.tracking_uri, self.home)
 
-    def child_argv(self, *args: str, address: bool = True) -> list[str]:
+    def child_argv(self, *args: str) -> list[str]:
         """``python -m MODULE ARGS`` with ``--address`` appended, and for a sweep command
         ``--home`` and a ``--tracking-uri`` that holds no password (one that does reaches
         the child in its environment, :meth:`child_env`), so that the commands a sweep
         prints for later (``resume with: ...``) name the store, as the user's shell has no
         ``$ORTHO_TRACKING_URI``."""
         argv = [sys.executable, "-m", *args]
-        if address and self.address:
+        if self.address:
             argv += ["--address", self.address]
         if args[0] != "sweeps.cli":
             return argv

@@ -104,8 +104,8 @@ class Clock:
         self.spans: dict[str, float] = {}
         self._undo: list[Callable[[], None]] = []
 
-    def wrap(self, owner: Any, name: str, label: str, first_only: bool = True) -> None:
-        """Record how long ``owner.name`` takes (its first call only, by default)."""
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        """Record how long ``owner.name``'s first call takes."""
         original = getattr(owner, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -113,7 +113,7 @@ class Clock:
             try:
                 return original(*args, **kwargs)
             finally:
-                if not (first_only and label in self.spans):
+                if label not in self.spans:
                     self.spans[label] = time.perf_counter() - t
                     self.marks[label] = t
 

@@ -14,23 +14,24 @@ DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.flo
 _PATTERN = re.compile(r"cpu|cuda(:\d+)?|auto")
 
 
-def check_device(name: str, field: str = "device") -> None:
-    """Require a device name of the accepted forms (whether it exists is checked at training)."""
-    require(isinstance(name, str) and _PATTERN.fullmatch(name) is not None, field,
+def check_device(name: str) -> None:
+    """Require a device name of the accepted forms (whether it exists is checked at training);
+    ``ConfigError`` naming the field ``device`` otherwise."""
+    require(isinstance(name, str) and _PATTERN.fullmatch(name) is not None, "device",
             "cpu, cuda, cuda:N or auto", name)
 
 
-def resolve_device(name: str, field: str = "device") -> torch.device:
+def resolve_device(name: str) -> torch.device:
     """The torch device for ``name``: ``auto`` is CUDA when available, else the CPU.
 
-    A CUDA device that this machine does not have raises ``ConfigError`` naming ``field``.
+    A CUDA device that this machine does not have raises ``ConfigError`` naming ``device``.
     """
-    check_device(name, field)
+    check_device(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        require((device.index or 0) < count, field,
+        require((device.index or 0) < count, "device",
                 f"a CUDA device this machine has ({count} visible)", name)
     return device

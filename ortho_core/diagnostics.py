@@ -71,10 +71,10 @@ def batch_statistics_only(model: PackedMLP) -> Iterator[None]:
             norm.momentum = momentum
 
 
-def _quantiles(values: Tensor, dim: int = -1) -> Tensor:
-    """K's boxplot quantiles (1, 25, 50, 75, 99 %) along ``dim``, moved to the last axis."""
+def _quantiles(values: Tensor) -> Tensor:
+    """K's boxplot quantiles (1, 25, 50, 75, 99 %) along the last axis, in the last axis."""
     q = torch.tensor(QUANTILES, dtype=values.dtype, device=values.device)
-    return torch.quantile(values, q, dim=dim).movedim(0, -1)
+    return torch.quantile(values, q, dim=-1).movedim(0, -1)
 
 
 def _diag_layers(layers: int) -> list[int]:

@@ -105,8 +105,6 @@ class AskTellGridSampler(optuna.samplers.GridSampler):
 class Studies:
     """The studies of a sweep's Optuna cells, open in the driver."""
 
-    url: str | None
-    """The storage (None: in memory, for tests of the searcher)."""
     by_cell: dict[int, Any]
     """The ``optuna.Study`` of each Optuna cell, by cell index."""
     done: dict[int, int] = field(default_factory=dict)
@@ -168,7 +166,7 @@ def create_studies(url: str | None, sweep_id: str, plan: Plan, settings: OptunaS
             sampler=make_sampler(settings, cell.optuna_space, _seed(settings, index, 0)))
         study.set_user_attr(CELL_ATTR, dict(cell.params))
         by_cell[index] = study
-    return Studies(url=url, by_cell=by_cell)
+    return Studies(by_cell=by_cell)
 
 
 def resume_studies(url: str, sweep_id: str, plan: Plan, settings: OptunaSettings,
@@ -177,7 +175,7 @@ def resume_studies(url: str, sweep_id: str, plan: Plan, settings: OptunaSettings
     docstring); ``values`` holds the metric of every FINISHED configuration run by trial
     key. A study missing from ``url`` raises ``ConfigError`` naming ``optuna_storage``."""
     storage = _storage(url)
-    opened = Studies(url=url, by_cell={}, known=dict(values))
+    opened = Studies(by_cell={}, known=dict(values))
     for index, cell in plan.optuna_cells.items():
         name = study_name(sweep_id, index)
         try:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.groups import Group, group
+from analysis.groups import Group, group, protocol_notes
 from analysis.load import DONE, SweepRuns, numeric_values, param_values
 from analysis.published.nosarzewski import (
     F1_HIDDEN,
@@ -17,6 +17,7 @@ from analysis.published.nosarzewski import (
     F1_RELU_VANISH_DEPTH,
     F3_SPREAD_LIMIT,
     F4_INTERNAL,
+    PAPER_PROTOCOL,
 )
 from analysis.report import provenance
 from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
@@ -112,7 +113,7 @@ def f1_table(runs: SweepRuns) -> Table:
              f"Published: Nosarzewski §6.1, Fig. 1 — {F1_HIDDEN} hidden units; ReLU nets' "
              f"gradients vanish from depth {F1_RELU_VANISH_DEPTH}, error > "
              f"{F1_RELU_MIN_ERROR:g} % at any depth; {F1_ORTH_DEPTH}-layer orthogonal net "
-             f"{F1_ORTH_ERROR:g} %.", *_lr_notes(runs)]
+             f"{F1_ORTH_ERROR:g} %.", *_protocol_notes(runs)]
     return Table(name="n-f1-depth", title="N Fig. 1 — two-class 2-D set, 2 hidden units: "
                  "error against depth",
                  columns=["net", "L", "error %", "median %", "spread", "paper",
@@ -184,7 +185,7 @@ def f3_table(runs: SweepRuns) -> Table:
              "Published: Nosarzewski §6.2, Fig. 3 — block size chosen so that the gradient "
              f"varies by no more than {F3_SPREAD_LIMIT[0]:g}-{F3_SPREAD_LIMIT[1]:g} orders of "
              "magnitude; beyond 3, training became unstable; λ = 0.001 on the ReLU layers.",
-             *_lr_notes(runs)]
+             *_protocol_notes(runs)]
     return Table(name="n-f3-orth-relu", title="N Fig. 3 — Orth/ReLU nets on the spiral: "
                  "gradient spread and trainability",
                  columns=["net", "L", "H", "B", "spread init", "spread end", "error %",
@@ -244,16 +245,13 @@ def f4_table(runs: SweepRuns) -> Table:
              f"Published: Nosarzewski §6.3, Fig. 4 — 4 hidden units; a standard net {F4_INTERNAL}"
              " layers deep cannot be trained; the orthogonal net (first and last layer a "
              f"matrix with sign-flip, {F4_INTERNAL} internal orthogonal layers) learns.",
-             *_lr_notes(runs)]
+             *_protocol_notes(runs)]
     return Table(name="n-f4-mnist", title="N Fig. 4 — MNIST, 4 hidden units, 52 layers",
                  columns=["net", "L", "test error %", "median %", "train %", "spread",
                           "majority %", "paper", "configurations"],
                  rows=rows, provenance=provenance(runs), notes=notes)
 
 
-def _lr_notes(runs: SweepRuns) -> list[str]:
-    rates = numeric_values(runs.runs, "lr")
-    if rates and rates != [0.001]:
-        return [f"Protocol differs from N's: α = {', '.join(format(v, 'g') for v in rates)} "
-                "(N: about 10⁻³), so the step counts are not comparable one to one."]
-    return []
+def _protocol_notes(runs: SweepRuns) -> list[str]:
+    """N §5's momentum and learning rate where the sweep's differ (:data:`PAPER_PROTOCOL`)."""
+    return protocol_notes(runs, PAPER_PROTOCOL, "each step count")

@@ -64,11 +64,12 @@ def train_accuracy_figure(runs: SweepRuns, histories: Histories) -> Figure:
                         f"{sweep.profile} · sweep {sweep.sweep_id}")
 
 
-def gradient_figure(runs: SweepRuns, histories: Histories, shape: Shape = FIG13_SHAPE
-                    ) -> Figure:
+def gradient_figure(runs: SweepRuns, histories: Histories) -> Figure:
     """K Fig. 13: per layer, the distribution of the weight gradients at initialisation
-    (boxes: 25-75 %, whiskers 1-99 %) of the plain MLP and MLP_LCW, and their RMS (log)."""
+    (boxes: 25-75 %, whiskers 1-99 %) of the plain MLP and MLP_LCW of K's shape
+    (:data:`FIG13_SHAPE`, else the deepest ReLU shape the sweep has), and their RMS (log)."""
     notes: list[str] = []
+    shape = FIG13_SHAPE
     relu = [s for s in shapes(runs) if s[0] == "relu"]
     if shape not in shapes(runs) and relu:
         notes.append(f"No MLP({shape[1]}, {shape[2]}); showing MLP({relu[-1][1]}, "

@@ -37,6 +37,8 @@ MAX_LEN = "max_seq_len_solved"
 """Trial summary: the largest T solved (0 when the starting T was not)."""
 ITERS = "iters_to_solve"
 """Trial summary used as the first tie-break (fewer is better)."""
+FIG2_TASK = "temporal_order"
+"""The problem of M Fig. 2."""
 FIG2_METRICS: dict[str, str] = {"spectral_radius": r"$\rho(W_{hh})$",
                                 "grad_norm_whh": r"$\|\nabla W_{hh}\|$"}
 """Metric -> axis label of the two panels of Fig. 2."""
@@ -209,12 +211,12 @@ def _stage_lengths(runs: pd.DataFrame, histories: Histories) -> dict[str, pd.Dat
     return out
 
 
-def fig2_data(runs: SweepRuns, histories: Histories, seq_len: int | None = None,
-              task: str = "temporal_order") -> tuple[pd.DataFrame, int | None, list[str]]:
+def fig2_data(runs: SweepRuns, histories: Histories, seq_len: int | None = None
+              ) -> tuple[pd.DataFrame, int | None, list[str]]:
     """The series of M Fig. 2: for each model, ρ(W_hh) and ‖∇W_hh‖ of one run while it
-    trained at sequence length T.
+    trained at sequence length T on the temporal order problem (:data:`FIG2_TASK`).
 
-    The run of a model is its best configuration on ``task`` by the Table I rule among those
+    The run of a model is its best configuration on that task by the Table I rule among those
     that trained at T. T is ``seq_len``, else the paper's 60 when every model has such a
     run, else the largest T every model has one at (a reduced profile rarely reaches 60).
     Returns the data (columns ``variant``, ``run_id``, ``metric``, ``step``, ``iteration``,
@@ -222,7 +224,7 @@ def fig2_data(runs: SweepRuns, histories: Histories, seq_len: int | None = None,
     evaluated at the previous length, since a run's steps run on across lengths), the T
     used, and notes on what was chosen or is missing.
     """
-    frame = runs.runs
+    frame, task = runs.runs, FIG2_TASK
     ranked = {v: rank_max_length(frame[matching(frame, {"task": task, "variant": v})])
               for v in MODELS}
     ranked = {v: r for v, r in ranked.items() if len(r)}
@@ -260,11 +262,10 @@ def fig2_data(runs: SweepRuns, histories: Histories, seq_len: int | None = None,
     return data[columns], seq_len, notes
 
 
-def fig2(runs: SweepRuns, histories: Histories, seq_len: int | None = None,
-         task: str = "temporal_order") -> Figure:
+def fig2(runs: SweepRuns, histories: Histories) -> Figure:
     """M Fig. 2: ρ(W_hh) (left) and ‖∇W_hh‖ (right, log scale) against iterations at one T
     for SRNN, SRNN+OPEN and SRNN+OINIT (data: :func:`fig2_data`)."""
-    data, used, notes = fig2_data(runs, histories, seq_len, task)
+    data, used, notes = fig2_data(runs, histories)
 
     def draw(data: pd.DataFrame, fig: MplFigure) -> None:
         axes = fig.subplots(1, len(FIG2_METRICS))
@@ -284,7 +285,7 @@ def fig2(runs: SweepRuns, histories: Histories, seq_len: int | None = None,
     sweep = runs.sweep
     missing = " (partial)" if notes and set(data["variant"]) != set(MODELS) else ""
     return Figure(name="fig2-spectral-radius", data=data, draw=draw, notes=notes,
-                  title=f"M Fig. 2 — {PROBLEMS.get(task, task)}, T = {used}{missing} · "
+                  title=f"M Fig. 2 — {PROBLEMS[FIG2_TASK]}, T = {used}{missing} · "
                         f"{sweep.spec} · {sweep.profile} · sweep {sweep.sweep_id}")
 
 

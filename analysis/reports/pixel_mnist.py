@@ -48,8 +48,8 @@ FIG3B_VARIANTS = ("oinit", "open")
 
 
 
-def _param(row: pd.Series | None, key: str, partial: bool, fmt: str = "g") -> Cell:
-    return Cell(None if row is None else row.get(f"params.{key}"), fmt, partial)
+def _param(row: pd.Series | None, key: str, partial: bool) -> Cell:
+    return Cell(None if row is None else row.get(f"params.{key}"), "g", partial)
 
 
 def _learned(row: pd.Series | None, partial: bool) -> Cell:

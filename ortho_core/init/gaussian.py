@@ -7,14 +7,8 @@ import torch
 from torch import Tensor
 
 
-def gaussian(
-    shape: tuple[int, ...],
-    std: float,
-    generator: torch.Generator,
-    dtype: torch.dtype = torch.float64,
-) -> Tensor:
+def gaussian(shape: tuple[int, ...], std: float, generator: torch.Generator) -> Tensor:
     """A tensor of ``shape`` drawn from N(0, ``std``²) by ``generator`` (on its device) in
-    ``dtype``; draw in float64 and cast afterwards when the same numbers are wanted at several
-    precisions."""
-    z = torch.randn(shape, generator=generator, dtype=dtype, device=generator.device)
+    float64, so that casting it gives the same numbers at every precision."""
+    z = torch.randn(shape, generator=generator, dtype=torch.float64, device=generator.device)
     return z.mul_(std)

@@ -118,13 +118,12 @@ class Outbox:
     store is a server whose unreachability is waited out; ``mark_lost(run_id, why)`` marks
     a lost run."""
 
-    def __init__(self, limits: Limits, outages: bool, mark_lost: Callable[[str, str], Any],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, limits: Limits, outages: bool,
+                 mark_lost: Callable[[str, str], Any]) -> None:
         self.limits = limits
         self.outages = outages
         self.mark_lost = mark_lost
         """How a lost run is marked failed (run id, why)."""
-        self.clock = clock
         self.outage_since: float | None = None
         """When the current outage began (None: the store answers)."""
         self.lost: dict[str, str] = {}
@@ -168,10 +167,10 @@ class Outbox:
     def drain(self, timeout: float) -> list[str]:
         """Wait until every write is applied, at most ``timeout`` seconds; what went wrong,
         one line each (empty: nothing)."""
-        deadline = self.clock() + timeout
+        deadline = time.monotonic() + timeout
         with self._cond:
-            while self._queue and self.clock() < deadline:
-                self._cond.wait(min(1.0, max(0.0, deadline - self.clock())))
+            while self._queue and time.monotonic() < deadline:
+                self._cond.wait(min(1.0, max(0.0, deadline - time.monotonic())))
             lines = list(self.problems)
             if self.lost:
                 lines.append(f"{len(self.lost)} runs lost writes in a tracking outage and are "
@@ -218,8 +217,9 @@ class Outbox:
                 self._queue.popleft()
                 self._values -= write.values
             if error is None and self.outage_since is not None:
-                self.longest_outage = max(self.longest_outage, self.clock() - self.outage_since)
-                log.warning("tracking server back after %.0f s", self.clock() - self.outage_since)
+                lasted = time.monotonic() - self.outage_since
+                self.longest_outage = max(self.longest_outage, lasted)
+                log.warning("tracking server back after %.0f s", lasted)
                 self.outage_since = None
             write.done, write.result, write.error = True, result, error
             if error is not None and (write.orphaned or write.keep):
@@ -229,7 +229,7 @@ class Outbox:
 
     def _held(self, write: Write, err: Exception) -> None:
         with self._cond:
-            now = self.clock()
+            now = time.monotonic()
             if self.outage_since is None:
                 self.outage_since = now
                 log.warning("tracking server unreachable, holding writes: %s", err)

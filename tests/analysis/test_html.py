@@ -134,9 +134,9 @@ def test_page_has_the_verdicts_and_the_provenance(html_report, store: Store) -> 
                  "configurations", "<dt>search</dt><dd>grid</dd>"):
         assert text in page
     for _trial, run_id in store.runs["sw-1"]:
-        assert run_url(DEFAULT_UI, sweep.experiment_id, run_id) in parsed.links or \
+        assert run_url(sweep.experiment_id, run_id) in parsed.links or \
             run_id not in set(report.runs.runs["run_id"])  # a superseded repeat
-    assert run_url(DEFAULT_UI, sweep.experiment_id, sweep.parent_run_id) in parsed.links
+    assert run_url(sweep.experiment_id, sweep.parent_run_id) in parsed.links
 
 
 def test_markdown_prints_the_verdicts_after_the_tables(store: Store, tmp_path: Path,

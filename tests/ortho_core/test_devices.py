@@ -13,8 +13,8 @@ from ortho_core.errors import ConfigError
 @pytest.mark.parametrize("name", ["gpu", "cuda:x", "CPU", "cuda:", "", "tpu"])
 def test_other_forms_are_refused_naming_the_field(name: str) -> None:
     with pytest.raises(ConfigError) as err:
-        devices.check_device(name, "probe_device")
-    assert err.value.field == "probe_device"
+        devices.check_device(name)
+    assert err.value.field == "device" and err.value.value == name
 
 
 @pytest.mark.parametrize(("available", "expected"), [(False, "cpu"), (True, "cuda")])
