@@ -131,7 +131,8 @@ def register_report(sub: argparse._SubParsersAction) -> None:
                    help="table format (default md); html: one self-contained page with the "
                    "figures, written under --out (default: this folder)")
     p.add_argument("--out", type=out_folder,
-                   help="write tables and PNG figures under this folder")
+                   help="write tables and PNG figures under this folder (default: print the "
+                   "tables only; --format html writes its page in the current folder)")
     _store_arguments(p)
     p.add_argument("--refresh", action="store_true",
                    help="read every run from MLflow again instead of the parquet cache")

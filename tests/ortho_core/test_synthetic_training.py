@@ -367,7 +367,9 @@ def test_validation_in_chunks_of_the_states_bound_gives_the_one_chunk_numbers(mo
 def test_stream_seeds_differ_by_stream_length_and_data_seed():
     seeds = {stream_seed(d, t, s) for d in (0, 1) for t in (10, 20) for s in (0, 1)}
     assert len(seeds) == 8
-    assert stream_seed(3, 40, 1) == stream_seed(3, 40, 1)
+    # the same in every process and on every machine (SeedSequence's own stability),
+    # which resumed and retried trials on other nodes rely on
+    assert stream_seed(3, 40, 1) == 7779079512376703039
 
 
 def test_spectral_radius_metric_matches_numpy_on_the_weights_evaluated(models):

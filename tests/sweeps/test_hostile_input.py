@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import io
+import re
 import string
 import sys
 import typing
@@ -100,14 +101,20 @@ def refused(argv: list[str], home: Path, *names: str) -> str:
 
 def run_spec(tmp_path: Path, content: str | bytes, profile: str, *names: str,
              stem: str = "t") -> str:
-    """Write ``content`` as ``<stem>.yaml`` and ``ortho sweep run`` it; see :func:`refused`."""
+    """Write ``content`` as ``<stem>.yaml`` and ``ortho sweep run`` it; see :func:`refused`.
+    The message names the file and a line in it, then a field: one of ``names`` when any is
+    given."""
     path = tmp_path / f"{stem}.yaml"
     if isinstance(content, bytes):
         path.write_bytes(content)
     else:
         path.write_text(content, encoding="utf-8")
-    return refused(["sweep", "run", str(path), "--profile", profile, "--home",
-                    str(tmp_path / "home")], tmp_path / "home", str(path), *names)
+    text = refused(["sweep", "run", str(path), "--profile", profile, "--home",
+                    str(tmp_path / "home")], tmp_path / "home", str(path))
+    where = re.search(re.escape(str(path)) + r":\d+: (\S.*)$", text)
+    assert where is not None, text
+    assert not names or any(name in where[1] for name in names), (names, text)
+    return text
 
 
 def _dump(doc: dict) -> str:
@@ -259,7 +266,7 @@ def test_invalid_yaml(tmp_path_factory, name, line, at, profile):
         pass
     else:
         assume(False)
-    run_spec(tmp_path_factory.mktemp("yaml"), text, profile, "yaml", stem=name)
+    run_spec(tmp_path_factory.mktemp("yaml"), text, profile, stem=name)
 
 
 NON_PRINTABLE = [chr(c) for c in range(32) if chr(c) not in "\t\n\r"] + [
@@ -287,15 +294,15 @@ def test_non_printable(tmp_path_factory, name, char, at):
                              + TEXTS[c[0]].encode()[c[2] % 5000:])))
 def test_garbage_bytes(tmp_path_factory, content):
     TRIED[0] += 1
-    run_spec(tmp_path_factory.mktemp("bin"), content, "smoke", "t.yaml")
+    run_spec(tmp_path_factory.mktemp("bin"), content, "smoke")
 
 
 def test_alias_bomb_and_depth(tmp_path):
     """An alias bomb is refused before it is built; so is nesting beyond any spec's."""
     bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10))
-    assert "at most 100000 keys" in run_spec(tmp_path, bomb, "smoke", "t.yaml")
-    assert "levels of nested" in run_spec(tmp_path, "[" * 5000, "smoke", "t.yaml")
+    assert "at most 100000 keys" in run_spec(tmp_path, bomb, "smoke")
+    assert "levels of nested" in run_spec(tmp_path, "[" * 5000, "smoke", "yaml")
 
 
 def test_whole_spec_validated(tmp_path):

@@ -64,7 +64,8 @@ def test_an_error_of_the_store_reaches_the_trial(store):
             remote.sync()
         claim = remote.claim(ref, "k", {}, {})
         remote.log_metrics({"0" * 32: [("loss", 1.0, 1000, 1)]})
-        with pytest.raises(ray.exceptions.RayTaskError):  # an ending waits for earlier batches
+        # an ending waits for earlier batches, and raises their error
+        with pytest.raises(ray.exceptions.RayTaskError, match="0" * 32):
             remote.kill(claim.run_id)
     finally:
         ray.kill(writer)
