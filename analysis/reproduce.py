@@ -306,7 +306,7 @@ def result_lines(outcome: Outcome, page: Path) -> list[str]:
     is, then which claims do not hold, so that the terminal names them without the page."""
     lines = [f"{outcome.paper.key}: {summary(outcome.verdicts)}; wrote {page}"]
     if outcome.not_holding:
-        explained = any(c.endswith("*") for c in outcome.not_holding)
+        explained = any("*" in c for c in outcome.not_holding)
         lines.append(f"  do not hold: {', '.join(outcome.not_holding)}"
                      + (" (*: the page says why)" if explained else ""))
     return lines

@@ -26,10 +26,10 @@ the command's wall time (Ray's start included), which the parent run keeps
 Resume (:func:`resume_sweep`) reads the sweep back from MLflow, not from Tune's state (which
 is kept for inspection only): the spec file stored with the parent run is resolved again
 (its SHA-256 must match; ``pack_size: auto`` takes the pack size the parent run records,
-never measured again, so the packs are those of the first run), runs that are not FINISHED
+never measured again, so the packs are at most the first run's K), runs that are not FINISHED
 are deleted, and a new Tune run trains only the configurations without a FINISHED run; each
 Optuna cell's study is loaded from its Optuna storage and continued (:mod:`sweeps.studies`:
-``--optuna-storage``, else ``optuna.db`` beside the embedded store). So an interrupted
+``--optuna-storage``, else ``optuna.db`` beside a SQLite tracking store). So an interrupted
 configuration starts again from its beginning, a failed one is retried, and it works the same
 for a sweep whose driver was killed or that ran on a cluster (given the same tracking URI). A
 sweep whose driver is still alive (it runs on this host, or its heartbeat is recent:

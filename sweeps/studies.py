@@ -2,9 +2,10 @@
 ``optuna.load_study`` or ``optuna-dashboard`` shows its history and a resume continues it.
 
 Where (:func:`storage_url`): ``--optuna-storage URL`` or ``$ORTHO_OPTUNA_STORAGE`` (any URL
-of Optuna's RDB storage: ``sqlite:///PATH``, ``postgresql://...``); else, beside the embedded
-store ``sqlite:///<home>/mlflow.db``, ``sqlite:///<home>/optuna.db``. With any other tracking
-URI (a tracking server, a file store) a sweep with Optuna cells needs one of the two, and is
+of Optuna's RDB storage: ``sqlite:///PATH``, ``postgresql://...``); else ``optuna.db``
+beside a SQLite tracking store (``sqlite:///<home>/optuna.db`` beside the embedded
+``sqlite:///<home>/mlflow.db``). With any other tracking URI (a tracking server, a file
+store) a sweep with Optuna cells needs one of the two, and is
 refused without (``ConfigError`` naming ``optuna_storage``, exit status 2) rather than keep
 its studies where no one could open them. Only the driver opens the storage (the searcher runs
 there, :mod:`sweeps.searcher`), so a SQLite file on the head's disk serves a cluster too; the

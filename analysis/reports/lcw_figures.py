@@ -67,7 +67,9 @@ def train_accuracy_figure(runs: SweepRuns, histories: Histories) -> Figure:
 def gradient_figure(runs: SweepRuns, histories: Histories) -> Figure:
     """K Fig. 13: per layer, the distribution of the weight gradients at initialisation
     (boxes: 25-75 %, whiskers 1-99 %) of the plain MLP and MLP_LCW of K's shape
-    (:data:`FIG13_SHAPE`, else the deepest ReLU shape the sweep has), and their RMS (log)."""
+    (:data:`FIG13_SHAPE`, else the last ReLU shape of
+    :func:`~analysis.reports.lcw_tables.shapes`, the shallowest the sweep has), and their
+    RMS (log)."""
     notes: list[str] = []
     shape = FIG13_SHAPE
     relu = [s for s in shapes(runs) if s[0] == "relu"]

@@ -106,17 +106,20 @@ def test_smoke_profile_end_to_end(smoke_home: Path) -> None:
     client = MlflowClient(tracking_uri=f"sqlite:///{smoke_home / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("pixel-mnist").experiment_id
     best: dict[str, float] = {}
-    runs: dict[str, int] = {}
+    rates: dict[str, list[float]] = {}
     for run in client.search_runs([experiment], "tags.`ortho.role` = 'configuration'"):
         variant = run.data.params["variant"]
         best[variant] = max(best.get(variant, 0.0), run.data.metrics[pixel_mnist.ACCURACY])
-        runs[variant] = runs.get(variant, 0) + 1
-    assert runs == {"plain": 2, "oinit": 1, "open": 1}
-    # every smoke run stays at the baseline's accuracy, so each row's count tells whose
-    # runs it read
+        rates.setdefault(variant, []).append(float(run.data.params["lr"]))
+    assert {v: sorted(r) for v, r in rates.items()} == {
+        "plain": [1e-5, 1e-4], "oinit": [1e-5], "open": [1e-4]}
+    # every smoke run stays at the baseline's accuracy, so each row's count and, for the
+    # networks of one run, its α tell whose runs it read
     for row, variant in zip(table.rows, ["plain", "oinit", "open"], strict=True):
         assert row[1].value == pytest.approx(100 * best[variant])  # as MLflow holds it
-        assert row[-1].text() == f"{runs[variant]}/{runs[variant]}"
+        assert row[-1].text() == f"{len(rates[variant])}/{len(rates[variant])}"
+        if len(rates[variant]) == 1:
+            assert float(row[4].value) == rates[variant][0]
     assert "smoke" in table.provenance.line()
     [figure] = report.figures
     assert set(figure.data["metric"]) == set(pixel_mnist.FIG3B_CURVES)

@@ -138,7 +138,7 @@ def test_the_claims_that_do_not_hold_are_named_after_the_counts(tmp_path: Path) 
         f"manchev: 1 hold, 2 do not (1 explained), 1 not measured; wrote {page}"]
 
 
-def test_claims_sharing_an_id_are_named_once_with_their_number() -> None:
+def test_claims_sharing_an_id_are_named_once_with_their_number(tmp_path: Path) -> None:
     """A table's claims carry the table's id: the terminal names it once, in page order,
     with how many of them do not hold (those the page explains apart from the others)."""
     caveat = "the smoke profile ..."
@@ -149,6 +149,11 @@ def test_claims_sharing_an_id_are_named_once_with_their_number() -> None:
               Claim("M-T2", "e", "does not hold", "e"),
               Claim("M-T2", "f", "does not hold", "e", caveat=caveat)]
     assert reproduce.not_holding(claims) == ["M-T2* ×3", "M-T1", "M-T2"]
+    outcome = reproduce.Outcome(PAPERS["manchev"], [], Counter(
+        {"holds": 1, "does not hold": 2, "explained": 2}),
+        not_holding=reproduce.not_holding(claims[:1] + claims[3:4]))
+    assert reproduce.result_lines(outcome, tmp_path / "manchev.html")[1] == (
+        "  do not hold: M-T2* ×2 (*: the page says why)")
 
 
 def test_a_terminated_reproduction_interrupts_its_sweep_rather_than_orphan_it(
