@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,12 +273,26 @@ def no_runs(spec: str, profile: str) -> SweepRuns:
     return SweepRuns(sweep=sweep, runs=select_latest(raw_frame([])), n_runs=0)
 
 
+def infinite(values: pd.Series) -> pd.Series:
+    """``values`` with ±``sys.float_info.max`` as ±inf again: MLflow stores an infinite
+    metric (a diverged loss) as the largest float, which a table would print as 1.79769e+308
+    and a mean would take for a number."""
+    numbers = pd.to_numeric(values, errors="coerce")
+    held = numbers.abs() >= sys.float_info.max
+    if not held.any():
+        return values
+    out = values.copy()
+    out[held] = [math.copysign(math.inf, v) for v in numbers[held]]
+    return out
+
+
 def select_latest(raw: pd.DataFrame) -> pd.DataFrame:
     """One row per trial key: its latest ``FINISHED`` run, else its latest run.
 
     "Latest" orders by end time, then start time (a run that has not ended counts as older
     than any that has). Adds ``attempts`` (runs tracked for the key) and ``outcome``
-    (:func:`outcome_of`); params are parsed with :func:`parse_param`.
+    (:func:`outcome_of`); params are parsed with :func:`parse_param`, and metrics MLflow
+    holds as the largest float are infinite again (:func:`infinite`).
     """
     order = raw.assign(_finished=raw["status"].eq("FINISHED"),
                        _end=raw["end_time"].fillna(-math.inf))
@@ -294,6 +309,8 @@ def select_latest(raw: pd.DataFrame) -> pd.DataFrame:
         parsed = pd.Series([parse_param(v if isinstance(v, str) else None) for v in best[col]],
                            index=best.index, dtype=object)
         best[col] = parsed.infer_objects()
+    for col in [c for c in best.columns if c.startswith("metrics.")]:
+        best[col] = infinite(best[col])
     return best
 
 
@@ -395,16 +412,17 @@ class Histories:
         return None if text is None else json.loads(text)
 
     def get(self, run_id: str, key: str) -> pd.DataFrame:
-        """Metric ``key`` of run ``run_id`` over steps (columns ``step``, ``value``)."""
+        """Metric ``key`` of run ``run_id`` over steps (columns ``step``, ``value``; an
+        infinite value as inf, not as MLflow's largest float: :func:`infinite`)."""
         spec, sweep_id = self.runs.sweep.spec, self.runs.sweep.sweep_id
+        history = None
         if self.cache is not None:
-            hit = self.cache.get_history(spec, sweep_id, run_id, key)
-            if hit is not None:
-                return hit
-        history = metric_history(self.client, run_id, key)
-        if self.cache is not None and run_id in self._ended:
-            self.cache.put_history(spec, sweep_id, run_id, key, history)
-        return history
+            history = self.cache.get_history(spec, sweep_id, run_id, key)
+        if history is None:
+            history = metric_history(self.client, run_id, key)
+            if self.cache is not None and run_id in self._ended:
+                self.cache.put_history(spec, sweep_id, run_id, key, history)
+        return history.assign(value=infinite(history["value"]))
 
 
 def read(spec: str, sweep_id: str | None = None, *, tracking_uri: str | None = None,

@@ -258,4 +258,8 @@ def report(clock: Clock, total: float, tune_elapsed: float, args: argparse.Names
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
+    # the trials' Ray workers import this module's trainer (benchmarks.sweep_overhead) too,
+    # from whatever folder the script was started in
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     main()

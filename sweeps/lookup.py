@@ -94,7 +94,8 @@ def sweep_status(sweep_id: str | None = None, *, tracking_uri: str | None = None
         raise SweepNotFound(f"no sweep in {tracking.redact(uri)}")
     progress = from_mlflow(tracker, record)
     if sweep_id is None:
-        progress.others = [f"{r.ref.sweep_id} {r.spec}/{r.profile} {state_of(r)}"
-                           for r in tracker.list_sweeps(LISTED_SWEEPS + 1)
-                           if r.ref.sweep_id != record.ref.sweep_id][:LISTED_SWEEPS]
+        others = [f"{r.ref.sweep_id} {r.spec}/{r.profile} {state_of(r)}"
+                  for r in tracker.list_sweeps(LISTED_SWEEPS + 2)
+                  if r.ref.sweep_id != record.ref.sweep_id]
+        progress.others, progress.older = others[:LISTED_SWEEPS], len(others) > LISTED_SWEEPS
     return progress

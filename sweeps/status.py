@@ -72,6 +72,8 @@ class Progress:
     others: list[str] = field(default_factory=list)
     """The store's latest other sweeps, ``ID spec/profile state`` (``ortho sweep status``
     without an id: that it shows the latest one of several)."""
+    older: bool = False
+    """Whether the store holds other sweeps older than those of :attr:`others`."""
 
     @property
     def settled(self) -> int:
@@ -247,6 +249,7 @@ def format_status(p: Progress) -> str:
         lines.append(f"  Optuna studies: {studies_line(p.studies, p.sweep_id)} (ortho sweep "
                      f"studies {p.sweep_id} shows them)")
     if p.others:
+        older = "; older ones too, which ortho ui lists" if p.older else ""
         lines.append(f"  other sweeps here: {'; '.join(p.others)} (ortho sweep status ID "
-                     "shows one)")
+                     f"shows one{older})")
     return "\n".join(lines)

@@ -3,7 +3,9 @@ against the store of ``conftest.py``, built through the Tracker into every kind 
 
 from __future__ import annotations
 
+import math
 import socket
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -249,3 +251,19 @@ def test_read_is_the_one_call_from_a_home(tmp_path: Path, monkeypatch, capfd) ->
     assert list(runs.runs["metrics.loss"]) == [0.25] and len(runs.expected_cells) == 1
     assert list(histories.get(runs.runs.run_id[0], "loss")["value"]) == [0.5, 0.25]
     assert "Downloading artifacts" not in capfd.readouterr().err
+
+
+def test_an_infinite_metric_reads_back_infinite(tmp_path: Path) -> None:
+    """A diverged run's loss is logged as inf; MLflow stores it as the largest float, which
+    the runs' frame and the histories turn back into inf (a table then prints inf, not
+    1.79769e+308), and leave finite values as they are."""
+    home = tmp_path / "runs"
+    t = tracking.tracker(sqlite_store(home))
+    ref = start_sweep(t, "mine", "m-1", profile="cpu", metric="loss", mode="min")
+    track(t, ref, "k1", {"lr": 0.1}, result=Result(Outcome.DIVERGED, {"loss": math.inf}),
+          rows=[(1, {"loss": 0.5}), (2, {"loss": -math.inf})])
+    t.end_sweep(ref, "FINISHED", {})
+    runs, histories = read("mine", home=home)
+    assert t.client.get_run(runs.runs.run_id[0]).data.metrics["loss"] == sys.float_info.max
+    assert list(runs.runs["metrics.loss"]) == [math.inf]
+    assert list(histories.get(runs.runs.run_id[0], "loss")["value"]) == [0.5, math.inf]

@@ -251,7 +251,8 @@ def test_an_ended_sweep_is_finished_or_interrupted(sweep):
 
 def test_status_without_an_id_names_the_other_sweeps_of_the_store(tmp_path):
     """The latest sweep is shown, then the store's other latest sweeps, newest first, so
-    that a user sees what else a reproduction ran; a sweep named by its id is shown alone."""
+    that a user sees what else a reproduction ran, and whether older ones are left out; a
+    sweep named by its id is shown alone."""
     home = new_home(tmp_path)
     t = tracking.tracker(tracking.tracking_uri(None, home))
     ids = [f"20261127-00000{i}-abcd" for i in range(7)]
@@ -265,7 +266,10 @@ def test_status_without_an_id_names_the_other_sweeps_of_the_store(tmp_path):
     assert text[-1] == ("  other sweeps here: " + "; ".join(
         [f"{ids[5]} spec5/smoke running"]
         + [f"{ids[i]} spec{i}/smoke finished" for i in (4, 3, 2, 1)])
-        + " (ortho sweep status ID shows one)")
+        + " (ortho sweep status ID shows one; older ones too, which ortho ui lists)")
+    t.client.delete_run(t.find_sweep(ids[0]).ref.parent_run_id)  # now the five are all
+    assert format_status(sweep_status(home=home)).splitlines()[-1].endswith(
+        "(ortho sweep status ID shows one)")
     named = format_status(sweep_status(ids[2], home=home))
     assert named.startswith(f"sweep {ids[2]} spec2/smoke: ") and "other sweeps" not in named
 
