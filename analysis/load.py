@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -274,11 +273,11 @@ def no_runs(spec: str, profile: str) -> SweepRuns:
 
 
 def infinite(values: pd.Series) -> pd.Series:
-    """``values`` with ±``sys.float_info.max`` as ±inf again: MLflow stores an infinite
-    metric (a diverged loss) as the largest float, which a table would print as 1.79769e+308
-    and a mean would take for a number."""
+    """``values`` with ±:data:`sweeps.contract.STORED_INFINITY` as ±inf again: MLflow stores
+    an infinite metric (a diverged loss) as the largest float, which a table would print as
+    1.79769e+308 and a mean would take for a number."""
     numbers = pd.to_numeric(values, errors="coerce")
-    held = numbers.abs() >= sys.float_info.max
+    held = numbers.abs() >= contract.STORED_INFINITY
     if not held.any():
         return values
     out = values.copy()

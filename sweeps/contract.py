@@ -21,6 +21,7 @@ import json
 import os
 import re
 import socket
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,9 @@ PACK_SIZE_SETUP = "ortho.pack_size_setup"
 """Parent, beside :data:`PACK_SIZE_CURVE`: JSON ``{K: seconds}`` of each probed pack's set-up
 (its wall time outside its training iterations), weighed against a configuration's
 iterations where the experiment states them (``{}`` when not measured or not weighed)."""
+STORED_INFINITY = sys.float_info.max
+"""What MLflow's SQL store keeps for an infinite metric value (a diverged loss): the largest
+finite float, with the infinity's sign; what reads it back takes it for ±inf again."""
 CONFIGS_PER_HOUR = "configs_per_hour"
 """Parent, a metric logged whenever its driver ends it: configurations finished per hour of
 wall time by that run of the driver (``ortho sweep run``, or a resume: what it finished, not

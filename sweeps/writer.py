@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, TextIO
@@ -78,7 +77,7 @@ def _same(stored: float, sent: float) -> bool:
     if math.isnan(sent):
         return math.isnan(stored)
     if math.isinf(sent):
-        return abs(stored) >= sys.float_info.max and (stored > 0) == (sent > 0)
+        return abs(stored) >= contract.STORED_INFINITY and (stored > 0) == (sent > 0)
     return stored == sent
 
 

@@ -45,14 +45,20 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweeps.contract import RUN_NAME, database_url, epoch_seconds, redact, sqlite_path
+from sweeps.contract import (
+    RUN_NAME,
+    STORED_INFINITY,
+    database_url,
+    epoch_seconds,
+    redact,
+    sqlite_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +92,7 @@ def sanitize(value: float) -> tuple[float, bool]:
     if math.isnan(value):
         return 0.0, True
     if math.isinf(value):
-        return math.copysign(sys.float_info.max, value), False
+        return math.copysign(STORED_INFINITY, value), False
     return value, False
 
 
