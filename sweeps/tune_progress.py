@@ -11,8 +11,9 @@ terminal that reports no size (a pseudo-terminal without one) gets a bar of
 Elsewhere :func:`sweeps.status.format_line` is printed when trials end (at most every
 ``min_interval`` seconds) and at least every ``print_every`` seconds. Counts are of
 configurations, not of Tune trials (a trial trains a pack of them). A Ctrl-C is answered at
-once with :data:`STOPPING` (Tune stops its trials gracefully, which takes seconds, and its
-own message is among the logs a sweep keeps quiet).
+once with :data:`STOPPING` (Tune stops its trials, and its own message is among the logs a
+sweep keeps quiet); the running trials' actors are ended as soon as Tune has stopped their
+trials (:mod:`sweeps.actor_reaper`).
 
 This is the one module of the progress display that imports Ray (it subclasses Tune's
 ``Callback``); the formatting and ``ortho sweep status`` live in :mod:`sweeps.status`.
@@ -32,6 +33,7 @@ from typing import Any, TextIO
 from ray.tune import Callback
 from tqdm import tqdm
 
+from sweeps.actor_reaper import end_when_stopped
 from sweeps.status import Progress, bar_columns, estimate, format_line, standing
 from sweeps.tracking import HEARTBEAT_SECONDS, redact
 from sweeps.writer import StartingWriter
@@ -88,6 +90,8 @@ class ProgressCallback(Callback):
         self._changed = False
         self.experiment_ended = False
         """Whether Tune's fit has ended (a Ctrl-C then stops nothing: no :data:`STOPPING`)."""
+        self._trials: list[Any] = []
+        """Tune's trials as of its last step (whose actors a Ctrl-C ends)."""
         bar = tqdm(total=progress.total, initial=progress.settled, unit="config",
                    desc=progress.label, file=self._out, smoothing=0, leave=False,
                    disable=None, **bar_columns(self._out))
@@ -102,7 +106,8 @@ class ProgressCallback(Callback):
         """Tune pickles its callbacks with the experiment state; the stream, the bar and the
         heartbeat (which holds the tracker) and the repeats' count (the searcher's) stay
         here."""
-        return {**self.__dict__, "stream": None, "beat": None, "bar": None, "repeats": None}
+        return {**self.__dict__, "stream": None, "beat": None, "bar": None, "repeats": None,
+                "_trials": []}
 
     def _update(self, trials: list[Any], ended: Any = None) -> None:
         p = self.progress
@@ -129,8 +134,9 @@ class ProgressCallback(Callback):
         self._changed = False
 
     def setup(self, **info: Any) -> None:
-        """Answer the first Ctrl-C at once (:data:`STOPPING`), then let Tune's handler, which
-        Tune installed before this runs, stop the sweep as it does."""
+        """Answer the first Ctrl-C at once (:data:`STOPPING`), let Tune's handler, which Tune
+        installed before this runs, stop the sweep as it does, and end the running trials'
+        actors once Tune has stopped their trials (:mod:`sweeps.actor_reaper`)."""
         tune_handler = signal.getsignal(signal.SIGINT)
         if (not callable(tune_handler) or tune_handler is signal.default_int_handler
                 or threading.current_thread() is not threading.main_thread()):
@@ -147,6 +153,8 @@ class ProgressCallback(Callback):
                 pass
             finally:
                 tune_handler(signum, frame)
+                if not self.experiment_ended:
+                    end_when_stopped(self._trials)
 
         signal.signal(signal.SIGINT, announce)
 
@@ -184,6 +192,7 @@ class ProgressCallback(Callback):
             self.print_line(trials, ended=trial)
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        self._trials = trials
         now = time.monotonic()
         if self.beat is not None and now - self._beaten_at >= self.beat_interval:
             try:

@@ -55,19 +55,28 @@ def test_the_progress_callback_beats_every_interval(monkeypatch):
 
 def test_a_ctrl_c_is_answered_at_once_then_left_to_tune(monkeypatch):
     """Tune installs its SIGINT handler before the callbacks' setup: the callback puts its
-    line in front of it, and prints nothing once Tune's fit has ended."""
+    line in front of it, hands the trials of Tune's last step to the reaper after it, and
+    does neither once Tune's fit has ended."""
     tune_calls: list[int] = []
     monkeypatch.setattr(signal, "getsignal", lambda sig: lambda s, f: tune_calls.append(s))
     installed: dict[int, object] = {}
     monkeypatch.setattr(signal, "signal", lambda sig, handler: installed.setdefault(sig, handler))
+    reaped: list[tuple[list[object], int]] = []
+    monkeypatch.setattr(tune_progress, "end_when_stopped",
+                        lambda trials: reaped.append((trials, len(tune_calls))))
     out = io.StringIO()
     callback = ProgressCallback(_progress(), out)
     callback.setup(stop=None, num_samples=1, total_num_samples=1)
+    trials = [SimpleNamespace(status="RUNNING", config={})]
+    callback.on_step_end(0, trials)
+    assert callback.__getstate__()["_trials"] == []  # Tune pickles callbacks: no trials
     installed[signal.SIGINT](signal.SIGINT, None)
     assert out.getvalue() == tune_progress.STOPPING + "\n" and tune_calls == [signal.SIGINT]
+    assert reaped == [(trials, 1)]  # after Tune's handler had stopped the sweep
     callback.on_experiment_end([])
     installed[signal.SIGINT](signal.SIGINT, None)
     assert out.getvalue().count("stopping") == 1 and len(tune_calls) == 2
+    assert len(reaped) == 1
 
 
 def test_a_failed_heartbeat_is_logged_and_the_sweep_goes_on(caplog):
