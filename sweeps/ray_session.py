@@ -1,7 +1,8 @@
 """Ray for a sweep: a quiet environment, an embedded Ray bound to 127.0.0.1 only, or a
 connection to a running cluster (DESIGN.md "The embedded default, and the cluster"); and
 the runtime environment Tune gives its trials (:func:`trial_environment`: no credentials of
-this process's environment, and nothing else that would cost each trial a fresh process).
+this process's environment, and nothing else that would cost each trial a fresh process);
+and SIGTERM taken as a Ctrl-C while a sweep has Ray (:func:`terminate_as_interrupt`).
 
 Nothing here imports Ray when this module is imported: ``ortho sweep submit`` reads
 :data:`QUIET_ENV` for the job it sends, and commands that never start Ray stay fast.
@@ -13,6 +14,8 @@ import logging
 import math
 import os
 import re
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -254,9 +257,35 @@ def ray_session(address: str | None) -> Iterator[bool]:
         quiet_environment()
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     try:
-        yield address is None
+        with terminate_as_interrupt():
+            yield address is None
     finally:
         ray.shutdown()
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, ``docker stop``, the end of a Kubernetes pod) stops the sweep as a
+    Ctrl-C does: its runs in flight end KILLED and it can be resumed at once. ``ray.init``
+    installs a SIGTERM handler that exits on the spot (``sys.exit``), which left the sweep's
+    runs RUNNING and its driver taken for alive until its heartbeat went stale. Here SIGTERM
+    is handed to the SIGINT handler of the moment (Tune's, while Tune runs), this process's
+    main thread only (where Python handles signals); Ray's handler is back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def as_interrupt(signum: int, frame: object) -> None:
+        handler = signal.getsignal(signal.SIGINT)
+        if not callable(handler):  # SIG_IGN or SIG_DFL: stop as Python's own handler would
+            raise KeyboardInterrupt
+        handler(signal.SIGINT, frame)
+
+    previous = signal.signal(signal.SIGTERM, as_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def check_address(address: str | None) -> None:

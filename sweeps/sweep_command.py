@@ -14,8 +14,9 @@ sweep runs on an embedded Ray bound to 127.0.0.1 and tracks into ``./ortho-runs/
 (``--home`` or ``$ORTHO_HOME`` move ``./ortho-runs``; ``--tracking-uri`` or
 ``$ORTHO_TRACKING_URI`` name another store). ``run`` and ``resume`` exit with 0 when every
 configuration ended, 1 when some failed (``resume`` retries them), 130 when interrupted
-(Ctrl-C; ``resume`` continues). ``--storage`` takes a local path or an object store's URI
-(``s3://bucket/ray``, ``gs://...``), which is passed to Tune unchanged.
+(Ctrl-C, or SIGTERM, which stops a sweep as Ctrl-C does; ``resume`` continues).
+``--storage`` takes a local path or an object store's URI (``s3://bucket/ray``,
+``gs://...``), which is passed to Tune unchanged.
 
 ``resume`` refuses (exit 2) a sweep whose driver is still alive (``status`` shows it
 ``running``; a driver that was killed leaves it ``interrupted``) unless given ``--force``.
@@ -36,9 +37,10 @@ one with a password or token is refused, since Ray's runtime-env agent writes a 
 environment into the cluster's logs (the head gets its credentials from the cluster's secrets,
 cluster/README.md); what is printed has its credentials masked. So do this checkout's commit
 and whether it has uncommitted or untracked files (``ORTHO_GIT_SHA``, ``ORTHO_GIT_DIRTY``),
-which every run of the sweep records. With no tracking URI the sweep tracks into SQLite under
-``--home`` on the head, written there only (trials on other nodes track through the driver's
-node), which ``ortho sweep status --home`` on the head shows.
+which every run of the sweep records. ``ray job stop`` (or the dashboard's Stop) stops the
+sweep as a Ctrl-C of ``run`` does (:data:`JOB_STOP_ENV`). With no tracking URI the sweep
+tracks into SQLite under ``--home`` on the head, written there only (trials on other nodes
+track through the driver's node), which ``ortho sweep status --home`` on the head shows.
 """
 
 from __future__ import annotations
@@ -71,6 +73,13 @@ SUBMIT_EXCLUDES = ["/ortho-runs/", "/.git/", "/data/", "*.egg-info/", "__pycache
 """Paths of the checkout not shipped with a job (gitignore syntax: a leading ``/`` anchors
 a folder at the checkout's root, so that ``/data/`` leaves ``ortho_core/data/`` in)."""
 
+JOB_STOP_ENV = {"RAY_JOB_STOP_SIGNAL": "SIGINT", "RAY_JOB_STOP_WAIT_TIME_S": "60"}
+"""How a submitted sweep's job is stopped (``ray job stop``, the dashboard's Stop): Ray's job
+supervisor, which reads its job's environment, sends the driver SIGINT, a Ctrl-C, rather
+than SIGTERM, which ends it with nothing tracked ended, and gives it 60 s, not 3, before
+SIGKILL. The driver then stops as it does on a Ctrl-C (its runs in flight KILLED, the sweep
+interrupted and resumable at once; about 4 s on a small cluster)."""
+
 AGENT_NOT_READY = "No available agent to submit job"
 """What Ray's job API answers (HTTP 500, "please try again later") when no node's job agent
 has registered within its own 10 s: on a cluster that has just started, or a busy head."""
@@ -91,7 +100,8 @@ the best value of the spec's metric so far, time elapsed and left (a bar on a te
 line every few seconds elsewhere).
 
 Without --address it runs on a Ray started here, reachable from this machine only, and
-tracks into ./ortho-runs/mlflow.db. Ctrl-C stops it; "ortho sweep resume" continues it.
+tracks into ./ortho-runs/mlflow.db. Ctrl-C (or SIGTERM) stops it; "ortho sweep resume"
+continues it.
 
 Exit status: 0 when every configuration ended, 1 when some failed (resume retries them),
 2 for bad input, 130 when interrupted.""",
@@ -339,7 +349,7 @@ def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     command = [args.python, "-m", "sweeps.cli", "sweep", "run",
                job_spec_argument(args.spec, root), "--profile", args.profile,
                "--address", "auto", "--home", args.home]
-    env = {**QUIET_ENV, **provenance.current(root).env()}
+    env = {**QUIET_ENV, **JOB_STOP_ENV, **provenance.current(root).env()}
     uri = args.tracking_uri or os.environ.get("ORTHO_TRACKING_URI")
     if uri:
         env["ORTHO_TRACKING_URI"] = _without_credentials("tracking_uri",
@@ -428,13 +438,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
     print(redact(f"submitted job {job_id} to {args.address}: {request['entrypoint']}"),
           flush=True)
     follow = redact(f"ray job logs --address {args.address} --follow {job_id}")
+    stop = redact(f"stop it (as a Ctrl-C stops a sweep) with: ray job stop --address "
+                  f"{args.address} {job_id}")
     if args.no_wait:
-        print(f"follow it with: {follow}")
+        print(f"follow it with: {follow}\n{stop}")
         return 0
     try:
         asyncio.run(_follow(client, job_id))
     except KeyboardInterrupt:
-        print(f"\nthe job keeps running; follow it with: {follow}", file=sys.stderr)
+        print(f"\nthe job keeps running; follow it with: {follow}\n{stop}", file=sys.stderr)
         return 130
     status = client.get_job_status(job_id)
     print(f"job {job_id}: {status.value}")

@@ -190,6 +190,30 @@ def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
     assert tracker_of(home).find_sweep(unfinished=True) is None
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_sigterm_stops_a_sweep_as_a_ctrl_c_does(tmp_path, drivers):
+    """``kill``, ``docker stop``, the end of a pod: SIGTERM ends the runs in flight KILLED and
+    the sweep interrupted, exit status 130 (Ray's own handler exited on the spot, leaving
+    them RUNNING and the sweep taken for running)."""
+    spec = write_spec(tmp_path, fixed={"steps": 40, "sleep": 0.5}, space={"x": XS})
+    home = new_home(tmp_path)
+    proc = _ortho(["sweep", "run", str(spec), "--profile", "smoke"], home)
+    drivers.append((proc, home))
+    deadline = time.monotonic() + 240
+    while ("RUNNING" not in _statuses(home) and proc.poll() is None
+           and time.monotonic() < deadline):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    record = tracker_of(home).find_sweep()
+    assert record.status == "KILLED"
+    statuses = _statuses(home)
+    assert "KILLED" in statuses and "RUNNING" not in statuses, statuses
+    assert f"resume with: ortho sweep resume {record.ref.sweep_id}" in out
+
+
 SLOW = [0.3, 0.4]
 """Configurations still training when the driver is killed (a pack of 3 steps of 1 s, which
 runs once the pack of 0.1 and 0.2, of 2 steps, has ended: ``steps`` is one of the toy's

@@ -219,6 +219,9 @@ def test_submitted_job_runs_the_sweep_on_the_cluster(monkeypatch):
     assert env["env_vars"]["ORTHO_TRACKING_URI"] == "http://127.0.0.1:5000"
     assert "ORTHO_DATA_DIR" not in env["env_vars"]
     assert env["env_vars"]["RAY_USAGE_STATS_ENABLED"] == "0"
+    # ray job stop: a Ctrl-C to the driver, and time to end its runs, before SIGKILL
+    assert env["env_vars"]["RAY_JOB_STOP_SIGNAL"] == "SIGINT"
+    assert int(env["env_vars"]["RAY_JOB_STOP_WAIT_TIME_S"]) >= 30
 
 
 def _shipped(excludes: list[str]) -> Callable[[Path], bool]:
@@ -262,6 +265,8 @@ def test_submit_prints_no_credentials(monkeypatch, capsys):
                  "--no-wait"]) == 0
     out = capsys.readouterr().out
     assert "submitted job raysubmit_1 to http://admin:***@head:8265: python -m sweeps.cli" in out
+    assert ("stop it (as a Ctrl-C stops a sweep) with: ray job stop --address "
+            "http://admin:***@head:8265 raysubmit_1") in out
     assert "s3cret" not in out
     request = _FakeJobClient.submitted
     assert uri not in request["entrypoint"]  # Ray lists entrypoints with the jobs
