@@ -256,11 +256,11 @@ def ray_session(address: str | None) -> Iterator[bool]:
     else:
         quiet_environment()
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-    try:
-        with terminate_as_interrupt():
+    with terminate_as_interrupt():  # after ray.init, whose own handler it replaces
+        try:
             yield address is None
-    finally:
-        ray.shutdown()
+        finally:
+            ray.shutdown()
 
 
 @contextmanager
@@ -270,14 +270,17 @@ def terminate_as_interrupt() -> Iterator[None]:
     installs a SIGTERM handler that exits on the spot (``sys.exit``), which left the sweep's
     runs RUNNING and its driver taken for alive until its heartbeat went stale. Here SIGTERM
     is handed to the SIGINT handler of the moment (Tune's, while Tune runs), this process's
-    main thread only (where Python handles signals); Ray's handler is back afterwards."""
+    main thread only (where Python handles signals); Ray's handler is back once Ray has shut
+    down. Once Tune's fit has ended, a first signal goes to Tune's handler, which stays
+    installed and no longer stops anything: the driver finishes ending the sweep's runs (a
+    second signal raises ``KeyboardInterrupt``, as a second Ctrl-C does)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def as_interrupt(signum: int, frame: object) -> None:
         handler = signal.getsignal(signal.SIGINT)
-        if not callable(handler):  # SIG_IGN or SIG_DFL: stop as Python's own handler would
+        if not callable(handler):  # SIG_IGN or SIG_DFL: stop with what a Ctrl-C raises
             raise KeyboardInterrupt
         handler(signal.SIGINT, frame)
 

@@ -75,10 +75,12 @@ a folder at the checkout's root, so that ``/data/`` leaves ``ortho_core/data/`` 
 
 JOB_STOP_ENV = {"RAY_JOB_STOP_SIGNAL": "SIGINT", "RAY_JOB_STOP_WAIT_TIME_S": "60"}
 """How a submitted sweep's job is stopped (``ray job stop``, the dashboard's Stop): Ray's job
-supervisor, which reads its job's environment, sends the driver SIGINT, a Ctrl-C, rather
-than SIGTERM, which ends it with nothing tracked ended, and gives it 60 s, not 3, before
-SIGKILL. The driver then stops as it does on a Ctrl-C (its runs in flight KILLED, the sweep
-interrupted and resumable at once; about 4 s on a small cluster)."""
+supervisor, which reads its job's environment, gives the driver 60 s, not its default 3,
+before SIGKILL, and sends SIGINT, a Ctrl-C, which the driver answers as it would from the
+first line of its code on (SIGTERM too, but only once it has Ray:
+:func:`sweeps.ray_session.terminate_as_interrupt`). The driver then stops as on a Ctrl-C:
+its runs in flight KILLED, the sweep interrupted and resumable at once (3.6 s on a one-node
+cluster, RESULTS.md)."""
 
 AGENT_NOT_READY = "No available agent to submit job"
 """What Ray's job API answers (HTTP 500, "please try again later") when no node's job agent

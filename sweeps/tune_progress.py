@@ -92,6 +92,8 @@ class ProgressCallback(Callback):
         """Whether Tune's fit has ended (a Ctrl-C then stops nothing: no :data:`STOPPING`)."""
         self._trials: list[Any] = []
         """Tune's trials as of its last step (whose actors a Ctrl-C ends)."""
+        self._fit_ended = threading.Event()
+        """Set when Tune's fit ends: the reaper of a Ctrl-C then stops looking."""
         bar = tqdm(total=progress.total, initial=progress.settled, unit="config",
                    desc=progress.label, file=self._out, smoothing=0, leave=False,
                    disable=None, **bar_columns(self._out))
@@ -104,10 +106,15 @@ class ProgressCallback(Callback):
 
     def __getstate__(self) -> dict[str, Any]:
         """Tune pickles its callbacks with the experiment state; the stream, the bar and the
-        heartbeat (which holds the tracker) and the repeats' count (the searcher's) stay
-        here."""
+        heartbeat (which holds the tracker), the repeats' count (the searcher's), the trials
+        and the fit's end event stay here."""
         return {**self.__dict__, "stream": None, "beat": None, "bar": None, "repeats": None,
-                "_trials": []}
+                "_trials": [], "_fit_ended": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy (Tune's, through Ray Client) gets an event of its own."""
+        self.__dict__.update(state)
+        self._fit_ended = threading.Event()
 
     def _update(self, trials: list[Any], ended: Any = None) -> None:
         p = self.progress
@@ -154,7 +161,7 @@ class ProgressCallback(Callback):
             finally:
                 tune_handler(signum, frame)
                 if not self.experiment_ended:
-                    end_when_stopped(self._trials)
+                    end_when_stopped(self._trials, self._fit_ended)
 
         signal.signal(signal.SIGINT, announce)
 
@@ -210,6 +217,7 @@ class ProgressCallback(Callback):
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
         self.experiment_ended = True
+        self._fit_ended.set()
         self.close()
 
 

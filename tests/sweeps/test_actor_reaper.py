@@ -3,6 +3,7 @@ trial, and no other actor is."""
 
 from __future__ import annotations
 
+import threading
 import time
 from types import SimpleNamespace
 
@@ -37,23 +38,25 @@ def _alive(actor: object) -> bool:
         return False
 
 
-def test_only_the_actors_of_trials_running_at_the_interrupt_end_once_stopped(monkeypatch):
-    monkeypatch.setattr(actor_reaper, "LIMIT_SECONDS", 5.0)
+def test_only_the_actors_of_trials_running_at_the_interrupt_end_once_stopped():
     stopped, pending, running = (_Trainer.remote() for _ in range(3))
     training = stopped.train.remote()
     assert all(_alive(a) for a in (stopped, pending, running))
     trials = [_trial("RUNNING", stopped), _trial("PENDING", pending),
               _trial("RUNNING", running)]
-    reaper = actor_reaper.end_when_stopped(trials)
+    fit_ended = threading.Event()
+    reaper = actor_reaper.end_when_stopped(trials, fit_ended)
     time.sleep(0.5)
     assert _alive(stopped)  # Tune has not stopped its trial yet
-    trials[0].status = "TERMINATED"
-    trials[1].status = "TERMINATED"  # it did not run at the interrupt
+    for trial in trials[:2]:  # as Tune stops a trial: TERMINATED, and its handle let go
+        trial.status, trial.temporary_state.ray_actor = "TERMINATED", None
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(training, timeout=30)
-    assert _alive(pending)
-    reaper.join(timeout=30)
-    assert not reaper.is_alive()  # gave up on the trial Tune never stopped
+    assert _alive(pending)  # it did not run at the interrupt
+    assert reaper.is_alive()  # still waiting for Tune to stop the last trial
+    fit_ended.set()
+    reaper.join(timeout=5)
+    assert not reaper.is_alive()
     assert _alive(running)
     for actor in (pending, running):
         ray.kill(actor)

@@ -1,10 +1,14 @@
 """How many trials the Ray cluster runs at once (``trial_slots``), which the plan's packs fill:
 on the embedded Ray of two CPUs, and node by node on a cluster whose nodes the test describes;
-the embedded Ray's processes: no dashboard head while usage statistics are off; and a
-cluster's address where something other than Ray answers, refused in seconds."""
+the embedded Ray's processes: no dashboard head while usage statistics are off; a
+cluster's address where something other than Ray answers, refused in seconds; and SIGTERM
+taken as a Ctrl-C while a sweep has Ray."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 
 import psutil
@@ -31,6 +35,44 @@ from tests.sweeps.helpers import toy_ray
 def test_trial_slots_on_the_embedded_ray(cpu, gpu, max_concurrent, slots):
     assert ray.cluster_resources()["CPU"] == 2
     assert trial_slots(cpu, gpu, max_concurrent) == slots
+
+
+def test_sigterm_goes_to_the_sigint_handler_of_the_moment_then_ray_s_is_back():
+    def ray_s(signum: int, frame: object) -> None:
+        raise AssertionError("Ray's handler while the sweep has Ray")
+
+    heard: list[int] = []
+    before = (signal.signal(signal.SIGTERM, ray_s),
+              signal.signal(signal.SIGINT, lambda s, f: heard.append(s)))
+    try:
+        with ray_session.terminate_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert heard == [signal.SIGINT]  # as a Ctrl-C, to whatever answers one now
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            with pytest.raises(KeyboardInterrupt):  # none answers: what a Ctrl-C raises
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1)
+        assert signal.getsignal(signal.SIGTERM) is ray_s
+    finally:
+        signal.signal(signal.SIGTERM, before[0])
+        signal.signal(signal.SIGINT, before[1])
+
+
+def test_outside_the_main_thread_sigterm_is_left_alone():
+    errors: list[BaseException] = []
+
+    def enter() -> None:
+        try:
+            with ray_session.terminate_as_interrupt():
+                pass
+        except BaseException as err:  # signal.signal would raise ValueError here
+            errors.append(err)
+
+    before = signal.getsignal(signal.SIGTERM)
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join()
+    assert errors == [] and signal.getsignal(signal.SIGTERM) is before
 
 
 def test_trial_slots_count_node_by_node(monkeypatch):

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from types import SimpleNamespace
 
@@ -61,9 +62,9 @@ def test_a_ctrl_c_is_answered_at_once_then_left_to_tune(monkeypatch):
     monkeypatch.setattr(signal, "getsignal", lambda sig: lambda s, f: tune_calls.append(s))
     installed: dict[int, object] = {}
     monkeypatch.setattr(signal, "signal", lambda sig, handler: installed.setdefault(sig, handler))
-    reaped: list[tuple[list[object], int]] = []
+    reaped: list[tuple[list[object], int, threading.Event]] = []
     monkeypatch.setattr(tune_progress, "end_when_stopped",
-                        lambda trials: reaped.append((trials, len(tune_calls))))
+                        lambda trials, done: reaped.append((trials, len(tune_calls), done)))
     out = io.StringIO()
     callback = ProgressCallback(_progress(), out)
     callback.setup(stop=None, num_samples=1, total_num_samples=1)
@@ -72,8 +73,11 @@ def test_a_ctrl_c_is_answered_at_once_then_left_to_tune(monkeypatch):
     assert callback.__getstate__()["_trials"] == []  # Tune pickles callbacks: no trials
     installed[signal.SIGINT](signal.SIGINT, None)
     assert out.getvalue() == tune_progress.STOPPING + "\n" and tune_calls == [signal.SIGINT]
-    assert reaped == [(trials, 1)]  # after Tune's handler had stopped the sweep
+    [(handed, calls, fit_ended)] = reaped
+    assert (handed, calls) == (trials, 1)  # after Tune's handler had stopped the sweep
+    assert not fit_ended.is_set()
     callback.on_experiment_end([])
+    assert fit_ended.is_set()  # the reaper stops looking
     installed[signal.SIGINT](signal.SIGINT, None)
     assert out.getvalue().count("stopping") == 1 and len(tune_calls) == 2
     assert len(reaped) == 1
