@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -108,6 +108,25 @@ def _kill_all(group: int, home: Path, timeout: float = 60.0) -> None:
         time.sleep(0.2)
 
 
+def _stop_when(home: Path, drivers: list, spec: Path, signum: int,
+               ready: Callable[[], bool]) -> tuple[tracking.SweepRecord, str]:
+    """Run ``spec``'s smoke sweep, send its driver ``signum`` once ``ready()``, and check
+    that it stopped as interrupted (exit status 130, the sweep KILLED, the resume command
+    printed); the sweep's record and the driver's output."""
+    proc = _ortho(["sweep", "run", str(spec), "--profile", "smoke"], home)
+    drivers.append((proc, home))
+    deadline = time.monotonic() + 240
+    while not ready() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signum)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    record = tracker_of(home).find_sweep()
+    assert record.status == "KILLED"
+    assert f"resume with: ortho sweep resume {record.ref.sweep_id}" in out
+    return record, out
+
+
 @pytest.fixture
 def drivers() -> Iterator[list[tuple[subprocess.Popen[str], Path]]]:
     """(driver, its home) of the drivers a test starts: each is killed with all it started
@@ -135,17 +154,7 @@ def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
                       space={}, groups=[{"fixed": {"x": FAILING, "fail": 1}},
                                         {"space": {"x": XS}}])
     home = new_home(tmp_path)
-    proc = _ortho(["sweep", "run", str(spec), "--profile", "smoke"], home)
-    drivers.append((proc, home))
-    deadline = time.monotonic() + 240
-    while _finished(home) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out
-    record = tracker_of(home).find_sweep()
-    assert record.status == "KILLED"
-    assert f"resume with: ortho sweep resume {record.ref.sweep_id}" in out
+    record, out = _stop_when(home, drivers, spec, signal.SIGINT, lambda: _finished(home) >= 2)
     before = {float(r.data.params["x"]): r for r in child_runs(home, record.ref.sweep_id)}
     assert before[FAILING].info.status == "FAILED"
     finished_before = {x: r.info.run_id for x, r in before.items()
@@ -198,20 +207,9 @@ def test_sigterm_stops_a_sweep_as_a_ctrl_c_does(tmp_path, drivers):
     them RUNNING and the sweep taken for running)."""
     spec = write_spec(tmp_path, fixed={"steps": 40, "sleep": 0.5}, space={"x": XS})
     home = new_home(tmp_path)
-    proc = _ortho(["sweep", "run", str(spec), "--profile", "smoke"], home)
-    drivers.append((proc, home))
-    deadline = time.monotonic() + 240
-    while ("RUNNING" not in _statuses(home) and proc.poll() is None
-           and time.monotonic() < deadline):
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out
-    record = tracker_of(home).find_sweep()
-    assert record.status == "KILLED"
+    _stop_when(home, drivers, spec, signal.SIGTERM, lambda: "RUNNING" in _statuses(home))
     statuses = _statuses(home)
     assert "KILLED" in statuses and "RUNNING" not in statuses, statuses
-    assert f"resume with: ortho sweep resume {record.ref.sweep_id}" in out
 
 
 SLOW = [0.3, 0.4]
