@@ -88,12 +88,11 @@ class ProgressCallback(Callback):
         without their final report)."""
         self._printed_at = time.monotonic()
         self._changed = False
-        self.experiment_ended = False
-        """Whether Tune's fit has ended (a Ctrl-C then stops nothing: no :data:`STOPPING`)."""
+        self.fit_ended = threading.Event()
+        """Set when Tune's fit ends: a Ctrl-C then stops nothing (no :data:`STOPPING`), and
+        the reaper of an earlier one stops looking."""
         self._trials: list[Any] = []
         """Tune's trials as of its last step (whose actors a Ctrl-C ends)."""
-        self._fit_ended = threading.Event()
-        """Set when Tune's fit ends: the reaper of a Ctrl-C then stops looking."""
         bar = tqdm(total=progress.total, initial=progress.settled, unit="config",
                    desc=progress.label, file=self._out, smoothing=0, leave=False,
                    disable=None, **bar_columns(self._out))
@@ -109,12 +108,12 @@ class ProgressCallback(Callback):
         heartbeat (which holds the tracker), the repeats' count (the searcher's), the trials
         and the fit's end event stay here."""
         return {**self.__dict__, "stream": None, "beat": None, "bar": None, "repeats": None,
-                "_trials": [], "_fit_ended": None}
+                "_trials": [], "fit_ended": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """A copy (Tune's, through Ray Client) gets an event of its own."""
         self.__dict__.update(state)
-        self._fit_ended = threading.Event()
+        self.fit_ended = threading.Event()
 
     def _update(self, trials: list[Any], ended: Any = None) -> None:
         p = self.progress
@@ -151,7 +150,7 @@ class ProgressCallback(Callback):
 
         def announce(signum: int, frame: Any) -> None:
             try:
-                if not self.experiment_ended:  # Tune leaves its handler installed after fit
+                if not self.fit_ended.is_set():  # Tune leaves its handler installed after fit
                     if self.bar is not None:
                         self.bar.write(STOPPING, file=self._out)
                     else:
@@ -160,8 +159,8 @@ class ProgressCallback(Callback):
                 pass
             finally:
                 tune_handler(signum, frame)
-                if not self.experiment_ended:
-                    end_when_stopped(self._trials, self._fit_ended)
+                if not self.fit_ended.is_set():
+                    end_when_stopped(self._trials, self.fit_ended)
 
         signal.signal(signal.SIGINT, announce)
 
@@ -216,8 +215,7 @@ class ProgressCallback(Callback):
             self.print_line(trials)
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
-        self.experiment_ended = True
-        self._fit_ended.set()
+        self.fit_ended.set()
         self.close()
 
 
