@@ -58,6 +58,9 @@ class Progress:
     """Estimated seconds left, when the rate so far allows an estimate."""
     state: str = "running"
     """``running``, ``finished`` or ``interrupted``."""
+    driver_lost: bool = False
+    """Whether the sweep's driver died without ending it (killed, or its machine lost):
+    :attr:`elapsed` then runs to its last sign of life, and the sweep ran on after it."""
     outcomes: Counter[str] = field(default_factory=Counter)
     """Outcome tag -> configurations (from MLflow only)."""
     studies: str = ""
@@ -160,6 +163,8 @@ def format_line(p: Progress) -> str:
     parts += standing(p)
     if p.state == "finished":
         parts.append(f"finished in {duration(p.elapsed)}")
+    elif p.driver_lost:
+        parts.append(f"interrupted (its driver lost) after at least {duration(p.elapsed)}")
     elif p.state == "interrupted":
         parts.append(f"interrupted after {duration(p.elapsed)}")
     else:
@@ -224,6 +229,7 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord,
         end = max([record.heartbeat or record.start_time]
                   + [run.end_time for run in runs if run.end_time is not None])
         p.running = 0
+        p.driver_lost = True
     else:
         end = record.end_time or record.start_time
     p.elapsed = end - record.start_time

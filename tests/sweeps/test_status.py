@@ -218,7 +218,8 @@ def test_a_sweep_whose_driver_died_is_interrupted(sweep):
     assert p.elapsed == pytest.approx(heartbeat - record.start_time)  # up to its last heartbeat
     assert 94.4 < p.elapsed < 95.6
     # 1m35s, or 1m34s / 1m36s where the start's milliseconds round the other way
-    assert f"interrupted after {duration(p.elapsed)}" in format_line(p)
+    assert (f"interrupted (its driver lost) after at least {duration(p.elapsed)}"
+            in format_line(p))
 
 
 def test_a_dead_driver_s_time_runs_to_its_last_run_s_end_when_that_came_after_its_heartbeat(

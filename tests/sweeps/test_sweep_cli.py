@@ -179,7 +179,8 @@ def test_resume_refuses_a_sweep_that_is_still_running(tmp_path, capsys):
     drive_from(store(home), ref, f"{socket.gethostname()}:{dead.pid}")
     assert main(["sweep", "status", "--home", str(home)]) == 0
     assert capsys.readouterr().out.startswith(
-        "sweep 20261121-100000-bbbb toy/smoke: 0/2 done, interrupted after ")
+        "sweep 20261121-100000-bbbb toy/smoke: 0/2 done, interrupted (its driver lost) after "
+        "at least ")
 
 
 def _submit_args(**kw: object) -> argparse.Namespace:
