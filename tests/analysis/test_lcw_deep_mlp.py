@@ -1,5 +1,6 @@
 """K's report (lcw-deep-mlp) on a hand-built sweep: accuracy and overhead per shape and model,
-the angle-bias table, and the figures' data read from histories and JSON artifacts."""
+the angle-bias table, and the figures' data read from histories and JSON artifacts; and
+Fig. 13's gradient claim on the real smoke sweep."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ import pandas as pd
 import pytest
 
 from analysis.caveats import caveats
-from analysis.claims import FAILS, HOLDS, Claim, explain
+from analysis.claims import FAILS, HOLDS, NOT_MEASURED, Claim, explain
 from analysis.figures import NO_DATA
 from analysis.html import figure_html
 from analysis.load import Histories, Sweep, SweepRuns
 from analysis.published.kutsuna import PUBLISHED
-from analysis.report import REPORTS, Report, builder
+from analysis.report import REPORTS, Report, build_report, builder
 from analysis.reports import lcw_deep_mlp, lcw_figures, lcw_tables
 from sweeps.tracking.cells import expected_cells
 
@@ -227,3 +228,18 @@ def test_a_failure_the_cpu_profile_explains_carries_its_caveat_and_no_other_does
     every = {(c.source, c.text) for c in lcw_deep_mlp.lcw_claims(sweep_runs())}
     for source, start in caveats("lcw-deep-mlp", "cpu"):
         assert any(s == source and text.startswith(start) for s, text in every)
+
+
+@pytest.mark.smoke_sweep("lcw-deep-mlp")
+def test_fig13_gradient_growth_shows_in_the_smoke_sweep(smoke_home: Path) -> None:
+    """K-F13's weight gradients at initialisation do not depend on training, so the smoke
+    profile's ReLU MLP(20, 256) reproduces them: LCW's first-to-last hidden layer gradient
+    ratio far above the plain MLP's (K Fig. 13: orders of magnitude)."""
+    claims = build_report("lcw-deep-mlp", home=smoke_home).claims
+    [grads] = [c for c in claims if c.source == "K-F13" and "gradients" in c.text]
+    assert grads.status == HOLDS, grads.evidence
+    ratio = {name: float(value) for name, value in
+             (part.rsplit(" ", 1) for part in grads.evidence.split(", "))}
+    assert ratio["MLP_LCW grad ratio"] > 10 * ratio["MLP grad ratio"]
+    measured = [c for c in claims if c.status != NOT_MEASURED]
+    assert {c.source for c in measured} == {"K-F13"} and len(measured) == 3
