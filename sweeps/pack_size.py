@@ -37,8 +37,12 @@ short throughput curve and packs with the K whose plan it says finishes soonest:
    :data:`TRIAL_SECONDS` and its set-up as the probe measured it (:attr:`Probe.setup`: a
    point's wall time less its iterations at its rate) against that budget's iterations: a
    short sweep of many small packs spends most of its time starting trials (RESULTS.md,
-   ``pack_size auto, a larger sweep on this CPU``), a long one hardly any. K is the smallest
-   measured size whose plan is
+   ``pack_size auto, a larger sweep on this CPU``), a long one hardly any. Where the
+   experiment's ``ends_early`` says members can end before that budget (synthetic's
+   curriculum and settled lengths), a pack is timed as training its longest member's budget
+   while the others end evenly spread over it (:func:`spread_seconds`): on a GPU, where an
+   iteration costs about the same at any small K, the last members of many small packs cost
+   as much as those of a few large ones. K is the smallest measured size whose plan is
    within :data:`TOLERANCE` of the fastest (:func:`best_k`). Throughput alone is not enough:
    on an H100 or H200 a pack's iteration costs about the same up to K = 128 or more, so a
    knee of the curve (the smallest K within 10 % of the best rate) split each of M's
@@ -177,29 +181,47 @@ def setup_seconds(setup: Mapping[int, float], m: int) -> float:
     return setup[min(setup)] if m < min(setup) else extrapolate(setup, m)
 
 
+def spread_seconds(curve: Mapping[int, float], m: int) -> float:
+    """Seconds an iteration of a pack of ``m`` members takes on average over the pack's life
+    when its members end evenly spread over its budget (the experiment's ``ends_early``): the
+    pack trains its longest member's budget, an m-th of it with each of m, m − 1, ..., 1
+    members, so the mean of :func:`iteration_seconds` over pack sizes 1 to m. Where an
+    iteration costs about the same at any small K (a GPU's), the few members left at the end
+    of a small pack cost as much as a large pack's: M's grid with 32 seeds on an H200 trained
+    as 28 packs of 128 in 7 rounds would take 3.2 times as long as 4 packs of 896 in one
+    round (RESULTS.md, ``pack_size auto, ends spread``), which the time of every member's
+    whole budget predicted as 7 % slower."""
+    return sum(iteration_seconds(curve, j) for j in range(1, m + 1)) / m
+
+
 def plan_seconds(curve: Mapping[int, float], packs: Sequence[int], slots: int,
                  setup: Mapping[int, float] | None = None, iterations: int = 1,
-                 per_trial: float = 0.0) -> float:
+                 per_trial: float = 0.0, spread: bool = False) -> float:
     """Seconds until the last of ``packs`` (their sizes, in plan order) ends, each started on
     the first of ``slots`` to come free, as Tune starts trials: a pack of m takes
     ``per_trial``, its set-up (:func:`setup_seconds`) and ``iterations`` iterations of
     m / rate(m) seconds each, every configuration taken to run as many iterations as any
-    other. Without the last three: seconds per iteration of every member."""
+    other, or with ``spread`` of :func:`spread_seconds` each, its members ending evenly spread
+    over them. Without ``setup``, ``iterations`` and ``per_trial``: seconds per iteration of
+    every member."""
     ends = [0.0] * max(1, slots)
+    cost: dict[int, float] = {}
     for m in packs:
+        if m not in cost:
+            cost[m] = spread_seconds(curve, m) if spread else iteration_seconds(curve, m)
         first = ends.index(min(ends))
-        ends[first] += (per_trial + setup_seconds(setup or {}, m)
-                        + iterations * iteration_seconds(curve, m))
+        ends[first] += per_trial + setup_seconds(setup or {}, m) + iterations * cost[m]
     return max(ends)
 
 
 def best_k(curve: Mapping[int, float], packs_at: Callable[[int], Sequence[int]], slots: int,
            tolerance: float = TOLERANCE, setup: Mapping[int, float] | None = None,
-           iterations: int = 1, per_trial: float = 0.0) -> int:
+           iterations: int = 1, per_trial: float = 0.0, spread: bool = False) -> int:
     """The smallest measured pack size whose plan (``packs_at(k)``: its packs' sizes at
     ``pack_size: k``) takes at most (1 + ``tolerance``) of the fastest plan's time by
-    ``curve``, ``setup``, ``iterations`` and ``per_trial`` (:func:`plan_seconds`)."""
-    seconds = {k: plan_seconds(curve, packs_at(k), slots, setup, iterations, per_trial)
+    ``curve``, ``setup``, ``iterations``, ``per_trial`` and ``spread``
+    (:func:`plan_seconds`)."""
+    seconds = {k: plan_seconds(curve, packs_at(k), slots, setup, iterations, per_trial, spread)
                for k in curve}
     fastest = min(seconds.values())
     return min(k for k, s in seconds.items() if s <= (1 + tolerance) * fastest)
@@ -425,20 +447,25 @@ def decide(spec: ResolvedSpec, params: Sequence[Mapping[str, Any]], probe: Probe
     :data:`TRIAL_SECONDS` and its pack's set-up weighed against the iterations of a
     configuration's whole budget (an upper bound: a member that stops sooner makes them weigh
     more; the budget of the reference configurations, those of the largest group, taken for
-    every group), else iterations alone."""
+    every group), else iterations alone; where the experiment's ``ends_early`` says the
+    reference configurations' members can end before that budget, each pack timed with its
+    members' ends spread evenly over it (:func:`spread_seconds`)."""
     module = experiments.get(spec.experiment)
-    iterations = (module.iteration_budget(from_dict(module.Config, dict(params[0])))
+    reference = from_dict(module.Config, dict(params[0]))
+    iterations = (module.iteration_budget(reference)
                   if hasattr(module, "iteration_budget") else None)
+    spread = bool(getattr(module, "ends_early", lambda _: False)(reference))
     setup = probe.setup if iterations is not None else {}
     packs_at = plan_packs(spec, slots)
     k = best_k(probe.curve, packs_at, slots, setup=setup, iterations=iterations or 1,
-               per_trial=TRIAL_SECONDS if iterations is not None else 0.0)
+               per_trial=TRIAL_SECONDS if iterations is not None else 0.0, spread=spread)
     points = ", ".join(f"{n}: {rate:.0f}" for n, rate in probe.curve.items())
     weighed = (f"; a trial's {TRIAL_SECONDS:g} s and its pack's set-up "
                f"{setup_seconds(setup, k):.2f} s against at most {iterations:,} iterations "
                "a configuration" if iterations is not None else "")
+    ends = "; members' ends spread over their budget" if spread else ""
     return Choice(k, probe.curve, f"{k} (configs·iterations/s by pack size {points}, "
-                  f"ended at {probe.ended}{weighed}; probe {seconds:.1f} s; "
+                  f"ended at {probe.ended}{weighed}{ends}; probe {seconds:.1f} s; "
                   f"{len(packs_at(k))} trial(s) on {slots} slot(s) at once)", dict(setup))
 
 

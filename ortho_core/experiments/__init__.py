@@ -24,7 +24,10 @@ probe times the iterations between a member's first and last report. An experime
 it gets the default pack size that :mod:`sweeps.pack_size` states. With it,
 ``iteration_budget(config) -> int``: the most training iterations the configuration takes,
 counted at the cost of its probe's iterations, against which ``pack_size: auto`` weighs each
-trial's fixed costs (without it, the choice weighs iterations alone).
+trial's fixed costs (without it, the choice weighs iterations alone); and
+``ends_early(config) -> bool``: whether a member can end before that budget (solved,
+stalled or out of its curriculum), so that a pack's later iterations train fewer members
+(without it, ``pack_size: auto`` times every member as training its whole budget).
 
 Modules are imported lazily so that ``ortho train`` only pays for the experiment it runs.
 """

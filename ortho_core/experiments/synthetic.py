@@ -77,6 +77,7 @@ from ortho_core.experiments.synthetic_config import (
     ADDED_FIELDS,
     PACK_FIELDS,
     Config,
+    ends_early,
     iteration_budget,
     probe_config,
 )
@@ -92,9 +93,8 @@ from ortho_core.models.srnn import SRNNInit, init_srnn
 from ortho_core.reporting import Outcome, Report, Reporter, Result
 from ortho_core.subnormals import honours_subnormals
 
-__all__ = ["ADDED_FIELDS", "PACK_FIELDS", "Config", "initial_weights", "iteration_budget",
-           "probe_config",
-           "train"]
+__all__ = ["ADDED_FIELDS", "PACK_FIELDS", "Config", "ends_early", "initial_weights",
+           "iteration_budget", "probe_config", "train"]
 
 @dataclass
 class _Member:

@@ -225,6 +225,17 @@ def iteration_budget(config: Config) -> int:
     return config.max_iters * sum(lengths) // config.seq_len
 
 
+def ends_early(config: Config) -> bool:
+    """Whether a member of a pack of ``config`` can end before its :func:`iteration_budget`:
+    it settles a length at the first validation that decides it (``settle_early``), or the
+    ``max_length`` curriculum stops at the first length it does not solve. ``pack_size:
+    auto`` then times a pack as running its longest member's budget while the others end
+    along the way (:func:`sweeps.pack_size.spread_seconds`); a diverged member also ends
+    early, which it does not count on."""
+    return config.settle_early or (config.protocol == "max_length"
+                                   and config.max_seq_len >= config.seq_len + config.seq_len_step)
+
+
 PROBE_ITERS = 100
 """Iterations between the reports of a probe configuration (:func:`probe_config`)."""
 

@@ -95,6 +95,59 @@ def test_best_k_fills_one_round_where_an_iteration_costs_the_same_at_any_k():
     assert pack_size.best_k(one_seed, _packs_at([28] * 4, 4), 4) == 28
 
 
+def test_spread_seconds_is_the_mean_iteration_over_the_shrinking_pack():
+    linear = {1: 100.0, 4: 100.0}  # a pack of m: m × 10 ms an iteration
+    # 4, 3, 2, 1 members for a quarter of the budget each: (40 + 30 + 20 + 10) / 4 ms
+    assert pack_size.spread_seconds(linear, 4) == pytest.approx(0.025)
+    flat = {1: 100.0, 8: 800.0}  # 10 ms at any m: the last member costs what the first did
+    assert pack_size.spread_seconds(flat, 8) == pytest.approx(0.01)
+    assert pack_size.spread_seconds(flat, 1) == pack_size.iteration_seconds(flat, 1)
+    # a plan of one pack of 4 on one slot: 100 iterations, spread / whole budget
+    assert pack_size.plan_seconds(linear, [4], 1, iterations=100, spread=True) == \
+        pytest.approx(2.5)
+    assert pack_size.plan_seconds(linear, [4], 1, iterations=100) == pytest.approx(4.0)
+
+
+H200_SPREAD = {1: 444, 2: 1031, 4: 1954, 8: 3805, 16: 6688, 32: 13281, 64: 29084, 128: 53788,
+               256: 51167, 512: 53843, 896: 57309}
+"""The probe of synthetic-max-length's paper profile with 32 seeds (3,584 configurations, a
+group's cap 896; 1,000 iterations per length, T <= 50) on one H200 (RESULTS.md, ``pack_size
+auto, ends spread``): flat from K = 128, where ρ(W_hh) on one host thread bounds it."""
+H200_SPREAD_SETUP = {2: 0.01, 4: 0.01, 8: 0.03, 16: 0.06, 32: 0.08, 64: 0.18, 128: 0.28,
+                     256: 0.5, 512: 0.46, 896: 0.66}
+"""That probe's set-ups, seconds by pack size."""
+
+
+def test_best_k_packs_one_round_where_members_end_apart_on_a_flat_curve():
+    """In the same lease a pack of 128 of that grid trained alone in 15.0 s and one of 896 in
+    33.3 s: the plan at K = 128 (28 packs in 7 rounds on 4 slots) takes 3.2 times as long as
+    at K = 896 (one round). Timing every member's whole budget puts K = 896 only 7 % ahead,
+    within the tolerance, so K = 128 was chosen; with the members' ends spread, K = 128 is
+    1.9 times K = 896's time, and K = 512 (two rounds of 448) 10.5 % slower."""
+    packs_at = _packs_at([896] * 4, 4)
+    weighed = {"setup": H200_SPREAD_SETUP, "iterations": 15_000, "per_trial": 0.2}
+    assert pack_size.best_k(H200_SPREAD, packs_at, 4, **weighed) == 128
+    assert pack_size.best_k(H200_SPREAD, packs_at, 4, spread=True, **weighed) == 896
+    seconds = {k: pack_size.plan_seconds(H200_SPREAD, packs_at(k), 4, spread=True, **weighed)
+               for k in (128, 512, 896)}
+    assert seconds[128] / seconds[896] == pytest.approx(1.94, abs=0.01)
+    assert seconds[512] / seconds[896] == pytest.approx(1.105, abs=0.005)
+
+
+@pytest.mark.parametrize(("values", "early"), [
+    ({}, True),  # M's curriculum, settled at the first deciding validation
+    ({"settle_early": False}, True),  # the curriculum still stops at a failed length
+    ({"settle_early": False, "max_seq_len": 15}, False),  # one length, trained to its end
+    ({"settle_early": False, "protocol": "fixed"}, False),
+    ({"protocol": "fixed"}, True),
+])
+def test_synthetic_members_end_early_unless_they_train_one_length_to_its_end(values, early):
+    module = experiments.get("synthetic")
+    config = from_dict(module.Config, {"seq_len": 10, "max_seq_len": 50, **values})
+    assert module.ends_early(config) is early
+    assert not module.ends_early(module.probe_config(config))  # the probe's packs stay whole
+
+
 @pytest.mark.parametrize("spec_fields", [
     {"fixed": {}, "space": {"x": [i / 10 for i in range(7)], "steps": [2, 3]}},
     {"fixed": {"steps": 2}, "space": {"x": {"low": 0.0, "high": 1.0}},
@@ -278,6 +331,7 @@ def test_the_synthetic_probe_times_a_pack_of_one_whose_member_solves_at_once():
     reports: list[Report] = []
     (result,) = module.train([settled], reports.append)
     assert result.summary["total_iters"] < probe.max_iters  # it would have left the pack
+    assert module.ends_early(settled) and not module.ends_early(probe)
     clock = pack_size.Clock()
     (result,) = module.train([probe], clock)
     assert result.summary["total_iters"] == probe.max_iters
@@ -374,8 +428,10 @@ def test_auto_measures_records_and_keeps_k_on_resume(tmp_path, monkeypatch):
     assert all(seconds >= 0 for seconds in setup.values())
     spec = resolve(load_spec(str(_synthetic_spec(tmp_path))), "smoke")
     budget = 20  # the fixed protocol's max_iters
+    # its members settle at the first validation that decides them: their ends spread
     assert k == pack_size.best_k(curve, pack_size.plan_packs(spec, 2), 2, setup=setup,
-                                 iterations=budget, per_trial=pack_size.TRIAL_SECONDS)
+                                 iterations=budget, per_trial=pack_size.TRIAL_SECONDS,
+                                 spread=True)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith(f"pack_size auto: {k} (configs·iterations/s by pack size 1: ")
     trials = sum(pack_counts([len(LRS)], k, slots=2))  # the embedded Ray's 2 CPUs
