@@ -370,9 +370,12 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"{'configs/h':>9} {'logged/h':>9} {'load':>5}", flush=True)
     ratios = []
     with tempfile.TemporaryDirectory(prefix="sweep-throughput-") as tmp:
-        warm, _ = subset_spec(Case("warm-up", "ff-mnist", (0,), {}), "cpu",
-                              {**device, **FF_QUICK}, None, resources)
-        run(warm, 1, Path(tmp), "warm-up")  # Ray's workers started and their imports done
+        # Ray's workers started and their imports done, by the first selected sweep's own
+        # trainer (a synthetic warm-up reads no dataset: a GPU machine may have none)
+        first = next(c for c in CASES if args.only in (None, c.label))
+        warm, _ = subset_spec(Case("warm-up", first.spec, (0,), first.quick), "cpu",
+                              {**device, **first.quick}, None, resources)
+        run(warm, 1, Path(tmp), "warm-up")
         for n, case in enumerate(CASES):
             if args.only not in (None, case.label):
                 continue
