@@ -14,8 +14,9 @@ the Optuna storage beside it). A sweep's time is ``run_sweep``'s, from its call 
 (store, parent run, Tune, every trial's tracking, the end of the sweep); configurations per
 hour = configurations finished / that time. Ray is started once for all six runs (about 4 s
 a sweep would add to both of its runs alike), and an untimed sweep first starts its workers,
-which the first timed run would otherwise pay for: pack 0 of ``ff-mnist``'s ``cpu`` plan (6
-configurations), one per trial, each cut to one epoch of 2,000 images (``FF_QUICK``).
+which the first timed run would otherwise pay for: pack 0 of the ``cpu`` plan of the first
+sweep selected, one configuration per trial, each cut as ``--quick`` cuts it (its trainer's
+imports done; a synthetic warm-up reads no dataset).
 
 - ``ff-mnist``, profile ``cpu``: packs 0 and 1 of the profile's plan, its whole plan (11
   configurations in packs of 6 and 5), into which the plan deals its configurations in turn:
@@ -373,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         # Ray's workers started and their imports done, by the first selected sweep's own
         # trainer (a synthetic warm-up reads no dataset: a GPU machine may have none)
         first = next(c for c in CASES if args.only in (None, c.label))
-        warm, _ = subset_spec(Case("warm-up", first.spec, (0,), first.quick), "cpu",
+        warm, _ = subset_spec(Case("warm-up", first.spec, (0,), {}), "cpu",
                               {**device, **first.quick}, None, resources)
         run(warm, 1, Path(tmp), "warm-up")
         for n, case in enumerate(CASES):

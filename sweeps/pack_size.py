@@ -39,10 +39,10 @@ short throughput curve and packs with the K whose plan it says finishes soonest:
    short sweep of many small packs spends most of its time starting trials (RESULTS.md,
    ``pack_size auto, a larger sweep on this CPU``), a long one hardly any. Where the
    experiment's ``ends_early`` says members can end before that budget (synthetic's
-   curriculum and settled lengths), a pack is timed as training its longest member's budget
-   while the others end evenly spread over it (:func:`spread_seconds`): on a GPU, where an
-   iteration costs about the same at any small K, the last members of many small packs cost
-   as much as those of a few large ones. K is the smallest measured size whose plan is
+   curriculum and settled lengths), a pack is timed with its members' ends spread evenly
+   over that budget (:func:`spread_seconds`): on a GPU, where an iteration costs about the
+   same at any small K, the last members of many small packs cost as much as those of a few
+   large ones. K is the smallest measured size whose plan is
    within :data:`TOLERANCE` of the fastest (:func:`best_k`). Throughput alone is not enough:
    on an H100 or H200 a pack's iteration costs about the same up to K = 128 or more, so a
    knee of the curve (the smallest K within 10 % of the best rate) split each of M's
@@ -182,16 +182,18 @@ def setup_seconds(setup: Mapping[int, float], m: int) -> float:
 
 
 def spread_seconds(curve: Mapping[int, float], m: int) -> float:
-    """Seconds an iteration of a pack of ``m`` members takes on average over the pack's life
-    when its members end evenly spread over its budget (the experiment's ``ends_early``): the
-    pack trains its longest member's budget, an m-th of it with each of m, m − 1, ..., 1
-    members, so the mean of :func:`iteration_seconds` over pack sizes 1 to m. Where an
-    iteration costs about the same at any small K (a GPU's), the few members left at the end
-    of a small pack cost as much as a large pack's: M's grid with 32 seeds on an H200 trained
-    as 28 packs of 128 in 7 rounds would take 3.2 times as long as 4 packs of 896 in one
-    round (RESULTS.md, ``pack_size auto, ends spread``), which the time of every member's
-    whole budget predicted as 7 % slower."""
-    return sum(iteration_seconds(curve, j) for j in range(1, m + 1)) / m
+    """Seconds of a pack of ``m`` members per iteration of its members' budget when their
+    ends fall evenly over it (the experiment's ``ends_early``): with m ends spread as m
+    uniform draws on the budget are on average, the pack trains an (m + 1)-th of it with each
+    of m, m − 1, ..., 1 members, so the sum of :func:`iteration_seconds` over pack sizes 1 to
+    m, divided by m + 1 (a member alone trains half its budget on average, as a member of any
+    pack does, so where packing gains nothing every K costs the same). Where an iteration
+    costs about the same at any small K (a GPU's), the few members left at the end of a small
+    pack cost as much as a large pack's: M's grid with 32 seeds on an H200 trained as 28 packs
+    of 128 in 7 rounds would take 3.2 times as long as 4 packs of 896 in one round (RESULTS.md,
+    ``pack_size auto, ends spread``); by that lease's probe, the time of every member's whole
+    budget put them within 8 % of each other, this model 1.93 times apart."""
+    return sum(iteration_seconds(curve, j) for j in range(1, m + 1)) / (m + 1)
 
 
 def plan_seconds(curve: Mapping[int, float], packs: Sequence[int], slots: int,

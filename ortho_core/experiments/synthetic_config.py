@@ -227,13 +227,14 @@ def iteration_budget(config: Config) -> int:
 
 def ends_early(config: Config) -> bool:
     """Whether a member of a pack of ``config`` can end before its :func:`iteration_budget`:
-    it settles a length at the first validation that decides it (``settle_early``), or the
-    ``max_length`` curriculum stops at the first length it does not solve. ``pack_size:
-    auto`` then times a pack as running its longest member's budget while the others end
+    it settles a length at a validation before the length's last (``settle_early``, with
+    ``eval_every`` below ``max_iters``), or the ``max_length`` curriculum stops at the first
+    length it does not solve. ``pack_size: auto`` then times a pack as its members ending
     along the way (:func:`sweeps.pack_size.spread_seconds`); a diverged member also ends
     early, which it does not count on."""
-    return config.settle_early or (config.protocol == "max_length"
-                                   and config.max_seq_len >= config.seq_len + config.seq_len_step)
+    settles = config.settle_early and config.eval_every < config.max_iters
+    return settles or (config.protocol == "max_length"
+                       and config.max_seq_len >= config.seq_len + config.seq_len_step)
 
 
 PROBE_ITERS = 100

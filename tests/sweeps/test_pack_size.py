@@ -95,17 +95,27 @@ def test_best_k_fills_one_round_where_an_iteration_costs_the_same_at_any_k():
     assert pack_size.best_k(one_seed, _packs_at([28] * 4, 4), 4) == 28
 
 
-def test_spread_seconds_is_the_mean_iteration_over_the_shrinking_pack():
+def test_spread_seconds_counts_an_m_plus_first_of_the_budget_at_each_pack_size():
     linear = {1: 100.0, 4: 100.0}  # a pack of m: m × 10 ms an iteration
-    # 4, 3, 2, 1 members for a quarter of the budget each: (40 + 30 + 20 + 10) / 4 ms
-    assert pack_size.spread_seconds(linear, 4) == pytest.approx(0.025)
+    # 4, 3, 2, 1 members for a fifth of the budget each: (40 + 30 + 20 + 10) / 5 ms
+    assert pack_size.spread_seconds(linear, 4) == pytest.approx(0.020)
     flat = {1: 100.0, 8: 800.0}  # 10 ms at any m: the last member costs what the first did
-    assert pack_size.spread_seconds(flat, 8) == pytest.approx(0.01)
-    assert pack_size.spread_seconds(flat, 1) == pack_size.iteration_seconds(flat, 1)
+    assert pack_size.spread_seconds(flat, 8) == pytest.approx(0.08 / 9)
+    assert pack_size.spread_seconds(flat, 1) == pytest.approx(0.005)  # half its budget
     # a plan of one pack of 4 on one slot: 100 iterations, spread / whole budget
     assert pack_size.plan_seconds(linear, [4], 1, iterations=100, spread=True) == \
-        pytest.approx(2.5)
+        pytest.approx(2.0)
     assert pack_size.plan_seconds(linear, [4], 1, iterations=100) == pytest.approx(4.0)
+
+
+def test_spread_plans_cost_the_same_at_every_k_where_packing_gains_nothing():
+    """A member trains the same share of its budget however it is packed: on a curve whose
+    rate does not grow with K, 128 configurations on 2 slots cost the same at any K."""
+    linear = {1: 100.0, 64: 100.0}
+    packs_at = _packs_at([64, 64], 2)
+    seconds = {k: pack_size.plan_seconds(linear, packs_at(k), 2, iterations=100, spread=True)
+               for k in (1, 2, 8, 64)}
+    assert seconds == pytest.approx(dict.fromkeys(seconds, 32.0))
 
 
 H200_SPREAD = {1: 444, 2: 1031, 4: 1954, 8: 3805, 16: 6688, 32: 13281, 64: 29084, 128: 53788,
@@ -123,15 +133,43 @@ def test_best_k_packs_one_round_where_members_end_apart_on_a_flat_curve():
     33.3 s: the plan at K = 128 (28 packs in 7 rounds on 4 slots) takes 3.2 times as long as
     at K = 896 (one round). Timing every member's whole budget puts K = 896 only 7 % ahead,
     within the tolerance, so K = 128 was chosen; with the members' ends spread, K = 128 is
-    1.9 times K = 896's time, and K = 512 (two rounds of 448) 10.5 % slower."""
+    1.93 times K = 896's time, and K = 512 (two rounds of 448) 10.4 % slower."""
     packs_at = _packs_at([896] * 4, 4)
     weighed = {"setup": H200_SPREAD_SETUP, "iterations": 15_000, "per_trial": 0.2}
     assert pack_size.best_k(H200_SPREAD, packs_at, 4, **weighed) == 128
     assert pack_size.best_k(H200_SPREAD, packs_at, 4, spread=True, **weighed) == 896
     seconds = {k: pack_size.plan_seconds(H200_SPREAD, packs_at(k), 4, spread=True, **weighed)
                for k in (128, 512, 896)}
-    assert seconds[128] / seconds[896] == pytest.approx(1.94, abs=0.01)
-    assert seconds[512] / seconds[896] == pytest.approx(1.105, abs=0.005)
+    assert seconds[128] / seconds[896] == pytest.approx(1.929, abs=0.005)
+    assert seconds[512] / seconds[896] == pytest.approx(1.104, abs=0.002)
+
+
+def _grid_of_32_seeds(directory: Path) -> Path:
+    """M's grid as the lease of ``H200_SPREAD`` ran it: four problems (a pack shape each) × 28
+    learning rates × 32 seeds, 1,000 iterations at each length T = 10 ... 50."""
+    doc = {"name": "grid", "experiment": "synthetic", "description": "M's grid, 32 seeds",
+           "metric": {"name": "max_seq_len_solved", "mode": "max"},
+           "fixed": {"seq_len": 10, "max_seq_len": 50, "max_iters": 1000},
+           "space": {"task": ["temporal_order", "temporal_order_3bit", "adding", "permutation"],
+                     "lr": [round(0.001 * (i + 1), 3) for i in range(28)]},
+           "repeats": 32, "pack_size": "auto", "profiles": {"smoke": {}, "cpu": {}, "paper": {}}}
+    path = directory / "grid.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_decide_spreads_the_ends_where_the_experiment_says_members_end_early(tmp_path,
+                                                                              monkeypatch):
+    spec = resolve(load_spec(str(_grid_of_32_seeds(tmp_path))), "smoke")
+    params = pack_size.references(spec)
+    assert len(params) == 896  # a problem's 28 × 32
+    probe = pack_size.Probe(H200_SPREAD, "the cap, 896", setup=H200_SPREAD_SETUP)
+    choice = pack_size.decide(spec, params, probe, 4, 17.6)
+    assert choice.k == 896 and "members' ends spread over their budget" in choice.why
+    assert "at most 15,000 iterations a configuration" in choice.why
+    monkeypatch.setattr(experiments.get("synthetic"), "ends_early", lambda config: False)
+    whole = pack_size.decide(spec, params, probe, 4, 17.6)
+    assert whole.k == 128 and "ends spread" not in whole.why
 
 
 @pytest.mark.parametrize(("values", "early"), [
@@ -140,6 +178,9 @@ def test_best_k_packs_one_round_where_members_end_apart_on_a_flat_curve():
     ({"settle_early": False, "max_seq_len": 15}, False),  # one length, trained to its end
     ({"settle_early": False, "protocol": "fixed"}, False),
     ({"protocol": "fixed"}, True),
+    ({"settle_early": False, "max_seq_len": 20}, True),  # T = 10 and 20
+    ({"settle_early": False, "max_seq_len": 19}, False),  # T = 10 alone
+    ({"protocol": "fixed", "max_iters": 100, "eval_every": 100}, False),  # one validation
 ])
 def test_synthetic_members_end_early_unless_they_train_one_length_to_its_end(values, early):
     module = experiments.get("synthetic")
