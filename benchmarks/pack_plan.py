@@ -16,8 +16,8 @@ seeds, as ``benchmarks/sweep_throughput.py --packs 0`` sweeps them) it:
    could form, with a trial's ``--cpus`` and ``--gpu``, and prints the curve and the K that
    :func:`sweeps.pack_size.decide` chooses for ``--slots`` trials at once;
 2. for each K of ``--ks``: the plan at K (its packs dealt to fill the slots), its predicted
-   time by the model ``decide`` used (:func:`sweeps.pack_size.plan_seconds`, with the
-   members' ends spread where the experiment's ``ends_early`` says so), and its measured
+   time by the model ``decide`` used (:func:`sweeps.pack_size.plan_seconds` with
+   :func:`sweeps.pack_size.weighing`'s keywords), and its measured
    estimate: the plan's first pack trained alone under the real protocol
    (``synthetic.train``), times the plan's rounds (packs / slots, rounded up). Both are
    printed as ratios to the largest K's, so that the model's error shows where it matters:
@@ -98,7 +98,6 @@ def main() -> None:
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
     from ortho_core import experiments
-    from ortho_core.config import from_dict
     from sweeps import pack_size
     from sweeps.trial import limit_threads
 
@@ -124,10 +123,7 @@ def main() -> None:
 
     ks = sorted({int(k) for k in args.ks.split(",") if k}
                 or {choice.k, max(probe.curve), *([8] if args.quick else [])})
-    first = from_dict(module.Config, dict(params[0]))
-    weighed = {"setup": probe.setup, "iterations": module.iteration_budget(first),
-               "per_trial": pack_size.TRIAL_SECONDS,
-               "spread": bool(getattr(module, "ends_early", lambda _: False)(first))}
+    _, weighed = pack_size.weighing(spec, params, probe)
     packs_at = pack_size.plan_packs(spec, args.slots)
     rows = []
     for k in ks:

@@ -441,34 +441,46 @@ def choose(spec: ResolvedSpec, slots: Callable[[], int] = lambda: 1) -> Choice:
     return decide(spec, params, probe, slots(), seconds)
 
 
+def weighing(spec: ResolvedSpec, params: Sequence[Mapping[str, Any]],
+             probe: Probe) -> tuple[int | None, dict[str, Any]]:
+    """A configuration's iteration budget by the experiment's ``iteration_budget`` (None where
+    it has none) and the keywords of :func:`plan_seconds` and :func:`best_k` with which
+    :func:`decide` times ``spec``'s plans from ``probe`` (measured on the reference
+    configurations ``params``): with a budget, each trial's :data:`TRIAL_SECONDS` and its
+    pack's set-up weighed against the iterations of a configuration's whole budget (an upper
+    bound: a member that stops sooner makes them weigh more; the budget of the reference
+    configurations, those of the largest group, taken for every group), else iterations
+    alone; where the experiment's ``ends_early`` says the reference configurations' members
+    can end before that budget, each pack timed with its members' ends spread evenly over it
+    (:func:`spread_seconds`)."""
+    module = experiments.get(spec.experiment)
+    reference = from_dict(module.Config, dict(params[0]))
+    budget = (module.iteration_budget(reference)
+              if hasattr(module, "iteration_budget") else None)
+    spread = bool(getattr(module, "ends_early", lambda _: False)(reference))
+    if budget is None:
+        return None, {"setup": {}, "iterations": 1, "per_trial": 0.0, "spread": spread}
+    return budget, {"setup": dict(probe.setup), "iterations": budget,
+                    "per_trial": TRIAL_SECONDS, "spread": spread}
+
+
 def decide(spec: ResolvedSpec, params: Sequence[Mapping[str, Any]], probe: Probe, slots: int,
            seconds: float) -> Choice:
     """The choice of step 4 of the module docstring for ``spec`` with ``slots`` trials at
     once, from ``probe`` (measured on the reference configurations ``params`` in
-    ``seconds``): with the experiment's ``iteration_budget`` hook, each trial's
-    :data:`TRIAL_SECONDS` and its pack's set-up weighed against the iterations of a
-    configuration's whole budget (an upper bound: a member that stops sooner makes them weigh
-    more; the budget of the reference configurations, those of the largest group, taken for
-    every group), else iterations alone; where the experiment's ``ends_early`` says the
-    reference configurations' members can end before that budget, each pack timed with its
-    members' ends spread evenly over it (:func:`spread_seconds`)."""
-    module = experiments.get(spec.experiment)
-    reference = from_dict(module.Config, dict(params[0]))
-    iterations = (module.iteration_budget(reference)
-                  if hasattr(module, "iteration_budget") else None)
-    spread = bool(getattr(module, "ends_early", lambda _: False)(reference))
-    setup = probe.setup if iterations is not None else {}
+    ``seconds``), its plans timed as :func:`weighing` says."""
+    budget, weighed = weighing(spec, params, probe)
     packs_at = plan_packs(spec, slots)
-    k = best_k(probe.curve, packs_at, slots, setup=setup, iterations=iterations or 1,
-               per_trial=TRIAL_SECONDS if iterations is not None else 0.0, spread=spread)
+    k = best_k(probe.curve, packs_at, slots, **weighed)
     points = ", ".join(f"{n}: {rate:.0f}" for n, rate in probe.curve.items())
-    weighed = (f"; a trial's {TRIAL_SECONDS:g} s and its pack's set-up "
-               f"{setup_seconds(setup, k):.2f} s against at most {iterations:,} iterations "
-               "a configuration" if iterations is not None else "")
-    ends = "; members' ends spread over their budget" if spread else ""
+    setup = weighed["setup"]
+    against = (f"; a trial's {TRIAL_SECONDS:g} s and its pack's set-up "
+               f"{setup_seconds(setup, k):.2f} s against at most {budget:,} iterations "
+               "a configuration" if budget is not None else "")
+    ends = "; members' ends spread over their budget" if weighed["spread"] else ""
     return Choice(k, probe.curve, f"{k} (configs·iterations/s by pack size {points}, "
-                  f"ended at {probe.ended}{weighed}{ends}; probe {seconds:.1f} s; "
-                  f"{len(packs_at(k))} trial(s) on {slots} slot(s) at once)", dict(setup))
+                  f"ended at {probe.ended}{against}{ends}; probe {seconds:.1f} s; "
+                  f"{len(packs_at(k))} trial(s) on {slots} slot(s) at once)", setup)
 
 
 def settle(spec: ResolvedSpec, stream: TextIO | None = None,
