@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ortho_core.errors import ConfigError
 from sweeps.contract import (
+    NO_STORE,
     database_url,
     home_dir,
     redact,
@@ -43,8 +44,7 @@ def open_store(uri: str) -> MlflowClient:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     path = sqlite_path(uri)
     if path is not None and not path.is_file():
-        raise ConfigError("tracking_uri", "an MLflow store holding sweeps (none here: run "
-                          "`ortho sweep run SPEC` first, or pass --tracking-uri or --home)", uri)
+        raise ConfigError("tracking_uri", NO_STORE, uri)
     address = server_address(uri)
     why = None if address is None else unreachable(*address)
     if why is not None:

@@ -17,6 +17,7 @@ import time
 
 from ortho_core.errors import ConfigError, OrthoError
 from sweeps import tracking
+from sweeps.contract import NO_STORE
 from sweeps.status import Progress, duration, from_mlflow, state_of
 from sweeps.tracking.liveness import check_server
 
@@ -36,16 +37,14 @@ def new_sweep_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
-def open_store(uri: str, sweep_id: str | None) -> tracking.Tracker:
-    """The tracker of ``uri``. An embedded store that does not exist yet is not created:
-    ``ConfigError`` when a sweep id was given, else :class:`SweepNotFound`."""
+def open_store(uri: str) -> tracking.Tracker:
+    """The tracker of ``uri``. An embedded store that does not exist is not created: a
+    ``ConfigError`` (field ``tracking_uri``, :data:`~sweeps.contract.NO_STORE`), as
+    ``ortho report`` answers it."""
     check_server(uri)  # a server that does not answer: ConfigError within seconds
     db = tracking.sqlite_path(uri)
-    if db is not None and not db.exists():
-        if sweep_id is not None:
-            raise ConfigError("sweep", f"the id of a sweep in {tracking.redact(uri)} (it holds "
-                              "no sweeps yet)", sweep_id)
-        raise SweepNotFound(f"no sweeps yet: {db} does not exist")
+    if db is not None and not db.is_file():
+        raise ConfigError("tracking_uri", NO_STORE, uri)
     return tracking.tracker(uri)
 
 
@@ -88,7 +87,7 @@ def sweep_status(sweep_id: str | None = None, *, tracking_uri: str | None = None
     """The progress of sweep ``sweep_id`` (default: the latest, then with the latest others
     the store holds) as MLflow holds it."""
     uri = tracking.tracking_uri(tracking_uri, tracking.home_dir(home))
-    tracker = open_store(uri, sweep_id)
+    tracker = open_store(uri)
     record = find(tracker, sweep_id)
     if record is None:
         raise SweepNotFound(f"no sweep in {tracking.redact(uri)}")

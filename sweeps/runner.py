@@ -266,7 +266,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     quiet_environment()  # no download bar for the spec fetched below
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
-    tracker = open_store(uri, sweep_id)
+    tracker = open_store(uri)
     # With every sweep finished, the latest: its failed configurations are retried.
     record = find(tracker, sweep_id, unfinished=True) or find(tracker, None)
     if record is None:

@@ -210,7 +210,7 @@ def _stop(signum: int, frame: object) -> None:
 def cmd_studies(args: argparse.Namespace) -> int:
     """``ortho sweep studies``."""
     uri = tracking.tracking_uri(args.tracking_uri, tracking.home_dir(args.home))
-    record = find(open_store(uri, args.sweep), args.sweep, with_studies=True)
+    record = find(open_store(uri), args.sweep, with_studies=True)
     if record is None:
         raise SweepNotFound(f"no sweep with Optuna studies in {tracking.redact(uri)}")
     url = sweep_storage(record.optuna_storage, args.optuna_storage, record.ref.sweep_id)

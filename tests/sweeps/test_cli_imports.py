@@ -56,7 +56,7 @@ def test_train_help_loads_neither_analysis_nor_torch():
 
 def test_status_of_an_empty_home_imports_no_heavy_package(tmp_path):
     rc, loaded = _loaded(f"cli.main(['sweep', 'status', '--home', {str(tmp_path)!r}])")
-    assert rc == 1  # no sweeps yet
+    assert rc == 2  # no store there: invalid tracking_uri
     assert loaded == set()
 
 

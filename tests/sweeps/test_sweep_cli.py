@@ -113,12 +113,18 @@ def test_bad_spec_file_names_field_and_line(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "ortho-runs").exists()
 
 
-def test_status_without_sweeps(tmp_path, capsys):
-    assert main(["sweep", "status", "--home", str(tmp_path / "empty")]) == 1
-    assert "no sweeps yet" in capsys.readouterr().err
-    assert main(["sweep", "status", "20261121-070102-ab12", "--home", str(tmp_path / "e")]) == 2
-    assert "invalid sweep: expected the id of a sweep in sqlite:///" in capsys.readouterr().err
-    assert not (tmp_path / "e").exists()  # no store created
+@pytest.mark.parametrize(("command", "operands"), [
+    ("sweep status", []), ("sweep status", ["20261121-070102-ab12"]), ("sweep resume", []),
+    ("sweep studies", []), ("report", ["synthetic-max-length"])])
+def test_a_home_without_a_store_is_bad_input_to_every_command_that_reads_sweeps(
+        tmp_path, capsys, command, operands):
+    """Each names the field and the file it looked for, with status 2, and creates nothing."""
+    assert main([*command.split(), *operands, "--home", str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().err == (
+        f"ortho {command}: invalid tracking_uri: expected an MLflow store holding sweeps (none "
+        "here: run `ortho sweep run SPEC` first, or pass --tracking-uri or --home) (got "
+        f"'sqlite:///{tmp_path / 'empty' / 'mlflow.db'}')\n")
+    assert not (tmp_path / "empty").exists()
 
 
 def _tracked_sweep(home: Path, sweep_id: str, spec: str = "toy") -> tracking.SweepRef:
