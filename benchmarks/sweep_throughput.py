@@ -3,7 +3,7 @@ real sweep path (issue 13: the figure the project optimises).
 
 Run from the repository root, with the datasets where ``$ORTHO_DATA_DIR`` points:
 
-    python benchmarks/sweep_throughput.py            # the cpu profiles, ~40-50 min
+    python benchmarks/sweep_throughput.py            # the cpu profiles, 20-50 min by machine
     python benchmarks/sweep_throughput.py --quick    # the same sweeps, seconds of training each
     python benchmarks/sweep_throughput.py --gpu 0.25 --packs 0 --pack-size 28    # on a GPU
 
@@ -37,8 +37,8 @@ window: the packed run trains exactly the packs the full profile trains (partial
 understate packing), the one-per-trial run the same configurations, and every configuration
 is trained to its end at the profile's settings, so nothing is cut mid-way. Two packs (one per
 core of this 2-core machine) keep both runs using every core; both ``cpu`` profiles now plan
-exactly two, so the two grid sweeps are the whole profiles (5-7 minutes packed here, 8-10 one
-per trial).
+exactly two, so the two grid sweeps are the whole profiles (3-7 minutes packed on the 2-core
+machines of RESULTS.md, 3.5-10 one per trial).
 
 ``--quick`` runs the same six sweeps with the training cut to seconds (one epoch of 2,000
 images; lengths 10 to 20 with 300 iterations and 200 validation sequences): it checks the
