@@ -255,8 +255,9 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     Configurations with a FINISHED run are not trained again; every other run of the sweep
     is deleted and its configuration trained anew, so each configuration ends with one run.
     A sweep that finished with every configuration done is left as it is (its times and
-    rate stay those of the run that finished it): nothing starts, and the Progress returned
-    says ``finished``.
+    rate stay those of the run that finished it): nothing starts, ``address`` is not checked
+    (for a grid sweep; an Optuna cell's budget left is known only once its study is opened),
+    and the Progress returned says ``finished``.
     A sweep whose driver is still alive is refused (``ConfigError``, field ``sweep``) unless
     ``force``. Its Optuna cells continue their studies in ``optuna_storage`` (default as for
     :func:`run_sweep`; a study missing there: ``ConfigError``, field ``optuna_storage``).
@@ -280,16 +281,18 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         raise ConfigError("spec", f"the spec as sweep {record.ref.sweep_id} resolved it "
                           f"(sha256 {record.spec_sha256[:12]}); the code now resolves it "
                           "differently, so start a new sweep", spec.sha256[:12])
-    refuse_ray_client(address, uri, spec)  # before anything is discarded
-    check_address(address)
     measured = spec.pack_size == pack_size.AUTO
     spec = pack_size.recorded(spec, tracker.call(tracker.client.get_run,
                                                  record.ref.parent_run_id).data.tags)
     study_url = _study_url(spec, optuna_storage, uri)
     runs = tracker.states(record.ref)
-    tracker.discard_unfinished(runs)
     values = finished_values(runs, spec.metric)
     plan = build_plan(spec, values)
+    # a finished sweep needs no cluster (an Optuna cell's budget left is its study's, below)
+    if record.status != "FINISHED" or plan.n_todo:
+        refuse_ray_client(address, uri, spec)  # before anything is discarded
+        check_address(address)
+    tracker.discard_unfinished(runs)
     preflight.check_data(spec, address, finished=values)
     studies = None
     if study_url is not None:
