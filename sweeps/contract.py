@@ -351,9 +351,8 @@ def sqlite_path(uri: str) -> Path | None:
 NO_STORE = ("an MLflow store holding sweeps (none here: run `ortho sweep run SPEC` first, or "
             "pass --tracking-uri or --home)")
 """What a command that reads sweeps (``ortho report``, ``ortho sweep status``, ``resume``,
-``studies``) expected of a ``tracking_uri`` whose SQLite file does not exist: a
-:class:`LocationError` or ``ConfigError`` with field ``tracking_uri``, exit status 2, and the
-file is not created."""
+``studies``) expected of a ``tracking_uri`` whose SQLite file does not exist: their
+``ConfigError`` with field ``tracking_uri`` (exit status 2); the file is not created."""
 
 
 POSTGRES_DRIVER = "postgresql+psycopg2"
