@@ -119,9 +119,9 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     elif backfill_failures(tracker, ref, plan, run_tags, runs):
         runs = tracker.states(ref)
     if studies is not None:
-        # Also when not interrupted: a pack may end its runs after a Ctrl-C, before its actor
-        # is ended, but Tune, stopping, no longer tells the searcher, so their trials would
-        # stay RUNNING.
+        # Also when not interrupted: the searcher leaves the members of a pack that errored
+        # to this, and a pack may end its runs after a Ctrl-C, before its actor is ended,
+        # when Tune, stopping, no longer tells the searcher.
         studies.end_running(finished_values(runs, spec.metric))
     record = tracker.find_sweep(ref.sweep_id)
     assert record is not None

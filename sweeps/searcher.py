@@ -13,6 +13,14 @@ trainer trains a pack to its end): the trial's final report carries each member'
 (:data:`MEMBER_VALUES`), and each member's Optuna trial is told its own value, or failed
 when it has no finite one (failed, diverged without a summary, stopped early).
 
+A trial that errors (Tune's retries spent) reports nothing, yet may have ended some of its
+runs FINISHED before it died (its actor lost after the pack's endings). Its members' Optuna
+trials are therefore left pending (RUNNING: the worst result to TPE's constant liar,
+skipped by the grid sampler) and are told after the fit, from what MLflow holds once the
+writer has drained (:meth:`sweeps.studies.Studies.end_running`): the value of a FINISHED
+run, else FAIL. Telling them FAIL at once would tell Optuna a configuration failed whose run
+MLflow holds FINISHED, and no resume would mend it (the sweep ends FINISHED).
+
 Tune stages every grid pack at once (:func:`sweeps.tune_run.staged_trials`), but Optuna's
 packs are proposed one at a time: the next pack is asked for only once the trial of the
 previous one has started (:class:`TrialStarts` says when), so that a study is not asked for
@@ -22,7 +30,8 @@ A point Optuna proposes again (within a pack, while an earlier one is in flight,
 finished: the grid sampler past its grid, a categorical space exhausted), or one that is a
 grid configuration of the sweep (a group's grid value inside another group's Optuna
 choice), is not trained twice: the repeat is told the known value, or failed while the
-first is still to train or running, and costs one trial of the cell's budget.
+first is still to train, running or in an errored pack, and costs one trial of the cell's
+budget.
 """
 
 from __future__ import annotations
@@ -77,6 +86,9 @@ class SweepSearcher(Searcher):
         """The grid configurations this run trains (known once their trial completes)."""
         self._unstarted: set[str] = set()
         """Optuna packs handed to Tune whose trials have not started yet."""
+        self._unsettled: set[str] = set()
+        """Trial keys of the members of Optuna packs whose trials errored: told after the fit
+        (the module docstring)."""
         self.n_suggested = 0
         """Trial configs handed to Tune so far."""
         self.n_repeats = 0
@@ -123,7 +135,7 @@ class SweepSearcher(Searcher):
         repeats; the new points with their trial keys."""
         asked = [cell.study.ask(cell.distributions) for _ in range(cell.batches.popleft())]
         live = {key for _, batch in self._live.values() for _, key in batch}
-        live |= self._grid - self._known.keys()
+        live |= self._unsettled | (self._grid - self._known.keys())
         fresh = []
         for trial in asked:
             key = trial_key(self.plan.experiment, {**cell.params, **trial.params})
@@ -151,8 +163,11 @@ class SweepSearcher(Searcher):
                     self._known[name[len(prefix):]] = _finite(value)
             return
         cell, batch = self._live.pop(trial_id)
+        if error:
+            self._unsettled.update(key for _, key in batch)
+            return
         for asked, key in batch:
-            value = None if error or not result else result.get(f"{MEMBER_VALUES}/{key}")
+            value = result.get(f"{MEMBER_VALUES}/{key}") if result else None
             self._known[key] = _finite(value)
             self._tell(cell, asked, self._known[key])
 

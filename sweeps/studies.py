@@ -124,8 +124,9 @@ class Studies:
         """Tell every trial still RUNNING the value of its configuration's FINISHED run in
         ``values`` (the metric by trial key), else FAIL, as Optuna's own ``optimize`` marks a
         trial a Ctrl-C stopped: what every sweep does before it exits (after a Ctrl-C, Tune
-        stops telling the searcher, even of packs that then finish), so that the studies
-        show what MLflow holds."""
+        stops telling the searcher, even of packs that then finish, and the searcher leaves
+        the members of a pack that errored to this), so that the studies show what MLflow
+        holds."""
         for study in self.by_cell.values():
             _end_running(study, values)
 

@@ -174,12 +174,26 @@ def test_a_point_repeated_within_a_pack_is_told_not_trained(tmp_path):
     assert searcher.n_repeats == 2 == studies.repeats()
 
 
-def test_a_failed_pack_fails_every_member(tmp_path):
-    spec = _spec(tmp_path, {"low": 0.0, "high": 1.0}, n_trials=2, steps=[1], pack_size=2)
+def test_an_errored_pack_stays_pending_until_the_sweep_tells_what_mlflow_holds(tmp_path):
+    """Tune reports no result of a trial that errored, though some members may have ended
+    FINISHED: their trials stay RUNNING (pending), a point proposed again meanwhile is a
+    repeat (failed, not trained), and the sweep's end tells each one its run's value or
+    FAIL."""
+    spec = _spec(tmp_path, {"choice": [0.25, 0.5]}, sampler="grid", n_trials=3, steps=[1],
+                 pack_size=2)
     searcher, studies = _searcher(spec)
-    assert len(searcher.suggest("a")["members"]) == 2
+    members = searcher.suggest("a")["members"]
+    assert sorted(m["params"]["x"] for m in members) == [0.25, 0.5]
+    searcher.on_trial_start("a")
     searcher.on_trial_complete("a", error=True)
-    assert [t.state for t in studies.by_cell[0].get_trials()] == [STATE.FAIL, STATE.FAIL]
+    study = studies.by_cell[0]
+    assert [t.state for t in study.get_trials()] == [STATE.RUNNING] * 2
+    assert searcher.suggest("b") == Searcher.FINISHED  # its third point repeats one of them
+    repeat = study.get_trials()[2]
+    assert (repeat.state, repeat.user_attrs[REPEAT_ATTR]) == (STATE.FAIL, True)
+    studies.end_running({members[0]["key"]: 2.5})  # members[1] has no FINISHED run
+    assert [(t.state, t.value) for t in study.get_trials()[:2]] == [
+        (STATE.COMPLETE, 2.5), (STATE.FAIL, None)]
 
 
 @pytest.mark.parametrize("grid_done_first", [False, True])

@@ -106,19 +106,25 @@ def test_a_resume_ends_running_trials_and_asks_unfinished_points_again(tmp_path)
     assert resumed.remaining(0) == 4 and resumed.n_tune_trials == 2
 
 
-def _one_pack_of_three(tmp_path, monkeypatch, ends: list[str], interrupted: bool):
+def _one_pack_of_three(tmp_path, monkeypatch, ends: list[str], interrupted: bool,
+                       errored: bool = False):
     """An Optuna sweep of one pack of 3 whose Tune part is replaced: the searcher's pack is
-    asked, member i's run tracked and ended ``ends[i]`` with score 7 + i, and Tune's fit returns
-    ``interrupted``. The final progress, the study's trials and the members asked."""
+    asked, member i's run tracked and ended ``ends[i]`` with score 7 + i, then (``errored``)
+    Tune tells the searcher the trial errored, and Tune's fit returns ``interrupted``. The
+    final progress, the study's trials and the members asked."""
     asked = []
 
     def one_pack(spec, plan, ref, uri, store, run_name, max_concurrent, progress, stream,
                  run_tags, studies) -> bool:
-        members = SweepSearcher(plan, spec.metric, spec.mode, studies).suggest("a")["members"]
+        searcher = SweepSearcher(plan, spec.metric, spec.mode, studies)
+        members = searcher.suggest("a")["members"]
+        searcher.on_trial_start("a")
         tracker = tracking.tracker(uri)
         for i, member in enumerate(members):
             track(tracker, ref, member["key"], member["params"], end=ends[i],
                   result=Result(Outcome.SOLVED, {"score": 7.0 + i}))
+        if errored:  # as Tune's loop does once the trial's retries are spent: no result
+            searcher.on_trial_complete("a", error=True)
         asked.extend(members)
         return interrupted
 
@@ -158,6 +164,23 @@ def test_packs_that_finish_after_a_ctrl_c_are_told_to_their_study(tmp_path, monk
                                           interrupted=False)  # every trial ended
     assert final.state == "finished" and final.done == 3
     assert [(t.state, t.value) for t in trials] == [(STATE.COMPLETE, 7.0 + i) for i in range(3)]
+
+
+@pytest.mark.usefixtures(toy_ray.__name__)
+def test_a_pack_that_errors_after_its_endings_tells_its_study_what_mlflow_holds(
+        tmp_path, monkeypatch):
+    """A pack's trial errors, its retries spent, after two of its members' runs ended
+    FINISHED (its actor lost between the endings and its last report): Tune reports no
+    result, yet those two trials are told their runs' values, and only the member whose run
+    failed is FAIL (told at once, every member was FAIL beside its FINISHED run, in a sweep
+    that ends FINISHED, so no resume would mend it)."""
+    final, trials, asked = _one_pack_of_three(tmp_path, monkeypatch,
+                                              ["finished", "finished", "failed"],
+                                              interrupted=False, errored=True)
+    assert final.state == "finished" and (final.done, final.failed) == (3, 1)
+    assert [(t.state, t.value) for t in trials] == [
+        (STATE.COMPLETE, 7.0), (STATE.COMPLETE, 8.0), (STATE.FAIL, None)]
+    assert [t.user_attrs[KEY_ATTR] for t in trials] == [m["key"] for m in asked]
 
 
 @pytest.mark.cluster
