@@ -29,7 +29,9 @@ is kept for inspection only): the spec file stored with the parent run is resolv
 never measured again, so the packs are at most the first run's K), runs that are not FINISHED
 are deleted, and a new Tune run trains only the configurations without a FINISHED run; each
 Optuna cell's study is loaded from its Optuna storage and continued (:mod:`sweeps.studies`:
-``--optuna-storage``, else ``optuna.db`` beside a SQLite tracking store). So an interrupted
+``--optuna-storage``, else the storage the sweep recorded:
+:func:`~sweeps.studies.sweep_storage`). Every check that can refuse a resume (the cluster,
+the data, the studies, the resources) comes before any run is deleted. So an interrupted
 configuration starts again from its beginning, a failed one is retried, and it works the same
 for a sweep whose driver was killed or that ran on a cluster (given the same tracking URI). A
 sweep whose driver is still alive (it runs on this host, or its heartbeat is recent:
@@ -65,7 +67,7 @@ from sweeps.ray_session import (
 from sweeps.spec import ResolvedSpec, load_spec, resolve
 from sweeps.status import Progress, count, format_line, from_mlflow, studies_line
 from sweeps.tracking.liveness import check_server
-from sweeps.tune_run import backfill_failures, execute, storage_path
+from sweeps.tune_run import FitEnd, backfill_failures, execute, storage_path
 
 __all__ = ["PROJECT_ROOT", "resume_sweep", "run_sweep"]
 
@@ -109,14 +111,15 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     command ``again`` (:func:`resume_command`) when something is left to train."""
     finished_before = progress.done
     store = storage_path(storage, home)
-    interrupted = False
+    ended = FitEnd(interrupted=False)
     if plan.n_tune_trials:
-        interrupted = execute(spec, plan, ref, tracker.uri, store, run_name, max_concurrent,
-                              progress, stream, run_tags, studies)
+        ended = execute(spec, plan, ref, tracker.uri, store, run_name, max_concurrent,
+                        progress, stream, run_tags, studies)
+    interrupted = ended.interrupted
     runs = tracker.states(ref)
     if interrupted:
         tracker.mark_killed(runs)
-    elif backfill_failures(tracker, ref, plan, run_tags, runs):
+    elif backfill_failures(tracker, ref, plan, run_tags, runs, ended.errored):
         runs = tracker.states(ref)
     if studies is not None:
         # Also when not interrupted: the searcher leaves the members of a pack that errored
@@ -165,10 +168,15 @@ def resume_command(sweep_id: str, home: Path, uri: str, address: str | None,
     return command
 
 
+def _searches_optuna(spec: ResolvedSpec) -> bool:
+    """Whether a cell of ``spec`` is searched by Optuna."""
+    return any(cell.optuna_space for cell in spec.cells())
+
+
 def _study_url(spec: ResolvedSpec, explicit: str | None, uri: str) -> str | None:
-    """The Optuna storage of a sweep with Optuna cells (:func:`sweeps.studies.storage_url`),
-    else None."""
-    if not any(cell.optuna_space for cell in spec.cells()):
+    """The Optuna storage of a new sweep with Optuna cells
+    (:func:`sweeps.studies.storage_url`), else None."""
+    if not _searches_optuna(spec):
         return None
     from sweeps.studies import storage_url
 
@@ -259,8 +267,9 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     (for a grid sweep; an Optuna cell's budget left is known only once its study is opened),
     and the Progress returned says ``finished``.
     A sweep whose driver is still alive is refused (``ConfigError``, field ``sweep``) unless
-    ``force``. Its Optuna cells continue their studies in ``optuna_storage`` (default as for
-    :func:`run_sweep`; a study missing there: ``ConfigError``, field ``optuna_storage``).
+    ``force``. Its Optuna cells continue their studies in ``optuna_storage`` (default: the
+    storage the sweep recorded, :func:`sweeps.studies.sweep_storage`; a study missing there:
+    ``ConfigError``, field ``optuna_storage``). Nothing is deleted before every check passed.
     """
     begun = time.monotonic()
     stream = stream or sys.stdout
@@ -284,21 +293,22 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     measured = spec.pack_size == pack_size.AUTO
     spec = pack_size.recorded(spec, tracker.call(tracker.client.get_run,
                                                  record.ref.parent_run_id).data.tags)
-    study_url = _study_url(spec, optuna_storage, uri)
     runs = tracker.states(record.ref)
     values = finished_values(runs, spec.metric)
     plan = build_plan(spec, values)
-    # a finished sweep needs no cluster (an Optuna cell's budget left is its study's, below)
+    # Every check before anything is discarded; a finished sweep needs no cluster (an Optuna
+    # cell's budget left is its study's, below).
     if record.status != "FINISHED" or plan.n_todo:
-        refuse_ray_client(address, uri, spec)  # before anything is discarded
+        refuse_ray_client(address, uri, spec)
         check_address(address)
-    tracker.discard_unfinished(runs)
     preflight.check_data(spec, address, finished=values)
-    studies = None
-    if study_url is not None:
-        from sweeps.studies import resume_studies
+    studies = study_url = None
+    if _searches_optuna(spec):
+        from sweeps.studies import resume_studies, sweep_storage
 
         assert spec.optuna is not None
+        study_url = sweep_storage(record.optuna_storage, optuna_storage, record.ref.sweep_id,
+                                  uri)
         studies = resume_studies(study_url, record.ref.sweep_id, plan, spec.optuna, values)
         plan = build_plan(spec, values, studies.done)
     progress = Progress(sweep_id=record.ref.sweep_id, label=f"{spec.name}/{spec.profile}",
@@ -314,6 +324,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     with ray_session(address) as embedded:
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)
+        tracker.discard_unfinished(runs)
         tracker.reopen_sweep(record.ref, len(values))
         plan = fill_slots(plan, spec.pack_size, trial_slots(spec.resources.cpu,
                                                             spec.resources.gpu, max_concurrent))

@@ -14,7 +14,9 @@ trainer trains a pack to its end): the trial's final report carries each member'
 when it has no finite one (failed, diverged without a summary, stopped early).
 
 A trial that errors (Tune's retries spent) reports nothing, yet may have ended some of its
-runs FINISHED before it died (its actor lost after the pack's endings). Its members' Optuna
+runs FINISHED before it died (its actor lost after the pack's endings), and may have died
+before it claimed any (:attr:`SweepSearcher.errored` keeps its members, so that the driver
+gives those a failed run: :func:`sweeps.tune_run.backfill_failures`). Its members' Optuna
 trials are therefore left pending (RUNNING: the worst result to TPE's constant liar,
 skipped by the grid sampler) and are told after the fit, from what MLflow holds once the
 writer has drained (:meth:`sweeps.studies.Studies.end_running`): the value of a FINISHED
@@ -78,17 +80,17 @@ class SweepSearcher(Searcher):
         self._packs = deque(plan.packs)
         self._cells = deque(_Cell(i, plan, studies.by_cell[i]) for i in plan.optuna_cells
                             if studies is not None and plan.optuna_batches.get(i))
-        self._live: dict[str, tuple[_Cell, list[tuple[Any, str]]]] = {}
-        """Optuna packs handed to Tune: their cell and (Optuna trial, trial key) per member."""
+        self._live: dict[str, tuple[_Cell, list[tuple[Any, Member]]]] = {}
+        """Optuna packs handed to Tune: their cell and (Optuna trial, member) per member."""
         self._known: dict[str, float | None] = dict(studies.known) if studies else {}
         """Each finished configuration's metric (None: not finite), by trial key."""
         self._grid = {m.key for pack in plan.packs for m in pack}
         """The grid configurations this run trains (known once their trial completes)."""
         self._unstarted: set[str] = set()
         """Optuna packs handed to Tune whose trials have not started yet."""
-        self._unsettled: set[str] = set()
-        """Trial keys of the members of Optuna packs whose trials errored: told after the fit
-        (the module docstring)."""
+        self.errored: list[Member] = []
+        """The members of Optuna packs whose trials errored: told after the fit (the module
+        docstring)."""
         self.n_suggested = 0
         """Trial configs handed to Tune so far."""
         self.n_repeats = 0
@@ -118,24 +120,25 @@ class SweepSearcher(Searcher):
             if not cell.batches:
                 self._cells.remove(cell)
                 continue
-            batch = self._ask(cell)
+            batch = [(asked, Member(key, {**cell.params, **asked.params}, cell.index,
+                                    dict(asked.params),
+                                    optuna_name({**cell.params, **asked.params},
+                                                self.plan.varying, key)))
+                     for asked, key in self._ask(cell)]
             if not batch:
                 continue  # every point repeated a known or live one
             self._live[trial_id] = (cell, batch)
             self._unstarted.add(trial_id)
             self.n_suggested += 1
-            return {"members": [
-                Member(key, {**cell.params, **asked.params}, cell.index, dict(asked.params),
-                       optuna_name({**cell.params, **asked.params}, self.plan.varying,
-                                   key)).to_dict() for asked, key in batch]}
+            return {"members": [member.to_dict() for _, member in batch]}
         return Searcher.FINISHED
 
     def _ask(self, cell: _Cell) -> list[tuple[Any, str]]:
         """Ask ``cell``'s study for its next pack, every point before any tell; tell the
         repeats; the new points with their trial keys."""
         asked = [cell.study.ask(cell.distributions) for _ in range(cell.batches.popleft())]
-        live = {key for _, batch in self._live.values() for _, key in batch}
-        live |= self._unsettled | (self._grid - self._known.keys())
+        live = {m.key for _, batch in self._live.values() for _, m in batch}
+        live |= {m.key for m in self.errored} | (self._grid - self._known.keys())
         fresh = []
         for trial in asked:
             key = trial_key(self.plan.experiment, {**cell.params, **trial.params})
@@ -164,12 +167,12 @@ class SweepSearcher(Searcher):
             return
         cell, batch = self._live.pop(trial_id)
         if error:
-            self._unsettled.update(key for _, key in batch)
+            self.errored.extend(member for _, member in batch)
             return
-        for asked, key in batch:
-            value = result.get(f"{MEMBER_VALUES}/{key}") if result else None
-            self._known[key] = _finite(value)
-            self._tell(cell, asked, self._known[key])
+        for asked, member in batch:
+            value = result.get(f"{MEMBER_VALUES}/{member.key}") if result else None
+            self._known[member.key] = _finite(value)
+            self._tell(cell, asked, self._known[member.key])
 
     @staticmethod
     def _tell(cell: _Cell, asked: Any, value: float | None) -> None:

@@ -79,6 +79,40 @@ def storage_url(explicit: str | None, tracking_uri: str) -> str:
     return contract.database_url(url)
 
 
+def sweep_storage(recorded: str, explicit: str | None, sweep_id: str,
+                  tracking_uri: str) -> str:
+    """The storage URL of the studies of sweep ``sweep_id``, tracked in ``tracking_uri``, as
+    it opens (:func:`sweeps.contract.database_url`): ``explicit``, else
+    ``$ORTHO_OPTUNA_STORAGE``, else ``recorded`` (its parent run's tag); where ``recorded`` is
+    a SQLite file that is no longer there (a home moved or copied since) and ``optuna.db``
+    beside the SQLite store is, that one. ``ConfigError`` for a grid sweep (field ``sweep``),
+    for a recorded URL whose credentials were masked with neither given, and for a SQLite file
+    that does not exist (field ``optuna_storage``), since opening one would create an empty
+    storage."""
+    if not recorded:
+        raise ConfigError("sweep", f"a sweep with Optuna cells ({sweep_id} searches a grid "
+                          "only: it has no studies)", sweep_id)
+    given = explicit or os.environ.get(STORAGE_ENV)
+    if given:
+        url = storage_url(given, "")
+    elif contract.MASK in recorded:
+        raise ConfigError("optuna_storage", f"--optuna-storage or ${STORAGE_ENV}: sweep "
+                          f"{sweep_id} recorded its storage with the credentials masked",
+                          recorded)
+    else:
+        url = contract.database_url(recorded)  # recorded bare before the driver was named
+        store = contract.sqlite_path(tracking_uri)
+        moved = contract.sqlite_path(url)
+        if (moved is not None and not moved.exists() and store is not None
+                and (store.parent / "optuna.db").exists()):
+            url = f"sqlite:///{store.parent / 'optuna.db'}"
+    db = contract.sqlite_path(url)
+    if db is not None and not db.exists():
+        raise ConfigError("optuna_storage", f"the storage of sweep {sweep_id}'s studies "
+                          f"({db} does not exist)", redact(url))
+    return url
+
+
 def make_sampler(settings: OptunaSettings, cell_space: Mapping[str, Any], seed: int) -> Any:
     """The Optuna sampler ``settings.sampler`` for one cell. TPE runs with the constant
     liar: the points of a batch still in flight count as the worst results, so that the

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import errno
 import json
-import os
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from ortho_core.errors import ConfigError
 from sweeps import contract, tracking
 from sweeps.lookup import SweepNotFound, find, open_store
-from sweeps.studies import CELL_ATTR, REPEAT_ATTR, STORAGE_ENV, storage_url
+from sweeps.studies import CELL_ATTR, KEY_ATTR, REPEAT_ATTR, sweep_storage
 
 STATE_WORDS = {"COMPLETE": "complete", "RUNNING": "running", "WAITING": "queued",
                "FAIL": "failed", "PRUNED": "pruned"}
@@ -52,34 +51,9 @@ class StudySummary:
     best: Any
     """The best COMPLETE trial (``optuna.trial.FrozenTrial``), None before any."""
     ties: int = 0
-    """Other COMPLETE trials with the best trial's value (Optuna names the first of them;
-    a report may rank them otherwise, e.g. by fewer iterations)."""
-
-
-def sweep_storage(recorded: str, explicit: str | None, sweep_id: str) -> str:
-    """The storage URL of sweep ``sweep_id``'s studies, as it opens
-    (:func:`sweeps.contract.database_url`): ``explicit``, else ``$ORTHO_OPTUNA_STORAGE``, else
-    ``recorded`` (its parent run's tag). ``ConfigError``
-    for a grid sweep (field ``sweep``), for a recorded URL whose credentials were masked
-    with neither given, and for a SQLite file that does not exist (field
-    ``optuna_storage``), since opening one would create an empty storage."""
-    if not recorded:
-        raise ConfigError("sweep", f"a sweep with Optuna cells ({sweep_id} searches a grid "
-                          "only: it has no studies)", sweep_id)
-    given = explicit or os.environ.get(STORAGE_ENV)
-    if given:
-        url = storage_url(given, "")
-    elif contract.MASK in recorded:
-        raise ConfigError("optuna_storage", f"--optuna-storage or ${STORAGE_ENV}: sweep "
-                          f"{sweep_id} recorded its storage with the credentials masked",
-                          recorded)
-    else:
-        url = contract.database_url(recorded)  # recorded bare before the driver was named
-    db = contract.sqlite_path(url)
-    if db is not None and not db.exists():
-        raise ConfigError("optuna_storage", f"the storage of sweep {sweep_id}'s studies "
-                          f"({db} does not exist)", tracking.redact(url))
-    return url
+    """Other points whose COMPLETE trials reached the best trial's value (Optuna names the
+    first of them; a report may rank them otherwise, e.g. by fewer iterations); a point told
+    again counts once."""
 
 
 def load_summaries(url: str, sweep_id: str) -> list[StudySummary]:
@@ -119,14 +93,21 @@ def _states(study: Any) -> Counter[str]:
 
 
 def _best(study: Any) -> tuple[Any, int]:
-    """The study's best COMPLETE trial (None before any) and how many others tie with it."""
+    """The study's best COMPLETE trial (None before any) and how many other points tie with
+    it: a point told again (:data:`REPEAT_ATTR`) is the same configuration, not a tie."""
     import optuna
 
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not complete:
         return None, 0
     best = study.best_trial
-    return best, sum(t.value == best.value and t.number != best.number for t in complete)
+    return best, len({_configuration(t) for t in complete if t.value == best.value}
+                     - {_configuration(best)})
+
+
+def _configuration(trial: Any) -> str:
+    """What tells a trial's configuration apart: its trial key, else its point."""
+    return trial.user_attrs.get(KEY_ATTR) or json.dumps(trial.params, sort_keys=True)
 
 
 def _value(value: Any) -> str:
@@ -139,7 +120,7 @@ def _point(params: dict[str, Any]) -> str:
 
 def summary_line(summary: StudySummary, metric: str) -> str:
     """One study: ``cell-0 penalty=1: 6 trials (5 complete, 1 failed); best METRIC 10 at
-    lr=0.00443 (trial 3)``, or ``(trial 3; 2 more trials tie)`` when others reached it too."""
+    lr=0.00443 (trial 3)``, or ``(trial 3; 2 more points tie)`` when others reached it too."""
     name = summary.name.rsplit("/", 1)[-1]
     label = f"{name} {_point(summary.cell)}" if summary.cell else name
     total = sum(summary.states.values())
@@ -149,8 +130,8 @@ def summary_line(summary: StudySummary, metric: str) -> str:
     if summary.best is None:
         return f"  {label}: {trials}; none complete yet"
     best = summary.best
-    tie = ("" if not summary.ties else "; 1 more trial ties" if summary.ties == 1
-           else f"; {summary.ties} more trials tie")
+    tie = ("" if not summary.ties else "; 1 more point ties" if summary.ties == 1
+           else f"; {summary.ties} more points tie")
     return (f"  {label}: {trials}; best {metric} {_value(best.value)} at {_point(best.params)} "
             f"(trial {best.number}{tie})")
 
@@ -213,7 +194,8 @@ def cmd_studies(args: argparse.Namespace) -> int:
     record = find(open_store(uri), args.sweep, with_studies=True)
     if record is None:
         raise SweepNotFound(f"no sweep with Optuna studies in {tracking.redact(uri)}")
-    url = sweep_storage(record.optuna_storage, args.optuna_storage, record.ref.sweep_id)
+    url = sweep_storage(record.optuna_storage, args.optuna_storage, record.ref.sweep_id,
+                        uri)
     print_summaries(record, url, load_summaries(url, record.ref.sweep_id), sys.stdout)
     if args.dashboard:
         serve_dashboard(url, args.host, args.port, sys.stdout)

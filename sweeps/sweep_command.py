@@ -204,11 +204,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--max-concurrent", type=_positive_int, metavar="N",
                        help="at most N trials (packs of configurations) at once (default: "
                        "as many as the resources allow)")
-        p.add_argument("--optuna-storage", metavar="URL",
-                       help="the database of the spec's Optuna searches (default: "
-                       "$ORTHO_OPTUNA_STORAGE, else optuna.db beside a SQLite tracking store, "
-                       "HOME/optuna.db with the local one; required with any other tracking "
-                       "URI)")
 
     run = commands.add_parser("run", help="run a sweep here", **_help("run"))
     run.add_argument("spec", help=SPEC_HELP)
@@ -216,6 +211,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help=f"smoke, cpu or paper (default {DEFAULT_PROFILE})")
     where(run)
     tune_options(run)
+    run.add_argument("--optuna-storage", metavar="URL",
+                     help="the database of the spec's Optuna searches (default: "
+                     "$ORTHO_OPTUNA_STORAGE, else optuna.db beside a SQLite tracking store, "
+                     "HOME/optuna.db with the local one; required with any other tracking "
+                     "URI)")
     run.set_defaults(func=cmd_run)
 
     submit = commands.add_parser("submit", help="run a sweep as a Ray job on a cluster",
@@ -259,6 +259,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "are deleted and trained again)")
     where(resume)
     tune_options(resume)
+    resume.add_argument("--optuna-storage", metavar="URL",
+                        help="the database of the sweep's Optuna studies (default: "
+                        "$ORTHO_OPTUNA_STORAGE, else the storage the sweep recorded)")
     resume.set_defaults(func=cmd_resume)
 
     status = commands.add_parser("status", help="show a sweep's progress",

@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from sweeps import contract, tracking
-from sweeps.plan import Plan
+from sweeps import tracking
+from sweeps.plan import Member, Plan
 from sweeps.ray_session import trial_environment
 from sweeps.spec import ResolvedSpec
 from sweeps.status import Progress
-from sweeps.trial import TrialContext, run_trial
+from sweeps.trial import TrialContext, member_tags, run_trial
 from sweeps.writer import StartingWriter, drain_writer, launch_writer
 
 if TYPE_CHECKING:
@@ -100,13 +101,25 @@ def _scheduler(spec: ResolvedSpec) -> Any:
                          max_t=s.max_t or 10**12)
 
 
+@dataclass
+class FitEnd:
+    """How a Tune run of a plan ended."""
+
+    interrupted: bool
+    """Interrupted before every trial ended, with something left to train
+    (:func:`all_ended`)."""
+    errored: list[Member] = field(default_factory=list)
+    """The members of Optuna packs whose trials errored, retries spent
+    (:attr:`sweeps.searcher.SweepSearcher.errored`): those with no run are given a failed one
+    (:func:`backfill_failures`), as grid members are."""
+
+
 def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
             storage: str, run_name: str, max_concurrent: int | None, progress: Progress,
-            stream: TextIO, run_tags: Mapping[str, str], studies: Studies | None) -> bool:
+            stream: TextIO, run_tags: Mapping[str, str], studies: Studies | None) -> FitEnd:
     """Run ``plan`` on Tune, on the Ray this process is connected to, the trials tracking
     through a writer on this node (:mod:`sweeps.writer`) with ``run_tags`` on every run and
-    the Optuna cells searched by ``studies``; whether it was interrupted before every trial
-    ended with something left to train (:func:`all_ended`)."""
+    the Optuna cells searched by ``studies``; how it ended."""
     import ray
 
     writer = launch_writer(uri, f"ortho-writer-{run_name}")
@@ -124,7 +137,7 @@ def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
 def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, storage: str,
          run_name: str, max_concurrent: int | None, progress: Progress, stream: TextIO,
          context: TrialContext, studies: Studies | None,
-         writer: StartingWriter) -> bool:
+         writer: StartingWriter) -> FitEnd:
     """:func:`execute` once its writer is launched: Tune sets up and starts the trials while
     the writer starts, whose claims wait for it; its errors end the fit
     (:class:`~sweeps.tune_progress.WriterStarted`) or, were it over first, raise after it."""
@@ -162,8 +175,9 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
     drain_writer(context.writer, stream)  # what an outage held reaches the store first
     end_stopped_runs(tracker, ref, callback.stopped_early)
     if searcher.exhausted and callback.trials_ended >= searcher.n_suggested:
-        return False
-    return not all_ended(tracker, ref, plan.n_configs - before - searcher.n_repeats)
+        return FitEnd(False, searcher.errored)
+    return FitEnd(not all_ended(tracker, ref, plan.n_configs - before - searcher.n_repeats),
+                  searcher.errored)
 
 
 def all_ended(tracker: tracking.Tracker, ref: tracking.SweepRef, n_configs: int) -> bool:
@@ -199,13 +213,15 @@ LOST = ("The trial ended without ending this run: its Ray actor or node died whi
 
 
 def backfill_failures(tracker: tracking.Tracker, ref: tracking.SweepRef, plan: Plan,
-                      run_tags: Mapping[str, str], runs: list[tracking.TaggedRun]) -> bool:
+                      run_tags: Mapping[str, str], runs: list[tracking.TaggedRun],
+                      errored: Sequence[Member] = ()) -> bool:
     """After a completed Tune run, when no trial runs any more: end as ``failed`` every run
     still RUNNING (its trial died outside the trainer, with its actor or node, and was not
-    retried: :data:`LOST`), and give a ``failed`` run (tagged ``run_tags``) to every grid
-    configuration of ``plan`` that has none (a trial that died before it claimed it).
-    ``runs``: the sweep's configuration runs as read after the Tune run
-    (:meth:`~sweeps.tracking.Tracker.states`); whether it wrote any run (else
+    retried: :data:`LOST`), and give a ``failed`` run (tagged ``run_tags`` and as its trial
+    would have tagged it, :func:`sweeps.trial.member_tags`) to every grid configuration of
+    ``plan`` and every member of ``errored`` (:attr:`FitEnd.errored`) that has none (a trial
+    that died before it claimed it). ``runs``: the sweep's configuration runs as read after
+    the Tune run (:meth:`~sweeps.tracking.Tracker.states`); whether it wrote any run (else
     ``runs`` still hold what MLflow holds)."""
     wrote = False
     for run in runs:
@@ -214,13 +230,11 @@ def backfill_failures(tracker: tracking.Tracker, ref: tracking.SweepRef, plan: P
                 attempt=run.tags.get(tracking.ATTEMPT, "1")))
             wrote = True
     tracked = {r.tags.get(tracking.TRIAL_KEY) for r in runs}
-    for pack in plan.packs:
-        for m in pack:
-            if m.key not in tracked:
-                claim = tracker.claim(ref, m.key, m.params,
-                                      {**run_tags, tracking.CELL: str(m.cell),
-                                       contract.RUN_NAME: m.name or m.key})
-                tracker.fail(claim.run_id, "The trial ended without training this "
-                             "configuration (its Ray actor failed); see the Ray logs.")
-                wrote = True
+    for m in [*(m for pack in plan.packs for m in pack), *errored]:
+        if m.key not in tracked:
+            tracked.add(m.key)
+            claim = tracker.claim(ref, m.key, m.params, member_tags(m.to_dict(), run_tags))
+            tracker.fail(claim.run_id, "The trial ended without training this "
+                         "configuration (its Ray actor failed); see the Ray logs.")
+            wrote = True
     return wrote

@@ -23,7 +23,7 @@ from sweeps import contract, tracking
 from sweeps.cli import main
 from sweeps.lookup import sweep_status
 from sweeps.plan import build_plan
-from sweeps.runner import run_sweep
+from sweeps.runner import resume_sweep, run_sweep
 from sweeps.searcher import SweepSearcher
 from sweeps.spec import load_spec, resolve
 from sweeps.status import format_status
@@ -33,8 +33,10 @@ from sweeps.studies import (
     resume_studies,
     storage_url,
     study_name,
+    sweep_storage,
 )
 from sweeps.testing import track
+from sweeps.tune_run import FitEnd
 from tests.sweeps.helpers import TOY_MODULE, child_runs, new_home, store, toy_ray, write_spec
 
 STATE = optuna.trial.TrialState
@@ -67,6 +69,40 @@ def test_the_storage_is_beside_the_embedded_store_or_named(tmp_path, monkeypatch
         create_studies("nosuchdb://x", "s", build_plan(_spec(tmp_path)), _spec(tmp_path).optuna,
                        "max")
     assert err.value.field == "optuna_storage"
+
+
+def test_a_masked_recorded_storage_needs_the_real_url(monkeypatch):
+    monkeypatch.delenv("ORTHO_OPTUNA_STORAGE", raising=False)
+    recorded = "postgresql://ortho:***@db.internal/optuna"
+    with pytest.raises(ConfigError, match="--optuna-storage") as err:
+        sweep_storage(recorded, None, "20261126-000000-abcd", "")
+    assert err.value.field == "optuna_storage"
+    given = "postgresql://ortho:secret@127.0.0.1:5433/optuna"
+    opened = "postgresql+psycopg2://ortho:secret@127.0.0.1:5433/optuna"  # the driver installed
+    assert sweep_storage(recorded, given, "20261126-000000-abcd", "") == opened
+    monkeypatch.setenv("ORTHO_OPTUNA_STORAGE", given)
+    assert sweep_storage(recorded, None, "20261126-000000-abcd", "") == opened
+    assert sweep_storage("postgresql://db.internal/optuna", "", "x", "") == opened
+
+
+def test_a_moved_home_finds_its_studies_beside_its_store(tmp_path, monkeypatch):
+    """The recorded storage is a SQLite file that is gone (the home was moved or copied):
+    ``optuna.db`` beside the store as it is now is used; with neither, the one-line refusal
+    names the recorded file, and nothing is created."""
+    monkeypatch.delenv("ORTHO_OPTUNA_STORAGE", raising=False)
+    recorded = f"sqlite:///{tmp_path}/old/optuna.db"
+    home = tmp_path / "new"
+    home.mkdir()
+    uri = f"sqlite:///{home}/mlflow.db"
+    with pytest.raises(ConfigError, match="does not exist") as err:
+        sweep_storage(recorded, None, "s", uri)
+    assert err.value.field == "optuna_storage" and f"{tmp_path}/old/optuna.db" in str(err.value)
+    assert not (home / "optuna.db").exists()
+    (home / "optuna.db").touch()
+    assert sweep_storage(recorded, None, "s", uri) == f"sqlite:///{home}/optuna.db"
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "optuna.db").touch()
+    assert sweep_storage(recorded, None, "s", uri) == recorded  # where it was recorded first
 
 
 def _spec(tmp_path, n_trials=3, pack_size=3, **fields):
@@ -107,36 +143,49 @@ def test_a_resume_ends_running_trials_and_asks_unfinished_points_again(tmp_path)
 
 
 def _one_pack_of_three(tmp_path, monkeypatch, ends: list[str], interrupted: bool,
-                       errored: bool = False):
+                       errored: bool = False, optuna_storage: str | None = None):
     """An Optuna sweep of one pack of 3 whose Tune part is replaced: the searcher's pack is
-    asked, member i's run tracked and ended ``ends[i]`` with score 7 + i, then (``errored``)
-    Tune tells the searcher the trial errored, and Tune's fit returns ``interrupted``. The
-    final progress, the study's trials and the members asked."""
+    asked, member i's run tracked and ended ``ends[i]`` with score 7 + i (``"none"``: never
+    claimed), then (``errored``) Tune tells the searcher the trial errored, and Tune's fit
+    returns ``interrupted``; the studies in ``optuna_storage`` (default: beside the store).
+    The final progress, the study's trials, the members asked, the sweep's configuration runs
+    by trial key, what the sweep printed and its home."""
     asked = []
 
     def one_pack(spec, plan, ref, uri, store, run_name, max_concurrent, progress, stream,
-                 run_tags, studies) -> bool:
+                 run_tags, studies) -> FitEnd:
         searcher = SweepSearcher(plan, spec.metric, spec.mode, studies)
         members = searcher.suggest("a")["members"]
         searcher.on_trial_start("a")
         tracker = tracking.tracker(uri)
         for i, member in enumerate(members):
-            track(tracker, ref, member["key"], member["params"], end=ends[i],
-                  result=Result(Outcome.SOLVED, {"score": 7.0 + i}))
+            if ends[i] != "none":
+                track(tracker, ref, member["key"], member["params"], end=ends[i],
+                      result=Result(Outcome.SOLVED, {"score": 7.0 + i}))
         if errored:  # as Tune's loop does once the trial's retries are spent: no result
             searcher.on_trial_complete("a", error=True)
         asked.extend(members)
-        return interrupted
+        return FitEnd(interrupted, searcher.errored)
 
     monkeypatch.setattr("sweeps.runner.execute", one_pack)
     path = write_spec(tmp_path, fixed={"steps": 1}, space={"x": {"low": 0.0, "high": 1.0}},
                       pack_size=3, search={"kind": "optuna", "sampler": "random",
                                            "n_trials": 3, "seed": 0})
     home = new_home(tmp_path)
-    final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO(), max_concurrent=1)
-    url = storage_url(None, tracking.tracking_uri(None, home))
-    trials = optuna.load_study(study_name=study_name(final.sweep_id, 0), storage=url).trials
-    return final, trials, asked
+    out = io.StringIO()
+    final = run_sweep(str(path), "smoke", home=home, stream=out, max_concurrent=1,
+                      optuna_storage=optuna_storage)
+    uri = tracking.tracking_uri(None, home)
+    trials = optuna.load_study(study_name=study_name(final.sweep_id, 0),
+                               storage=storage_url(optuna_storage, uri)).trials
+    return final, trials, asked, _runs(home, final.sweep_id), out.getvalue(), home
+
+
+def _runs(home, sweep_id: str) -> dict:
+    """The configuration runs of sweep ``sweep_id`` in ``home``, by trial key."""
+    tracker = tracking.tracker(tracking.tracking_uri(None, home))
+    return {r.data.tags[tracking.TRIAL_KEY]: r for r in tracker.configurations(
+        tracker.find_sweep(sweep_id).ref)}
 
 
 @pytest.mark.usefixtures(toy_ray.__name__)
@@ -145,9 +194,9 @@ def test_an_interrupted_sweep_leaves_no_trial_running(tmp_path, monkeypatch):
     that ends before its pack): before the sweep exits, that trial is told its value and the
     other two are failed, as Optuna's ``optimize`` fails a trial a Ctrl-C stops, so the
     study shows what MLflow holds until a resume."""
-    final, trials, asked = _one_pack_of_three(tmp_path, monkeypatch,
-                                              ["finished", "killed", "killed"],
-                                              interrupted=True)  # as fit returns on Ctrl-C
+    final, trials, asked, *_ = _one_pack_of_three(tmp_path, monkeypatch,
+                                                  ["finished", "killed", "killed"],
+                                                  interrupted=True)  # as fit returns on Ctrl-C
     assert final.state == "interrupted" and len(asked) == 3
     assert [t.state for t in trials] == [STATE.COMPLETE, STATE.FAIL, STATE.FAIL]
     assert trials[0].value == 7.0
@@ -160,8 +209,8 @@ def test_packs_that_finish_after_a_ctrl_c_are_told_to_their_study(tmp_path, monk
     every run FINISHED in MLflow, but Tune, stopping, no longer reports those trials to the
     searcher. Before the sweep exits, each of their Optuna trials is told its run's value,
     not left RUNNING (a user review found half a study RUNNING after such a sweep)."""
-    final, trials, _ = _one_pack_of_three(tmp_path, monkeypatch, ["finished"] * 3,
-                                          interrupted=False)  # every trial ended
+    final, trials, *_ = _one_pack_of_three(tmp_path, monkeypatch, ["finished"] * 3,
+                                           interrupted=False)  # every trial ended
     assert final.state == "finished" and final.done == 3
     assert [(t.state, t.value) for t in trials] == [(STATE.COMPLETE, 7.0 + i) for i in range(3)]
 
@@ -174,13 +223,71 @@ def test_a_pack_that_errors_after_its_endings_tells_its_study_what_mlflow_holds(
     result, yet those two trials are told their runs' values, and only the member whose run
     failed is FAIL (told at once, every member was FAIL beside its FINISHED run, in a sweep
     that ends FINISHED, so no resume would mend it)."""
-    final, trials, asked = _one_pack_of_three(tmp_path, monkeypatch,
-                                              ["finished", "finished", "failed"],
-                                              interrupted=False, errored=True)
+    final, trials, asked, *_ = _one_pack_of_three(tmp_path, monkeypatch,
+                                                  ["finished", "finished", "failed"],
+                                                  interrupted=False, errored=True)
     assert final.state == "finished" and (final.done, final.failed) == (3, 1)
     assert [(t.state, t.value) for t in trials] == [
         (STATE.COMPLETE, 7.0), (STATE.COMPLETE, 8.0), (STATE.FAIL, None)]
     assert [t.user_attrs[KEY_ATTR] for t in trials] == [m["key"] for m in asked]
+
+
+@pytest.mark.usefixtures(toy_ray.__name__)
+def test_members_of_a_pack_that_errored_before_claiming_get_failed_runs(
+        tmp_path, monkeypatch):
+    """A pack's trial dies before two of its members claimed a run (its actor lost), retries
+    spent: each gets a failed run tagged as its trial would have tagged it, so the sweep
+    counts them failed and says how to resume, as for a grid pack (before, MLflow held no
+    run of them and the sweep ended "finished" with exit status 0)."""
+    final, trials, asked, runs, out, _ = _one_pack_of_three(
+        tmp_path, monkeypatch, ["finished", "none", "none"], interrupted=False, errored=True)
+    assert final.state == "finished" and (final.done, final.failed) == (3, 2)
+    assert "resume with: ortho sweep resume" in out
+    assert [(t.state, t.value) for t in trials] == [
+        (STATE.COMPLETE, 7.0), (STATE.FAIL, None), (STATE.FAIL, None)]
+    for member in asked[1:]:
+        run = runs[member["key"]]
+        assert (run.info.status, run.data.tags[tracking.OUTCOME]) == ("FAILED", "failed")
+        assert json.loads(run.data.tags[tracking.OPTUNA_PARAMS]) == member["optuna"]
+        assert run.data.tags[contract.RUN_NAME] == member["name"]
+
+
+@pytest.mark.usefixtures(toy_ray.__name__)
+def test_a_refused_resume_deletes_no_run(tmp_path, monkeypatch):
+    """A resume refused for a storage that holds none of the sweep's studies (a mistyped
+    --optuna-storage) leaves the sweep's failed runs, their tracebacks with them, as they
+    were, and creates no empty SQLite file: every check comes before a run is deleted."""
+    final, _, asked, before, *_, home = _one_pack_of_three(
+        tmp_path, monkeypatch, ["finished", "failed", "failed"], interrupted=False)
+    assert (final.done, final.failed) == (3, 2)
+    elsewhere = tmp_path / "elsewhere.db"
+    with pytest.raises(ConfigError) as err:
+        resume_sweep(final.sweep_id, home=home, optuna_storage=f"sqlite:///{elsewhere}",
+                     stream=io.StringIO())
+    assert err.value.field == "optuna_storage" and not elsewhere.exists()
+    after = _runs(home, final.sweep_id)
+    assert {k: r.info.status for k, r in after.items()} == {
+        m["key"]: s for m, s in zip(asked, ["FINISHED", "FAILED", "FAILED"], strict=True)}
+    assert {r.info.run_id for r in after.values()} == {r.info.run_id for r in before.values()}
+
+
+@pytest.mark.usefixtures(toy_ray.__name__)
+def test_a_resume_continues_the_studies_where_the_sweep_kept_them(tmp_path, monkeypatch):
+    """A sweep run with --optuna-storage elsewhere is resumed without it: the resume opens
+    the storage the parent run recorded (as ``ortho sweep studies`` does), asks the two
+    failed points again first, in one pack, and tells the same study their new endings (the
+    replaced Tune part ends the first FINISHED, score 7, the second failed again)."""
+    url = f"sqlite:///{tmp_path}/studies/kept.db"
+    (tmp_path / "studies").mkdir()
+    final, _, asked, _, _, home = _one_pack_of_three(
+        tmp_path, monkeypatch, ["finished", "failed", "failed"], interrupted=False,
+        optuna_storage=url)
+    assert not (home / "optuna.db").exists()
+    resumed = resume_sweep(final.sweep_id, home=home, stream=io.StringIO(), max_concurrent=1)
+    assert (resumed.state, resumed.done, resumed.failed) == ("finished", 3, 1)
+    study = optuna.load_study(study_name=study_name(final.sweep_id, 0), storage=url)
+    assert [(t.user_attrs[KEY_ATTR], t.state, t.value) for t in study.trials[3:]] == [
+        (asked[1]["key"], STATE.COMPLETE, 7.0), (asked[2]["key"], STATE.FAIL, None)]
 
 
 @pytest.mark.cluster

@@ -22,12 +22,11 @@ import optuna
 import psutil
 import pytest
 
-from ortho_core.errors import ConfigError
 from sweeps import tracking
 from sweeps.cli import main
 from sweeps.runner import run_sweep
-from sweeps.studies import KEY_ATTR
-from sweeps.studies_command import load_summaries, summary_line, sweep_storage
+from sweeps.studies import KEY_ATTR, REPEAT_ATTR
+from sweeps.studies_command import load_summaries, summary_line
 from tests.browser import WAIT_MS
 from tests.servers import START_TIMEOUT, _wait_until
 from tests.sweeps.helpers import child_runs, new_home, toy_ray, write_spec
@@ -115,16 +114,22 @@ def test_a_tie_for_the_best_value_is_told(tmp_path):
                                                   value=value))
     [summary] = load_summaries(url, "20261127-000000-abcd")
     assert summary_line(summary, "score") == (
-        "  cell-0: 4 trials (4 complete); best score 9 at x=0.1 (trial 0; 2 more trials tie)")
+        "  cell-0: 4 trials (4 complete); best score 9 at x=0.1 (trial 0; 2 more points tie)")
+    study.add_trial(optuna.trial.create_trial(  # x=0.3 proposed again: told, not a tie
+        params={"x": 0.3}, distributions={"x": x}, value=9.0, user_attrs={REPEAT_ATTR: True}))
+    [summary] = load_summaries(url, "20261127-000000-abcd")
+    assert summary_line(summary, "score") == ("  cell-0: 5 trials (4 complete, 1 repeated); "
+                                              "best score 9 at x=0.1 (trial 0; 2 more points "
+                                              "tie)")
     study.add_trial(optuna.trial.create_trial(params={"x": 0.5}, distributions={"x": x},
                                               value=10.0))
     [summary] = load_summaries(url, "20261127-000000-abcd")
     assert summary_line(summary, "score") == (
-        "  cell-0: 5 trials (5 complete); best score 10 at x=0.5 (trial 4)")
+        "  cell-0: 6 trials (5 complete, 1 repeated); best score 10 at x=0.5 (trial 5)")
     study.add_trial(optuna.trial.create_trial(params={"x": 0.6}, distributions={"x": x},
                                               value=10.0))
     [summary] = load_summaries(url, "20261127-000000-abcd")
-    assert summary_line(summary, "score").endswith("(trial 4; 1 more trial ties)")
+    assert summary_line(summary, "score").endswith("(trial 5; 1 more point ties)")
 
 
 def _get(url: str) -> Any:
@@ -213,17 +218,3 @@ def test_bad_input_is_refused_naming_the_field(sweeps, tmp_path):
                                 "--dashboard", "--port", port)
     assert status == 2 and "invalid port" in err and f"127.0.0.1:{port}" in err
     assert "--port picks another, --port 0 a free one" in err
-
-
-def test_a_masked_recorded_storage_needs_the_real_url(monkeypatch):
-    monkeypatch.delenv("ORTHO_OPTUNA_STORAGE", raising=False)
-    recorded = "postgresql://ortho:***@db.internal/optuna"
-    with pytest.raises(ConfigError, match="--optuna-storage") as err:
-        sweep_storage(recorded, None, "20261126-000000-abcd")
-    assert err.value.field == "optuna_storage"
-    given = "postgresql://ortho:secret@127.0.0.1:5433/optuna"
-    opened = "postgresql+psycopg2://ortho:secret@127.0.0.1:5433/optuna"  # the driver installed
-    assert sweep_storage(recorded, given, "20261126-000000-abcd") == opened
-    monkeypatch.setenv("ORTHO_OPTUNA_STORAGE", given)
-    assert sweep_storage(recorded, None, "20261126-000000-abcd") == opened
-    assert sweep_storage("postgresql://db.internal/optuna", "", "x") == opened
