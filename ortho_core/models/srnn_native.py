@@ -15,13 +15,22 @@ blocks still run in parallel threads (:func:`~.srnn_kernels.in_member_blocks`).
 It is compiled with ``-O3 -march=native`` for the machine it runs on, once: at install time
 (:func:`main`, from ``scripts/install.sh``) or at its first use (about 10 s), into PyTorch's
 extensions directory (``$TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``).
-The extension's name carries the CPU's instruction sets and the torch version, so machines
-sharing that directory never load one another's build. Where it cannot be built (no C++
-compiler or no ninja) the Python loops are used, and one line is logged saying so.
+The extension's name carries the CPU's instruction sets, the torch version and the folder of
+its source, so machines sharing that directory never load one another's build, and two
+checkouts on one machine do not rebuild over each other (ninja's build file names the source
+by its path). Where it cannot be built (no C++ compiler or no ninja) the Python loops are
+used, and one line is logged saying so.
+
+A builder killed mid-build (a trial stopped by SIGTERM while it compiled) leaves torch's
+build lock behind, a file torch creates and removes itself, on which every later build of
+the extension would wait forever; builds therefore hold a lock of their own that the kernel
+releases with its process (:func:`_build_lock`), under which a leftover torch lock is stale
+and is removed.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import platform
@@ -33,7 +42,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-__all__ = ["applies", "backward_states", "build", "forward_states", "main", "python_loops"]
+__all__ = ["applies", "backward_states", "build", "build_directory", "forward_states", "main",
+           "python_loops"]
 
 SOURCE = Path(__file__).with_name("csrc") / "srnn_loops.cpp"
 FLAGS = ["-O3", "-march=native"]
@@ -44,14 +54,37 @@ _enabled = True
 
 
 def _name() -> str:
-    """The extension's name: one per CPU instruction set and torch version."""
+    """The extension's name: one per CPU instruction set, torch version and source
+    folder."""
     cpu = platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
         cpu += next((line for line in cpuinfo.read_text().splitlines()
                      if line.startswith(("flags", "Features"))), "")
-    tag = hashlib.sha1(f"{cpu}|{torch.__version__}".encode()).hexdigest()[:12]
-    return f"ortho_srnn_{tag}"
+    tag = hashlib.sha1(f"{cpu}|{torch.__version__}|{SOURCE.parent.resolve()}".encode())
+    return f"ortho_srnn_{tag.hexdigest()[:12]}"
+
+
+def build_directory() -> Path:
+    """Where the extension is built (torch's choice for its name, made if missing)."""
+    from torch.utils import cpp_extension
+
+    return Path(cpp_extension._get_build_directory(_name(), verbose=False))
+
+
+@contextmanager
+def _build_lock(directory: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``directory``'s lock file (``<name>.flock`` beside it)
+    and remove torch's ``lock`` inside it when one is there: every builder takes this lock
+    first, so a torch lock found while holding it was left by a builder that died."""
+    with open(directory.parent / f"{directory.name}.flock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        stale = directory / "lock"
+        if stale.exists():
+            _log.warning("srnn_native: removed the build lock %s, left by a build that did "
+                         "not finish", stale)
+            stale.unlink(missing_ok=True)
+        yield
 
 
 def build(verbose: bool = False) -> bool:
@@ -62,8 +95,9 @@ def build(verbose: bool = False) -> bool:
         from torch.utils import cpp_extension
 
         try:
-            cpp_extension.load(name=_name(), sources=[str(SOURCE)], extra_cflags=FLAGS,
-                               is_python_module=False, verbose=verbose)
+            with _build_lock(build_directory()):
+                cpp_extension.load(name=_name(), sources=[str(SOURCE)], extra_cflags=FLAGS,
+                                   is_python_module=False, verbose=verbose)
             _built = True
         except (RuntimeError, OSError, subprocess.SubprocessError) as error:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)

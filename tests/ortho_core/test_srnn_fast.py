@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import ClassVar
 
@@ -247,6 +249,26 @@ def test_without_a_compiler_the_python_loops_run_and_say_so(
     weights = member(model, 2)
     F.cross_entropy(reference_out(weights, x), y).backward()
     torch.testing.assert_close(model.w_hh.grad[2], 2 * weights[1].grad, rtol=1e-12, atol=1e-13)
+
+
+def test_a_build_lock_left_by_a_killed_build_does_not_block_the_next(tmp_path) -> None:
+    """torch's build lock, left behind when a builder is killed mid-build (a trial stopped by
+    SIGTERM while it compiled), made every later build wait on it forever; now the next build
+    removes it and loads. The finished build is copied into a fresh extensions folder (no
+    compile when there is one), then a fresh process builds there with the lock in place."""
+    if not srnn_native.build():
+        pytest.skip("the C++ loops do not build here")
+    built = srnn_native.build_directory()
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path)}
+    name = built.name
+    shutil.copytree(built, tmp_path / name, ignore=shutil.ignore_patterns("lock"))
+    (tmp_path / name / "lock").touch()
+    code = ("import sys; from ortho_core.models import srnn_native as s; "
+            "sys.exit(0 if s.build() else 3)")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert "removed the build lock" in done.stderr and not (tmp_path / name / "lock").exists()
 
 
 def test_cuda_graphs_are_skipped_on_cpu() -> None:
