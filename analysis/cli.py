@@ -80,8 +80,10 @@ def _help(name: str) -> dict[str, object]:
 
 
 def out_folder(text: str) -> Path:
-    """``--out``: a folder, or a path where one can be made. Checked when the command line is
-    read, since ``reproduce`` writes its pages only after every sweep has run."""
+    """``--out``: a folder, or a path where one can be made, made now. Checked when the
+    command line is read, since ``reproduce`` writes its pages only after every sweep has run;
+    made rather than predicted, since only the kernel knows (``/proc``, a read-only mount,
+    root's rights)."""
     path = Path(text).expanduser()
     nearest = path.resolve()
     while not nearest.exists():
@@ -92,6 +94,11 @@ def out_folder(text: str) -> Path:
     if not os.access(nearest, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"expected a folder this user can write in (got "
                                          f"{text!r}: {nearest} is not writable)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise argparse.ArgumentTypeError(f"expected a folder, or a path where one can be made "
+                                         f"(got {text!r}: {err.strerror or err})") from err
     return path
 
 

@@ -221,6 +221,11 @@ def test_an_out_folder_that_cannot_be_made_is_bad_input(command: list[str], tmp_
         assert (f"argument --out: expected a folder, or a path where one can be made (got "
                 f"'{out}': {blocker} is a file)") in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == ["a-file"]
+    with pytest.raises(SystemExit) as exit_:  # writable to root, yet no folder can be made
+        main([*command, "--home", str(tmp_path), "--out", "/proc/ortho-report"])
+    assert exit_.value.code == 2
+    assert ("argument --out: expected a folder" in (err := capsys.readouterr().err)
+            and "(got '/proc/ortho-report': " in err and "Traceback" not in err)
 
 
 def test_the_cli_module_loads_no_heavy_library_before_a_command_runs() -> None:
