@@ -50,7 +50,8 @@ published md5 sum, and unpack the CIFAR archives. Files already there and intact
 fetched again; a damaged one is fetched anew. The experiments read the same folder as
 --data-dir's default.
 
-Exit status: 0 when the dataset is ready, 2 when no source delivers a file intact."""
+Exit status: 0 when the dataset is ready; 1 when no source answers (no network, servers
+down: try again later); 2 when a source delivers a file whose md5 is wrong."""
 """What ``ortho data download --help`` says (user text)."""
 
 

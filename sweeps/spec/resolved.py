@@ -88,7 +88,7 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
     """
     source = spec.source
     if profile not in spec.profiles:  # the command line's fault, not the file's
-        raise ConfigError("profile", f"one of the profiles {source.file} defines: "
+        raise ConfigError("profile", f"one of the profiles of {source.file}: "
                           + ", ".join(spec.profiles), profile)
     try:
         trainer = experiments.get(spec.experiment)

@@ -70,7 +70,7 @@ def test_a_spec_with_pack_size_auto_is_checked_here_without_planning(tmp_path, m
 @pytest.mark.parametrize(("argv", "message"), [
     (["sweep", "run", "no-such-spec"], "invalid spec: expected the name of a shipped spec"),
     (["sweep", "run", "synthetic-max-length", "--profile", "huge"],
-     "invalid profile: expected one of the profiles synthetic-max-length.yaml defines: smoke, "
+     "invalid profile: expected one of the profiles of synthetic-max-length.yaml: smoke, "
      "cpu, paper (got 'huge')"),
     (["sweep", "submit", "synthetic-max-length", "--address", "http://127.0.0.1:9",
       "--profile", "huge"], "invalid profile: expected one of the profiles"),

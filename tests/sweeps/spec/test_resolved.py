@@ -34,7 +34,7 @@ def test_unknown_profile_names_the_profile_asked_for_not_the_file(tmp_path):
     with pytest.raises(ConfigError) as info:
         resolve(spec, "gpu")
     assert not isinstance(info.value, SpecError)
-    assert str(info.value) == (f"profile: expected one of the profiles {spec.source.file} defines: "
+    assert str(info.value) == (f"profile: expected one of the profiles of {spec.source.file}: "
                                f"{', '.join(spec.profiles)} (got 'gpu')")
 
 
