@@ -154,6 +154,40 @@ def _no_usage_stats_head() -> Iterator[None]:
         Node.start_api_server = original  # type: ignore[method-assign]
 
 
+@contextmanager
+def _own_process_groups() -> Iterator[None]:
+    """Start a local node's processes (GCS, raylet, the monitor and the agents) each in a
+    process group of its own.
+
+    Ray starts them in the driver's process group, with SIGINT blocked in them so that a
+    Ctrl-C at the terminal reaches the driver alone; a SIGTERM sent to the whole group (by
+    ``timeout``, a batch scheduler's job step, ``kill -- -PGID``) reached them as well, so the
+    node died under the driver, which could not end its runs (they stayed RUNNING) and
+    waited 60 s for its GCS before it exited with status 1. In groups of their own only the
+    driver receives it, and stops the sweep as after a Ctrl-C
+    (:func:`terminate_as_interrupt`). Where the kernel ties them to the driver (Linux's
+    parent-death signal, which Ray sets then), they still die with it; elsewhere they are
+    left in its group, as Ray does on Windows for the same reason.
+    """
+    from ray._private import services, utils
+
+    if not utils.detect_fate_sharing_support() or not hasattr(services, "ConsolePopen"):
+        yield
+        return
+    original = services.ConsolePopen
+
+    class OwnGroupPopen(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            kwargs.setdefault("process_group", 0)
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = OwnGroupPopen  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        services.ConsolePopen = original  # type: ignore[misc]
+
+
 def start_embedded_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
     """Start Ray in this process, on 127.0.0.1 only, without dashboard or driver logs.
 
@@ -172,7 +206,8 @@ def start_embedded_ray(num_cpus: int | None = None, num_gpus: int | None = None)
     level = auth_logger.level
     auth_logger.setLevel(logging.ERROR)
     try:
-        with _loopback_only(), _free_agent_port(), _no_usage_stats_head():
+        with (_loopback_only(), _free_agent_port(), _no_usage_stats_head(),
+              _own_process_groups()):
             ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
                      log_to_driver=False, logging_level=logging.WARNING, num_cpus=num_cpus,
                      num_gpus=num_gpus)

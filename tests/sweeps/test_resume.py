@@ -110,16 +110,21 @@ def _kill_all(group: int, home: Path, timeout: float = 60.0) -> None:
 
 
 def _stop_when(home: Path, drivers: list, spec: Path, signum: int,
-               ready: Callable[[], bool]) -> tuple[tracking.SweepRecord, str]:
-    """Run ``spec``'s smoke sweep, send its driver ``signum`` once ``ready()``, and check
-    that it stopped as interrupted (exit status 130, the sweep KILLED, the resume command
-    printed); the sweep's record and the driver's output."""
+               ready: Callable[[], bool], group: bool = False
+               ) -> tuple[tracking.SweepRecord, str]:
+    """Run ``spec``'s smoke sweep, send its driver (``group``: its whole process group)
+    ``signum`` once ``ready()``, and check that it stopped as interrupted (exit status 130,
+    the sweep KILLED, the resume command printed); the sweep's record and the driver's
+    output."""
     proc = _ortho(["sweep", "run", str(spec), "--profile", "smoke"], home)
     drivers.append((proc, home))
     deadline = time.monotonic() + 240
     while not ready() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    proc.send_signal(signum)
+    if group:
+        os.killpg(proc.pid, signum)
+    else:
+        proc.send_signal(signum)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
     record = tracker_of(home).find_sweep()
@@ -203,12 +208,15 @@ def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
 @pytest.mark.slow
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_sigterm_stops_a_sweep_as_a_ctrl_c_does(tmp_path, drivers):
-    """``kill``, ``docker stop``, the end of a pod: SIGTERM ends the runs in flight KILLED and
-    the sweep interrupted, exit status 130 (Ray's own handler exited on the spot, leaving
-    them RUNNING and the sweep taken for running)."""
+    """``kill``, ``docker stop``, the end of a pod, here sent to the driver's whole process
+    group as ``timeout`` and a batch scheduler's job step send it: SIGTERM ends the runs in
+    flight KILLED and the sweep interrupted, exit status 130. (Ray's own handler exited on
+    the spot, leaving them RUNNING and the sweep taken for running; and the local Ray node,
+    started in the driver's group, died under it: exit status 1 after 60 s.)"""
     spec = write_spec(tmp_path, fixed={"steps": 40, "sleep": 0.5}, space={"x": XS})
     home = new_home(tmp_path)
-    _stop_when(home, drivers, spec, signal.SIGTERM, lambda: "RUNNING" in _statuses(home))
+    _stop_when(home, drivers, spec, signal.SIGTERM, lambda: "RUNNING" in _statuses(home),
+               group=True)
     statuses = _statuses(home)
     assert "KILLED" in statuses and "RUNNING" not in statuses, statuses
 
