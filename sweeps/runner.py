@@ -125,7 +125,7 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
         # Also when not interrupted: the searcher leaves the members of a pack that errored
         # to this, and a pack may end its runs after a Ctrl-C, before its actor is ended,
         # when Tune, stopping, no longer tells the searcher.
-        studies.end_running(finished_values(runs, spec.metric))
+        studies.end_running(finished_values(runs, spec.metric), failed_keys(runs))
     record = tracker.find_sweep(ref.sweep_id)
     assert record is not None
     final = from_mlflow(tracker, record, runs)
@@ -153,6 +153,11 @@ def finished_values(runs: list[tracking.TaggedRun], metric: str) -> dict[str, fl
     return {run.tags[tracking.TRIAL_KEY]: tracking.metric_value(
         tracking.stored_result(run.tags).summary, metric)
         for run in runs if run.status == "FINISHED"}
+
+
+def failed_keys(runs: list[tracking.TaggedRun]) -> set[str]:
+    """The trial keys of the FAILED runs of ``runs``."""
+    return {run.tags[tracking.TRIAL_KEY] for run in runs if run.status == "FAILED"}
 
 
 def resume_command(sweep_id: str, home: Path, uri: str, address: str | None,
@@ -309,7 +314,8 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         assert spec.optuna is not None
         study_url = sweep_storage(record.optuna_storage, optuna_storage, record.ref.sweep_id,
                                   uri)
-        studies = resume_studies(study_url, record.ref.sweep_id, plan, spec.optuna, values)
+        studies = resume_studies(study_url, record.ref.sweep_id, plan, spec.optuna, values,
+                                 failed_keys(runs))
         plan = build_plan(spec, values, studies.done)
     progress = Progress(sweep_id=record.ref.sweep_id, label=f"{spec.name}/{spec.profile}",
                         metric=spec.metric, mode=spec.mode, total=plan.n_configs,

@@ -20,7 +20,9 @@ A resume (:func:`resume_studies`) loads the same studies and:
 
 - tells each trial still RUNNING (its driver died before the trial ended) the value of its
   FINISHED MLflow run when there is one, else marks it FAIL (every sweep whose driver lives
-  to its end does this itself before it exits, Ctrl-C or not: :meth:`Studies.end_running`);
+  to its end does this itself before it exits, Ctrl-C or not: :meth:`Studies.end_running`),
+  and :data:`INTERRUPTED_ATTR` where its configuration was cut short rather than failed
+  (Optuna has no state for it; ``ortho sweep studies`` counts those trials apart);
 - asks again, first (``enqueue_trial``), the point of every trial whose configuration has no
   FINISHED run (failed or interrupted), once per point, so each configuration ends with one
   run as in a grid;
@@ -34,7 +36,7 @@ again), so a rerun proposes the same points.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +58,10 @@ REPEAT_ATTR = "ortho.repeat"
 """User attribute of a trial whose point was already known or in flight (told, not trained)."""
 CELL_ATTR = "ortho.cell_params"
 """User attribute of a study: the config keys its cell fixes."""
+INTERRUPTED_ATTR = "ortho.interrupted"
+"""User attribute of a trial told FAIL because its configuration's training was cut short (a
+Ctrl-C, a killed driver: no FINISHED or FAILED run), not because it failed; a resume asks its
+point again."""
 
 
 def storage_url(explicit: str | None, tracking_uri: str) -> str:
@@ -154,15 +160,18 @@ class Studies:
         return sum(bool(t.user_attrs.get(REPEAT_ATTR))
                    for study in self.by_cell.values() for t in study.get_trials(deepcopy=False))
 
-    def end_running(self, values: Mapping[str, float | None]) -> None:
+    def end_running(self, values: Mapping[str, float | None],
+                    failed: Collection[str] = ()) -> None:
         """Tell every trial still RUNNING the value of its configuration's FINISHED run in
-        ``values`` (the metric by trial key), else FAIL, as Optuna's own ``optimize`` marks a
+        ``values`` (the metric by trial key), else FAIL, marked :data:`INTERRUPTED_ATTR`
+        unless its configuration's run FAILED (``failed``: their trial keys), as Optuna's own
+        ``optimize`` marks a
         trial a Ctrl-C stopped: what every sweep does before it exits (after a Ctrl-C, Tune
         stops telling the searcher, even of packs that then finish, and the searcher leaves
         the members of a pack that errored to this), so that the studies show what MLflow
         holds."""
         for study in self.by_cell.values():
-            _end_running(study, values)
+            _end_running(study, values, failed)
 
 
 def study_name(sweep_id: str, cell: int) -> str:
@@ -206,10 +215,11 @@ def create_studies(url: str | None, sweep_id: str, plan: Plan, settings: OptunaS
 
 
 def resume_studies(url: str, sweep_id: str, plan: Plan, settings: OptunaSettings,
-                   values: Mapping[str, float | None]) -> Studies:
+                   values: Mapping[str, float | None], failed: Collection[str] = ()) -> Studies:
     """Load the studies of sweep ``sweep_id`` and set them right for a resume (the module
     docstring); ``values`` holds the metric of every FINISHED configuration run by trial
-    key. A study missing from ``url`` raises ``ConfigError`` naming ``optuna_storage``."""
+    key, ``failed`` the trial keys of its FAILED runs. A study missing from ``url`` raises
+    ``ConfigError`` naming ``optuna_storage``."""
     storage = _storage(url)
     opened = Studies(by_cell={}, known=dict(values))
     for index, cell in plan.optuna_cells.items():
@@ -220,17 +230,17 @@ def resume_studies(url: str, sweep_id: str, plan: Plan, settings: OptunaSettings
             raise ConfigError("optuna_storage", f"the storage holding study {name!r} (the "
                               f"parent run's tag {contract.OPTUNA_STORAGE} names it)",
                               redact(url)) from err
-        opened.done[index] = _set_right(study, values)
+        opened.done[index] = _set_right(study, values, failed)
         study.sampler = make_sampler(settings, cell.optuna_space,
                                      _seed(settings, index, len(study.trials)))
         opened.by_cell[index] = study
     return opened
 
 
-def _set_right(study: Any, values: Mapping[str, float | None]) -> int:
+def _set_right(study: Any, values: Mapping[str, float | None], failed: Collection[str]) -> int:
     """End ``study``'s RUNNING trials, queue the unfinished points again; its spent budget."""
     state = optuna.trial.TrialState
-    _end_running(study, values)
+    _end_running(study, values, failed)
     finished: set[str] = set()
     queued: set[str] = set()
     again: dict[str, dict[str, Any]] = {}
@@ -251,13 +261,19 @@ def _set_right(study: Any, values: Mapping[str, float | None]) -> int:
     return len(finished) + repeats
 
 
-def _end_running(study: Any, values: Mapping[str, float | None]) -> None:
+def _end_running(study: Any, values: Mapping[str, float | None],
+                 failed: Collection[str]) -> None:
     """Tell each of ``study``'s RUNNING trials its configuration's value in ``values``, or
-    FAIL when it has none (no FINISHED run, or a metric that is not finite)."""
+    FAIL when it has none (no FINISHED run, or a metric that is not finite), marked
+    :data:`INTERRUPTED_ATTR` when its configuration has neither a FINISHED run nor one in
+    ``failed``."""
     state = optuna.trial.TrialState
     for trial in study.get_trials(deepcopy=False, states=(state.RUNNING,)):
-        value = values.get(trial.user_attrs.get(KEY_ATTR, ""))
-        if value is None:
-            study.tell(trial.number, state=state.FAIL)
-        else:
+        key = trial.user_attrs.get(KEY_ATTR, "")
+        value = values.get(key)
+        if value is not None:
             study.tell(trial.number, value)
+            continue
+        if key not in values and key not in failed:
+            optuna.trial.Trial(study, trial._trial_id).set_user_attr(INTERRUPTED_ATTR, True)
+        study.tell(trial.number, state=state.FAIL)

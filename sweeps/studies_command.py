@@ -30,11 +30,12 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from ortho_core.errors import ConfigError
 from sweeps import contract, tracking
 from sweeps.lookup import SweepNotFound, find, open_store
-from sweeps.studies import CELL_ATTR, KEY_ATTR, REPEAT_ATTR, sweep_storage
+from sweeps.studies import CELL_ATTR, INTERRUPTED_ATTR, KEY_ATTR, REPEAT_ATTR, sweep_storage
 
 STATE_WORDS = {"COMPLETE": "complete", "RUNNING": "running", "WAITING": "queued",
                "FAIL": "failed", "PRUNED": "pruned"}
-"""How a trial's state reads in a summary, in this order."""
+"""How a trial's state reads in a summary, in this order (then ``interrupted``,
+``repeated``)."""
 
 
 @dataclass
@@ -47,7 +48,8 @@ class StudySummary:
     """The config keys whose values tell this cell from the sweep's other cells."""
     states: Counter[str]
     """Trials by :data:`STATE_WORDS` word; points told again without training count as
-    ``repeated``."""
+    ``repeated``, failed trials whose training was cut short
+    (:data:`sweeps.studies.INTERRUPTED_ATTR`) as ``interrupted``."""
     best: Any
     """The best COMPLETE trial (``optuna.trial.FrozenTrial``), None before any."""
     ties: int = 0
@@ -87,8 +89,12 @@ def load_summaries(url: str, sweep_id: str) -> list[StudySummary]:
 def _states(study: Any) -> Counter[str]:
     states: Counter[str] = Counter()
     for trial in study.get_trials(deepcopy=False):
-        repeated = trial.user_attrs.get(REPEAT_ATTR)
-        states["repeated" if repeated else STATE_WORDS.get(trial.state.name, "other")] += 1
+        if trial.user_attrs.get(REPEAT_ATTR):
+            states["repeated"] += 1
+        elif trial.user_attrs.get(INTERRUPTED_ATTR) and trial.state.name == "FAIL":
+            states["interrupted"] += 1
+        else:
+            states[STATE_WORDS.get(trial.state.name, "other")] += 1
     return states
 
 
@@ -124,7 +130,7 @@ def summary_line(summary: StudySummary, metric: str) -> str:
     name = summary.name.rsplit("/", 1)[-1]
     label = f"{name} {_point(summary.cell)}" if summary.cell else name
     total = sum(summary.states.values())
-    words = [*STATE_WORDS.values(), "repeated", "other"]
+    words = [*STATE_WORDS.values(), "interrupted", "repeated", "other"]
     counts = ", ".join(f"{summary.states[w]} {w}" for w in words if summary.states[w])
     trials = f"{total} trial{'' if total == 1 else 's'}" + (f" ({counts})" if counts else "")
     if summary.best is None:

@@ -28,6 +28,7 @@ from sweeps.searcher import SweepSearcher
 from sweeps.spec import load_spec, resolve
 from sweeps.status import format_status
 from sweeps.studies import (
+    INTERRUPTED_ATTR,
     KEY_ATTR,
     create_studies,
     resume_studies,
@@ -113,9 +114,10 @@ def _spec(tmp_path, n_trials=3, pack_size=3, **fields):
 
 
 def test_a_resume_ends_running_trials_and_asks_unfinished_points_again(tmp_path):
-    """A driver died with a pack of 3 in flight, one member's run FINISHED in MLflow: the
-    resume tells that trial its value, fails the other two and queues their points first;
-    resuming again queues nothing twice."""
+    """A driver died with a pack of 3 in flight, one member's run FINISHED in MLflow and one
+    FAILED: the resume tells the first trial its value, fails the other two (the one whose
+    run was cut short marked interrupted) and queues their points first; resuming again
+    queues nothing twice."""
     spec = _spec(tmp_path, n_trials=5)
     url = f"sqlite:///{tmp_path}/optuna.db"
     plan = build_plan(spec)
@@ -127,12 +129,14 @@ def test_a_resume_ends_running_trials_and_asks_unfinished_points_again(tmp_path)
     values = {done["key"]: 7.0}
 
     for _ in range(2):
-        opened = resume_studies(url, "s1", plan, spec.optuna, values)
+        opened = resume_studies(url, "s1", plan, spec.optuna, values, {lost[1]["key"]})
         assert opened.done == {0: 1} and opened.known == values
     study = optuna.load_study(study_name=study_name("s1", 0), storage=url)
     trials = study.get_trials()
     assert [t.state for t in trials] == [STATE.COMPLETE, STATE.FAIL, STATE.FAIL,
                                          STATE.WAITING, STATE.WAITING]
+    assert [t.user_attrs.get(INTERRUPTED_ATTR, False) for t in trials[:3]] == [
+        False, True, False]
     assert trials[0].value == 7.0 and trials[0].user_attrs[KEY_ATTR] == done["key"]
 
     resumed = build_plan(spec, done=opened.done)
@@ -199,6 +203,7 @@ def test_an_interrupted_sweep_leaves_no_trial_running(tmp_path, monkeypatch):
                                                   interrupted=True)  # as fit returns on Ctrl-C
     assert final.state == "interrupted" and len(asked) == 3
     assert [t.state for t in trials] == [STATE.COMPLETE, STATE.FAIL, STATE.FAIL]
+    assert [t.user_attrs.get(INTERRUPTED_ATTR, False) for t in trials] == [False, True, True]
     assert trials[0].value == 7.0
     assert [t.user_attrs[KEY_ATTR] for t in trials] == [m["key"] for m in asked]
 
@@ -230,6 +235,7 @@ def test_a_pack_that_errors_after_its_endings_tells_its_study_what_mlflow_holds(
     assert [(t.state, t.value) for t in trials] == [
         (STATE.COMPLETE, 7.0), (STATE.COMPLETE, 8.0), (STATE.FAIL, None)]
     assert [t.user_attrs[KEY_ATTR] for t in trials] == [m["key"] for m in asked]
+    assert INTERRUPTED_ATTR not in trials[2].user_attrs  # its run failed: a failure
 
 
 @pytest.mark.usefixtures(toy_ray.__name__)
@@ -245,6 +251,7 @@ def test_members_of_a_pack_that_errored_before_claiming_get_failed_runs(
     assert "resume with: ortho sweep resume" in out
     assert [(t.state, t.value) for t in trials] == [
         (STATE.COMPLETE, 7.0), (STATE.FAIL, None), (STATE.FAIL, None)]
+    assert not any(INTERRUPTED_ATTR in t.user_attrs for t in trials)
     for member in asked[1:]:
         run = runs[member["key"]]
         assert (run.info.status, run.data.tags[tracking.OUTCOME]) == ("FAILED", "failed")

@@ -25,7 +25,7 @@ import pytest
 from sweeps import tracking
 from sweeps.cli import main
 from sweeps.runner import run_sweep
-from sweeps.studies import KEY_ATTR, REPEAT_ATTR
+from sweeps.studies import INTERRUPTED_ATTR, KEY_ATTR, REPEAT_ATTR
 from sweeps.studies_command import load_summaries, summary_line
 from tests.browser import WAIT_MS
 from tests.servers import START_TIMEOUT, _wait_until
@@ -130,6 +130,13 @@ def test_a_tie_for_the_best_value_is_told(tmp_path):
                                               value=10.0))
     [summary] = load_summaries(url, "20261127-000000-abcd")
     assert summary_line(summary, "score").endswith("(trial 5; 1 more point ties)")
+    for interrupted in (True, False):  # cut short by a Ctrl-C / failed
+        study.add_trial(optuna.trial.create_trial(
+            params={"x": 0.7}, distributions={"x": x}, state=optuna.trial.TrialState.FAIL,
+            user_attrs={INTERRUPTED_ATTR: True} if interrupted else {}))
+    [summary] = load_summaries(url, "20261127-000000-abcd")
+    assert summary_line(summary, "score").startswith(
+        "  cell-0: 9 trials (6 complete, 1 failed, 1 interrupted, 1 repeated); ")
 
 
 def _get(url: str) -> Any:
