@@ -116,8 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ortho`` command line; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(plugins=False) if argv[:1] and argv[0] in BUILT_IN else build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
     name = command_words(args)
+    if extra:  # argparse would name ``ortho``: they were typed to the sub-command
+        Parser(prog=name).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a reader gone meanwhile is told apart below
