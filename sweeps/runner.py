@@ -114,7 +114,7 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     ended = FitEnd(interrupted=False)
     if plan.n_tune_trials:
         ended = execute(spec, plan, ref, tracker.uri, store, run_name, max_concurrent,
-                        progress, stream, run_tags, studies)
+                        progress, stream, run_tags, studies, begun)
     interrupted = ended.interrupted
     runs = tracker.states(ref)
     if interrupted:

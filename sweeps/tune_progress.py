@@ -71,7 +71,7 @@ class ProgressCallback(Callback):
                  min_interval: float = 2.0, print_every: float = 30.0,
                  beat: Callable[[], None] | None = None,
                  beat_interval: float = HEARTBEAT_SECONDS,
-                 repeats: Callable[[], int] | None = None) -> None:
+                 repeats: Callable[[], int] | None = None, start: float | None = None) -> None:
         self.progress = progress
         self.repeats = repeats
         self.stream = stream
@@ -80,7 +80,9 @@ class ProgressCallback(Callback):
         self.beat = beat
         self.beat_interval = beat_interval
         self._beaten_at = time.monotonic()
-        self.start = time.monotonic()
+        self.start = time.monotonic() if start is None else start
+        """When the command started (``time.monotonic()``; default: now), so that the time
+        elapsed counts Ray's start as the final line and ``ortho sweep status`` do."""
         self.done_before = progress.done
         self.trials_ended = 0
         self.stopped_early: list[str] = []
@@ -98,6 +100,8 @@ class ProgressCallback(Callback):
                    disable=None, **bar_columns(self._out))
         self.bar: tqdm | None = None if bar.disable else bar
         """The bar on a terminal; None where lines are printed instead."""
+        if self.bar is not None:
+            self.bar.start_t -= time.monotonic() - self.start
 
     @property
     def _out(self) -> TextIO:

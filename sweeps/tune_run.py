@@ -116,10 +116,12 @@ class FitEnd:
 
 def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
             storage: str, run_name: str, max_concurrent: int | None, progress: Progress,
-            stream: TextIO, run_tags: Mapping[str, str], studies: Studies | None) -> FitEnd:
+            stream: TextIO, run_tags: Mapping[str, str], studies: Studies | None,
+            begun: float | None = None) -> FitEnd:
     """Run ``plan`` on Tune, on the Ray this process is connected to, the trials tracking
     through a writer on this node (:mod:`sweeps.writer`) with ``run_tags`` on every run and
-    the Optuna cells searched by ``studies``; how it ended."""
+    the Optuna cells searched by ``studies``, the progress's time elapsed counted from
+    ``begun`` (the command's start, a ``time.monotonic()``); how it ended."""
     import ray
 
     writer = launch_writer(uri, f"ortho-writer-{run_name}")
@@ -129,7 +131,7 @@ def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
                                  metric=spec.metric, mode=spec.mode, cpus=spec.resources.cpu,
                                  step_metric=spec.scheduler.metric_step if spec.scheduler
                                  else None, run_tags=dict(run_tags)), studies,
-                    writer)
+                    writer, begun)
     finally:
         ray.kill(writer.actor)
 
@@ -137,7 +139,7 @@ def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
 def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, storage: str,
          run_name: str, max_concurrent: int | None, progress: Progress, stream: TextIO,
          context: TrialContext, studies: Studies | None,
-         writer: StartingWriter) -> FitEnd:
+         writer: StartingWriter, begun: float | None) -> FitEnd:
     """:func:`execute` once its writer is launched: Tune sets up and starts the trials while
     the writer starts, whose claims wait for it; its errors end the fit
     (:class:`~sweeps.tune_progress.WriterStarted`) or, were it over first, raise after it."""
@@ -154,7 +156,7 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
     before = progress.repeats
     callback = ProgressCallback(progress, stream,
                                 beat=lambda: context.writer.heartbeat.remote(ref),
-                                repeats=lambda: before + searcher.n_repeats)
+                                repeats=lambda: before + searcher.n_repeats, start=begun)
     tuner = tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(

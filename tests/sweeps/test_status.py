@@ -148,6 +148,21 @@ def test_elsewhere_the_callback_prints_a_line_when_trials_end():
     assert len(stream.getvalue().splitlines()) == 1  # nothing new: no line until print_every
 
 
+def test_the_time_elapsed_counts_from_the_command_s_start():
+    """The progress lines and the bar count Ray's start, as the final line and ``ortho sweep
+    status`` (from the parent run's start) do: "16s elapsed" was followed by "finished in
+    24s" a second later."""
+    stream = io.StringIO()
+    callback = ProgressCallback(_progress(), stream, min_interval=0.0,
+                                start=time.monotonic() - 30)
+    callback.on_trial_complete(0, [], _trial("TERMINATED", 1, score=5.0))
+    callback.on_step_end(1, [])
+    assert ", 30s elapsed, " in stream.getvalue()
+    bar = ProgressCallback(_progress(), Terminal(), start=time.monotonic() - 30).bar
+    assert bar is not None and 30 <= bar.format_dict["elapsed"] < 40
+    bar.close()
+
+
 def test_the_callback_counts_repeated_optuna_points_as_done_untrained():
     stream = io.StringIO()
     repeats = [0]
