@@ -26,6 +26,7 @@ store, pandas, matplotlib and MLflow are imported by the command that runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -80,10 +81,10 @@ def _help(name: str) -> dict[str, object]:
 
 
 def out_folder(text: str) -> Path:
-    """``--out``: a folder, or a path where one can be made, made now. Checked when the
-    command line is read, since ``reproduce`` writes its pages only after every sweep has run;
-    made rather than predicted, since only the kernel knows (``/proc``, a read-only mount,
-    root's rights)."""
+    """``--out``: a folder, or a path where one can be made. Checked when the command line is
+    read, since ``reproduce`` writes its pages only after every sweep has run: by making the
+    folders it lacks and removing them again (only the kernel knows: ``/proc``, a read-only
+    mount, root's rights), so that a command that stops before its work leaves none."""
     path = Path(text).expanduser()
     nearest = path.resolve()
     while not nearest.exists():
@@ -94,11 +95,17 @@ def out_folder(text: str) -> Path:
     if not os.access(nearest, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"expected a folder this user can write in (got "
                                          f"{text!r}: {nearest} is not writable)")
+    missing = [p for p in (path.resolve(), *path.resolve().parents) if not p.exists()]
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        for folder in reversed(missing):
+            folder.mkdir()
     except OSError as err:
         raise argparse.ArgumentTypeError(f"expected a folder, or a path where one can be made "
                                          f"(got {text!r}: {err.strerror or err})") from err
+    finally:
+        for folder in missing:
+            with contextlib.suppress(OSError):  # not made, or no longer empty
+                folder.rmdir()
     return path
 
 
