@@ -158,8 +158,12 @@ def _validate(config_cls: type, source: SpecSource, point: dict[str, Any],
         try:
             from_dict(config_cls, {**point, **extra})
         except ConfigError as err:
-            path = where.get(err.field, (*group_path, "fixed", err.field))
-            raise source.error(path, err.expected, err.value) from err
+            if err.field in where:
+                raise source.error(where[err.field], err.expected, err.value) from err
+            # a key the spec leaves at the Config's default: named as it is, at its group
+            raise SpecError(source.file, source.line(group_path), err.field,
+                            f"{err.expected}; the spec leaves {err.field} at its default, "
+                            "so set it in fixed or space", err.value) from err
 
 
 class _PlainDumper(yaml.SafeDumper):

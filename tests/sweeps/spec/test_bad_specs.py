@@ -77,6 +77,9 @@ BAD = [
         ("  - fixed: {variant: oinit, pretrain_lr: 0.1}",
          "  - fixed: {variant: oinit, pretrain_lr: 1}\n"
          "  - fixed: {variant: oinit, pretrain_lr: 1.0}  #<")], "groups[3]"),
+    ("a key a group needs left at its default (named as it is, at its group)",
+     [("  - fixed: {variant: open}\n    space: {penalty: [1.0, 0.1]}",
+       "  - fixed: {variant: open}  #<")], "penalty"),
     ("the same configuration with a default written out", [
         ("  - fixed: {variant: oinit, pretrain_lr: 0.1}",
          "  - fixed: {variant: oinit, pretrain_lr: 0.1}\n"
