@@ -113,6 +113,10 @@ def _fetch(published: Published, target: Path) -> None:
 
     if _is_intact(target, published):
         return
+    if target.is_file():
+        print(f"{target}: md5 {md5sum(target)}, not the published {published.md5}: fetching "
+              "it anew", file=sys.stderr)
+    pooch.get_logger().setLevel("WARNING")  # its "Downloading data from URL": said below
     failures: list[str] = []
     unreachable = True
     for url in published.urls:

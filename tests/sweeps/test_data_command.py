@@ -142,7 +142,9 @@ def test_no_answer_is_a_failure_to_retry_saying_why_not_bad_input(ortho, tmp_pat
 
 
 def test_a_present_file_with_a_wrong_md5_is_fetched_again(served, ortho, tmp_path,
-                                                           monkeypatch):
+                                                           monkeypatch, capsys):
+    """Saying so first; each URL is named once (pooch's own "Downloading data from" is
+    not repeated beside it)."""
     folder, base = served
     contents = serve_mnist(folder, base, monkeypatch)
     target = tmp_path / "data" / MNIST["test-images"].relpath
@@ -150,6 +152,10 @@ def test_a_present_file_with_a_wrong_md5_is_fetched_again(served, ortho, tmp_pat
     target.write_bytes(b"not mnist")
     assert ortho("data", "download", "mnist", "--data-dir", str(tmp_path / "data")) == 0
     assert target.read_bytes() == contents["test-images"]
+    err = capsys.readouterr().err
+    assert (f"{target}: md5 {hashlib.md5(b'not mnist').hexdigest()}, not the published "
+            f"{MNIST['test-images'].md5}: fetching it anew") in err
+    assert "Downloading data from" not in err and err.count("fetching http") == len(MNIST)
 
 
 def cifar_tarball(rng: np.random.Generator) -> tuple[bytes, dict[str, bytes]]:
