@@ -125,7 +125,8 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
         # Also when not interrupted: the searcher leaves the members of a pack that errored
         # to this, and a pack may end its runs after a Ctrl-C, before its actor is ended,
         # when Tune, stopping, no longer tells the searcher.
-        studies.end_running(finished_values(runs, spec.metric), failed_keys(runs))
+        studies.end_running(finished_values(runs, spec.metric),
+                            failed_keys(runs) | {m.key for m in ended.errored})
     record = tracker.find_sweep(ref.sweep_id)
     assert record is not None
     final = from_mlflow(tracker, record, runs)

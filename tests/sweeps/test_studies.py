@@ -260,6 +260,18 @@ def test_members_of_a_pack_that_errored_before_claiming_get_failed_runs(
 
 
 @pytest.mark.usefixtures(toy_ray.__name__)
+def test_an_errored_pack_is_failed_not_interrupted_when_a_ctrl_c_follows(tmp_path, monkeypatch):
+    """A pack errors before two members claimed runs, then a Ctrl-C stops the sweep: their
+    trials are FAIL without the interrupted mark (their trial failed; a resume asks their
+    points again all the same, and gives them no failed run meanwhile)."""
+    final, trials, _, runs, *_ = _one_pack_of_three(
+        tmp_path, monkeypatch, ["finished", "none", "none"], interrupted=True, errored=True)
+    assert final.state == "interrupted" and len(runs) == 1
+    assert [(t.state, INTERRUPTED_ATTR in t.user_attrs) for t in trials] == [
+        (STATE.COMPLETE, False), (STATE.FAIL, False), (STATE.FAIL, False)]
+
+
+@pytest.mark.usefixtures(toy_ray.__name__)
 def test_a_refused_resume_deletes_no_run(tmp_path, monkeypatch):
     """A resume refused for a storage that holds none of the sweep's studies (a mistyped
     --optuna-storage) leaves the sweep's failed runs, their tracebacks with them, as they
