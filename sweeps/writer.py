@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, TextIO
@@ -166,8 +167,9 @@ class TrackerActor:
 
     def _ending(self, run_id: str, result: Result, step: int,
                 rows: Sequence[tuple[int, Mapping[str, float]]]) -> Write:
-        return Write(run_id, partial(self.tracker.finish, run_id, result, step, rows),
-                     again=partial(self.finish_again, run_id, result, step, rows), calls=2)
+        at = int(time.time() * 1000)  # one stamp for every attempt: see finish_again
+        return Write(run_id, partial(self.tracker.finish, run_id, result, step, rows, at=at),
+                     again=partial(self.finish_again, run_id, result, step, rows, at), calls=2)
 
     def finish_all(self, ends: Sequence[tuple[str, Result, int, Rows]]) -> None:
         """:meth:`finish` of each (run id, result, step, rows): into the tables, one write;
@@ -180,18 +182,21 @@ class TrackerActor:
         self.outbox.put([Write(None, partial(self.tracker.finish_all, ends))])
 
     def finish_again(self, run_id: str, result: Result, step: int,
-                     rows: Sequence[tuple[int, Mapping[str, float]]]) -> None:
+                     rows: Sequence[tuple[int, Mapping[str, float]]], at: int) -> None:
         """The rest of a :meth:`finish` that may have got part way: nothing for a FINISHED
-        run; only its status once its outcome is set (the outcome and the summaries are one
+        run; only its status once its outcome is set (the summaries and the outcome are one
         ``log_batch``, the status the last call); all of it otherwise (its artifacts are
-        overwritten, not doubled)."""
+        overwritten, not doubled). A server applies a ``log_batch``'s metrics and its tags in
+        transactions of their own, so the summaries may be stored without the outcome: they
+        are sent again stamped ``at`` as the first attempt was, identical rows that MLflow
+        drops, not a second point at the same step."""
         run = self.tracker.call(self.tracker.client.get_run, run_id)
         if run.info.status == "FINISHED":
             return
         if contract.OUTCOME in run.data.tags:
             self.tracker.call(self.tracker.client.set_terminated, run_id, "FINISHED")
             return
-        self.tracker.finish(run_id, result, step, rows)
+        self.tracker.finish(run_id, result, step, rows, at=at)
 
     def fail(self, run_id: str, error: str,
              rows: Sequence[tuple[int, Mapping[str, float]]] = ()) -> None:

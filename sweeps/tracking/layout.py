@@ -428,14 +428,16 @@ class Tracker:
             self.call(self.client.log_batch, run_id, metrics=list(metrics[i:i + BATCH]))
 
     def finish(self, run_id: str, result: Result, step: int, rows: Rows,
-               extra_tags: Mapping[str, str] | None = None) -> None:
+               extra_tags: Mapping[str, str] | None = None, at: int | None = None) -> None:
         """End a configuration's run: summaries as metrics at ``step`` (unless a stepwise
-        metric of that name already holds the value there), the metrics CSV,
-        the result's artifacts (JSON), the outcome tag, status FINISHED."""
-        self.finish_all([(run_id, result, step, rows)], extra_tags)
+        metric of that name already holds the value there), stamped ``at`` (ms since the
+        epoch, default now: an ending sent again passes the first attempt's, so that MLflow
+        drops the summaries it already holds instead of storing them twice), the metrics
+        CSV, the result's artifacts (JSON), the outcome tag, status FINISHED."""
+        self.finish_all([(run_id, result, step, rows)], extra_tags, at)
 
     def finish_all(self, ends: Sequence[tuple[str, Result, int, Rows]],
-                   extra_tags: Mapping[str, str] | None = None) -> None:
+                   extra_tags: Mapping[str, str] | None = None, at: int | None = None) -> None:
         """:meth:`finish` of each (run id, result, step, rows) of ``ends``; into the tables,
         all in one transaction once every artifact is written. When that fails, each run is
         ended on its own, and one whose ending raises (a summary MLflow refuses, an
@@ -445,15 +447,16 @@ class Tracker:
         has been ended."""
         if not ends:
             return
+        at = int(time.time() * 1000) if at is None else at
         try:
-            self._finish_all(ends, extra_tags)
+            self._finish_all(ends, extra_tags, at)
         except Exception:
             if len(ends) == 1:
                 raise
             unended: Exception | None = None
             for run_id, result, step, rows in ends:
                 try:
-                    self._finish_all([(run_id, result, step, rows)], extra_tags)
+                    self._finish_all([(run_id, result, step, rows)], extra_tags, at)
                 except Exception:
                     try:
                         self.fail(run_id, traceback.format_exc(), rows)
@@ -463,10 +466,9 @@ class Tracker:
                 raise unended from None
 
     def _finish_all(self, ends: Sequence[tuple[str, Result, int, Rows]],
-                    extra_tags: Mapping[str, str] | None) -> None:
+                    extra_tags: Mapping[str, str] | None, now: int) -> None:
         from mlflow.entities import Metric
 
-        now = int(time.time() * 1000)
         endings = []
         texts: dict[str, dict[str, str]] = {}
         for run_id, result, step, rows in ends:

@@ -50,7 +50,8 @@ def _answer_lost() -> MlflowException:
 
 class FakeServer:
     """A tracking server: every call first takes the next word of :attr:`script` ("down":
-    refused, nothing applied; "lost": applied, answer lost), or refuses while :attr:`down`.
+    refused, nothing applied; "lost": applied, answer lost; "half", for a ``log_batch``:
+    its metrics applied, then an error 500 as its tags fail), or refuses while :attr:`down`.
     Metric rows are kept as they arrive, doubles included."""
 
     def __init__(self) -> None:
@@ -72,6 +73,11 @@ class FakeServer:
 
     # MlflowClient's calls the writer makes
     def log_batch(self, run_id: str, metrics: Any = (), tags: Any = ()) -> None:
+        if self.script[:1] == ["half"]:  # MLflow's server: the metrics' transaction, then
+            self.script.pop(0)  # the tags' failing (a 500)
+            self.metrics[run_id] += [(m.key, m.value, m.timestamp, m.step) for m in metrics]
+            raise RestException({"error_code": "INTERNAL_ERROR", "message": "tags failed"})
+
         def apply() -> None:
             self.metrics[run_id] += [(m.key, m.value, m.timestamp, m.step) for m in metrics]
             self.tags[run_id].update({t.key: t.value for t in tags})
@@ -118,12 +124,13 @@ class FakeTracker:
     def claim_all(self, ref: SweepRef, items: Any) -> list[Claim]:
         return [self.claim(ref, *item) for item in items]
 
-    def finish(self, run_id: str, result: Result, step: int, rows: Any) -> None:
+    def finish(self, run_id: str, result: Result, step: int, rows: Any,
+               at: int | None = None) -> None:
         from mlflow.entities import Metric, RunTag
 
         self.client.log_text(run_id, "csv", contract.METRICS_CSV)
         self.client.log_batch(run_id, metrics=[Metric("score", result.summary["score"],
-                                                      int(time.time() * 1000), step)],
+                                                      at or int(time.time() * 1000), step)],
                               tags=[RunTag(contract.OUTCOME, result.outcome.value)])
         self.client.set_terminated(run_id, "FINISHED")
 
@@ -202,6 +209,27 @@ def test_an_ending_that_got_part_way_is_completed_not_repeated(server: FakeServe
     assert server.status[run] == "FINISHED"
     assert [m for m in server.metrics[run] if m[0] == "score"] != []
     assert len([m for m in server.metrics[run] if m[0] == "score"]) == 1
+
+
+def test_summaries_stored_without_their_outcome_are_stored_once(
+        server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow's server applies a ``log_batch``'s metrics and its tags in transactions of
+    their own: the real ``Tracker``'s ending stores the summary, then fails (500) before the
+    outcome. The ending is sent again with the first attempt's stamp, a row identical to the
+    stored one, which MLflow keeps once (the fake keeps both; a later stamp made a second
+    point at the run's last step)."""
+    real = tracking.Tracker(URI)
+    real.client = server
+    monkeypatch.setitem(tracking._TRACKERS, URI, real)
+    writer = TrackerActor(URI, Limits(outage_s=60))
+    server.status["r1"] = "RUNNING"
+    server.script = ["ok", "half"]  # the metrics CSV; the summary without the outcome
+    writer.finish("r1", Result(Outcome.SOLVED, {"score": 2.0}), 5, [])
+    writer.drain(5.0)
+    assert server.status["r1"] == "FINISHED"
+    assert server.tags["r1"][contract.OUTCOME] == "solved"
+    scores = [m for m in server.metrics["r1"] if m[0] == "score"]
+    assert len(scores) == 2 and len(set(scores)) == 1, scores
 
 
 def test_a_claim_waits_for_the_server(server: FakeServer) -> None:
