@@ -216,7 +216,8 @@ class Outbox:
             if self._queue and self._queue[0] is write:
                 self._queue.popleft()
                 self._values -= write.values
-            if error is None and self.outage_since is not None:
+            answered = error is None or not unreachable(error)  # a refusal is an answer
+            if answered and self.outage_since is not None:
                 lasted = time.monotonic() - self.outage_since
                 self.longest_outage = max(self.longest_outage, lasted)
                 log.warning("tracking server back after %.0f s", lasted)

@@ -50,7 +50,8 @@ def _answer_lost() -> MlflowException:
 
 class FakeServer:
     """A tracking server: every call first takes the next word of :attr:`script` ("down":
-    refused, nothing applied; "lost": applied, answer lost; "half", for a ``log_batch``:
+    refused, nothing applied; "lost": applied, answer lost; "missing": refused on its merits
+    (a run that does not exist, HTTP 404); "half", for a ``log_batch``:
     its metrics applied, then an error 500 as its tags fail), or refuses while :attr:`down`.
     Metric rows are kept as they arrive, doubles included."""
 
@@ -66,6 +67,8 @@ class FakeServer:
         word = self.script.pop(0) if self.script else ("down" if self.down else "ok")
         if word == "down":
             raise _refused()
+        if word == "missing":
+            raise RestException({"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "gone"})
         result = apply()
         if word == "lost":
             raise _answer_lost()
@@ -230,6 +233,24 @@ def test_summaries_stored_without_their_outcome_are_stored_once(
     assert server.tags["r1"][contract.OUTCOME] == "solved"
     scores = [m for m in server.metrics["r1"] if m[0] == "score"]
     assert len(scores) == 2 and len(set(scores)) == 1, scores
+
+
+def test_an_outage_ends_when_the_server_answers_even_with_a_refusal(
+        server: FakeServer) -> None:
+    """The first answer after an outage refuses a held write (its run was deleted
+    meanwhile): the outage is over all the same, so the next refusal reaches the trial that
+    waits for it (a flag left set made every caller return at once and its error go
+    unheard, and measured a later outage from the first one's start)."""
+    writer = TrackerActor(URI, Limits(outage_s=60))
+    run = writer.claim(REF, "r1", {}, {}).run_id
+    server.script = ["down", "missing"]
+    writer.kill(run)  # held: returns at once
+    _until(lambda: not server.script)
+    _until(lambda: writer.outbox.outage_since is None, timeout=5.0)
+    server.script = ["missing"]
+    with pytest.raises(RestException, match="gone"):
+        writer.kill(run)
+    assert any("failed after an outage" in line for line in writer.drain(5.0))
 
 
 def test_a_claim_waits_for_the_server(server: FakeServer) -> None:
