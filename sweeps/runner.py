@@ -84,7 +84,10 @@ def refuse_ray_client(address: str | None, uri: str, spec: ResolvedSpec) -> None
     - with Optuna cells: through Ray Client, Tune runs on the cluster from a pickled copy of
       the sweep's searcher, and a searcher pickles without its studies (their storage URL
       may hold a password, and Tune writes the copy to disk:
-      :meth:`sweeps.searcher.SweepSearcher.__getstate__`), so no Optuna point would train.
+      :meth:`sweeps.searcher.SweepSearcher.__getstate__`), so no Optuna point would train;
+    - with an early-stopping scheduler: the trials it stops are known to the progress
+      callback, which runs there too from a copy, so their runs would stay RUNNING here,
+      the sweep would end interrupted, and every resume would train them again.
     """
     if not (address and address.startswith("ray://")):
         return
@@ -98,6 +101,12 @@ def refuse_ray_client(address: str | None, uri: str, spec: ResolvedSpec) -> None
                           "head), or `ortho sweep submit`, for a sweep with Optuna cells: "
                           "through a Ray Client connection Tune searches on the cluster from "
                           "a copy of the sweep's searcher, which holds no study", address)
+    if spec.scheduler is not None:
+        raise ConfigError("address", "a cluster address the driver runs on (`auto` on the "
+                          "head), or `ortho sweep submit`, for a sweep with a scheduler: "
+                          "through a Ray Client connection the trials it stops early are "
+                          "known only on the cluster, so their runs could not be ended",
+                          address)
 
 
 def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracking.Tracker,

@@ -193,19 +193,26 @@ def test_a_trainer_calling_sys_exit_fails_its_runs_with_its_traceback_and_is_ret
     assert toy_experiment.attempts(toy_experiment.Config(x=0.2, counter_dir=str(counters))) == 2
 
 
-def test_a_ray_client_address_is_refused_with_a_local_store_or_optuna_cells(tmp_path, capsys):
+def test_a_ray_client_address_is_refused_with_a_local_store_optuna_cells_or_a_scheduler(
+        tmp_path, capsys):
     """Through Ray Client, Tune runs on the cluster from pickled copies of the searcher,
-    which keep no study: an Optuna sweep there would train no Optuna point."""
+    which keep no study (an Optuna sweep there would train no Optuna point), and of the
+    progress callback, which alone learns which trials a scheduler stopped."""
     grid = resolve(load_spec(str(write_spec(tmp_path))), "smoke")
     optuna = resolve(load_spec(str(write_spec(
         tmp_path, name="searched", space={"x": {"low": 0.0, "high": 1.0}},
         search={"kind": "optuna", "sampler": "random", "n_trials": 2, "seed": 0}))), "smoke")
+    asha = resolve(load_spec(str(write_spec(
+        tmp_path, name="stopped", scheduler={"kind": "asha", "metric_step": "loss",
+                                             "mode": "min"}))), "smoke")
     server, client = "http://127.0.0.1:5000", "ray://head:10001"
     runner.refuse_ray_client(client, server, grid)
     runner.refuse_ray_client("head:6379", server, optuna)
+    runner.refuse_ray_client("head:6379", server, asha)
     runner.refuse_ray_client(None, "sqlite:////tmp/mlflow.db", optuna)
     for uri, spec, says in (("sqlite:////tmp/mlflow.db", grid, "--tracking-uri of a tracking"),
-                            (server, optuna, "for a sweep with Optuna cells")):
+                            (server, optuna, "for a sweep with Optuna cells"),
+                            (server, asha, "for a sweep with a scheduler")):
         with pytest.raises(ConfigError, match=says) as err:
             runner.refuse_ray_client(client, uri, spec)
         assert err.value.field == "address"
