@@ -37,14 +37,6 @@ CAVEATS: dict[tuple[str, str], dict[Key, str]] = {
             "MNIST (CIFAR-10 is not shipped) for 5 epochs, and K reports nothing on MNIST, "
             "where the shallow net is an easy problem for both normalisations",
     },
-    ("spectral-temporal-gradients", "cpu"): {
-        ("G-F31", "ρ > 1: the temporal components have roughly the same norm"):
-            "not a reduction: this profile is G's setting, with 20 seeds for G's one network. "
-            "G reads 'roughly the same norm' off one network's curves on a log axis; the "
-            "report calls a profile flat when the first step's component is within a factor "
-            "of 10 of the last one's, and ρ = 1.1's median over the seeds lies at that line, "
-            "while ρ = 1.2 is flat and the profiles for ρ < 1 decay by orders of magnitude",
-    },
     ("simplex-direction", "cpu"): {
         ("G-T41", "the simplex direction with switching converges in the fewest iterations"):
             "G's ordering is at T = 100 over about 2·10⁶ iterations, where the gradient's "

@@ -29,10 +29,11 @@ def run(configs):
     return results, reports
 
 
-def autograd_norms(cfg: Config) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """Per-step norms ‖∇_θ L|_t‖ and ‖∇_{W_hh} L|_t‖ by G's definition (the gradient w.r.t.
-    the t-th replicate of each variable, the readout's replicates at every step), the full
-    gradient's norm and the loss: all by autograd in float64."""
+def autograd_norms(cfg: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
+    """Per-step norms ‖∇_θ L|_t‖, ‖∇_{W_hh} L|_t‖ and ‖∇_{W_xh, W_hh, b_h} L|_t‖ by G's
+    definition (the gradient w.r.t. the t-th replicate of each variable, the readout's
+    replicates at every step), the full gradient's norm and the loss: all by autograd in
+    float64."""
     task = get_task(cfg.task)
     model = init_srnn(task.n_in, cfg.hidden, task.n_out,
                       [SRNNInit(cfg.seed, cfg.init, cfg.init_std, cfg.spectral_radius)],
@@ -58,7 +59,8 @@ def autograd_norms(cfg: Config) -> tuple[np.ndarray, np.ndarray, float, float]:
     full = [sum(g for g in grads[j * steps:(j + 1) * steps] if g is not None)
             for j in range(5)]
     grad_norm = math.sqrt(sum(float(g.square().sum()) for g in full))
-    return np.sqrt(per_param.sum(0)), np.sqrt(per_param[1]), grad_norm, float(loss.detach())
+    return (np.sqrt(per_param.sum(0)), np.sqrt(per_param[1]), np.sqrt(per_param[:3].sum(0)),
+            grad_norm, float(loss.detach()))
 
 
 def test_registered_and_every_field_documented():
@@ -76,13 +78,16 @@ def test_each_step_reports_the_norm_of_g_s_temporal_gradient(rho):
     (result,), reports = run([cfg])
     got = np.array([[r.metrics[m] for m in STEP_METRICS] for r in reports[0]])
     assert [r.step for r in reports[0]] == list(range(1, cfg.seq_len + 1))
-    total, whh, grad_norm, loss = autograd_norms(cfg)
+    total, whh, recurrent, grad_norm, loss = autograd_norms(cfg)
     np.testing.assert_allclose(got[:, 0], total, rtol=1e-10, atol=1e-15)
     np.testing.assert_allclose(got[:, 1], whh, rtol=1e-10, atol=1e-15)
     assert got[0, 1] == 0.0, "h_0 = 0: no W_hh term at the first step"
     s = result.summary
     assert result.outcome == Outcome.SOLVED
-    assert s["log10_ratio"] == pytest.approx(math.log10(total[0] / total[-1]), rel=1e-10)
+    assert s["log10_ratio"] == pytest.approx(math.log10(recurrent[0] / recurrent[-1]),
+                                             rel=1e-10)
+    assert recurrent[-1] < total[-1] and recurrent[0] == pytest.approx(total[0], rel=1e-12), \
+        "the readout's temporal gradient sits at the last step only"
     assert (s["first_norm"], s["last_norm"]) == pytest.approx((total[0], total[-1]), rel=1e-10)
     assert s["grad_norm"] == pytest.approx(grad_norm, rel=1e-10)
     assert s["loss"] == pytest.approx(loss, rel=1e-12)
