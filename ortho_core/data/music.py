@@ -17,7 +17,9 @@ a missing or malformed file raises :class:`~ortho_core.errors.DataError` naming 
 Parsed splits are cached per process.
 
 :func:`cut` shortens songs to a maximum length (G: "cutting the original songs if they are
-longer than 300 steps") by truncation or by splitting into consecutive pieces.
+longer than 300 steps") by truncation or by splitting into consecutive pieces; the third way,
+G's code's, a window at a random offset drawn anew for every minibatch, is the trainer's
+(:mod:`ortho_core.experiments.polyphonic`).
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ SPLITS = ("train", "valid", "test")
 """The splits every file carries, in this order."""
 FORMATS = ("pickle", "mat")
 """The two file formats of every dataset."""
-CUTS = ("truncate", "split")
-"""How :func:`cut` shortens a song longer than the maximum length."""
+CUTS = ("window", "truncate", "split")
+"""How a song longer than the maximum length is cut: ``window`` (G's code: a window at a
+random offset for every minibatch, drawn by the trainer; :func:`cut` leaves such songs whole),
+``truncate`` or ``split`` (:func:`cut`)."""
 
 _MAT_KEYS = {"train": "traindata", "valid": "validdata", "test": "testdata"}
 _SOURCE = ("shipped in shared/data/music (shared/data/README.md); the .mat files are "
@@ -216,17 +220,22 @@ def load_music(dataset: str, split: str, *, data_format: str = "pickle",
     return _load_file(root / published.relpath, published, data_format, verify_md5)[split]
 
 
-def cut(songs: Songs, max_len: int | None, mode: str = "truncate") -> Songs:
-    """``songs`` no longer than ``max_len`` steps (None: unchanged).
+def cut(songs: Songs, max_len: int | None, mode: str = "truncate", lead: int = 0) -> Songs:
+    """``songs`` cut to pieces of at most ``max_len`` predicted steps (None: unchanged).
 
-    ``truncate`` keeps the first ``max_len`` steps of a longer song; ``split`` cuts it into
-    consecutive pieces of ``max_len`` steps (the last one shorter), so that no step is lost.
+    ``lead`` is the number of frames at the start of a piece that are read but not predicted
+    (1 when a song's first frame only starts the prediction, as in G's code), so a piece holds
+    up to ``max_len + lead`` frames. ``truncate`` keeps the first piece of a longer song;
+    ``split`` cuts it into consecutive pieces that overlap by ``lead`` frames (the last one
+    shorter; none without a predicted step), so that every predicted frame is predicted once;
+    ``window`` leaves songs whole (the trainer draws the windows).
     """
     if mode not in CUTS:
         raise ConfigError("cut", "one of " + ", ".join(CUTS), mode)
-    if max_len is None:
+    if max_len is None or mode == "window":
         return list(songs)
+    frames = max_len + lead
     if mode == "truncate":
-        return [song[:max_len] for song in songs]
-    return [song[start:start + max_len] for song in songs
-            for start in range(0, len(song), max_len)]
+        return [song[:frames] for song in songs]
+    return [song[start:start + frames] for song in songs
+            for start in range(0, len(song) - lead, max_len)]

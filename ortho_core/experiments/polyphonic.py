@@ -6,18 +6,33 @@ epochs=1``. G's protocol on MuseData: 88 inputs, a tanh hidden layer of 50, 100,
 units, 88 logistic outputs (eq. 4.1), the NLL per time step of eq. 4.2 as the loss, SGD with
 μ = 10⁻³ along the anti-gradient and the clipped step of threshold τ = 3 (G Alg. 3.2 line 14:
 the step is μ·g when ‖g‖ ≤ τ, μτ·g/‖g‖ above; :func:`ortho_core.optim.clip_factors` and
-:func:`ortho_core.optim.sgd_step`), minibatches of songs of different lengths "up to 300
-steps, cutting the original songs if they are longer". G Fig. 4.3 follows the train and
-validation losses and marks the best validation value; Table 4.2 reports train and test NLL.
+:func:`ortho_core.optim.sgd_step`), minibatches of songs "up to 300 steps, cutting the
+original songs if they are longer". G Fig. 4.3 follows the train and validation losses and
+marks the best validation value; Table 4.2 reports train and test NLL.
+
+Where G's text is ambiguous, G's code (GiulioGx/RNNs, ``sources/datasets/MuseDataset.py``)
+decides the defaults, and the other reading is a key:
+
+- ``cut``: how a song is cut. ``window`` (G's code, its default ``split`` mode): every
+  minibatch takes from each of its songs a window of min(300, its shortest song's steps)
+  steps at an offset drawn uniformly, so that over the epochs every part of a song is
+  trained on; ``truncate``: a song's first 300 steps only (the literal reading of
+  "cutting", under which most of MuseData's frames are never trained on); ``split``:
+  consecutive pieces of 300.
+- ``predict_first``: False (G's code): a song's first frame is read only, so a song of L
+  frames has L − 1 predictions, in training and evaluation alike (G: "predict which notes
+  are going to be played next"); True: the first frame too, from a silent input.
+
+G's code draws a minibatch's songs with replacement and counts iterations; here an epoch is
+one pass over the shuffled songs (one window of each).
 
 Choices where G is silent (each a key): the initialisation (G Alg. 3.2 draws every matrix
 from N(0, σ²) and rescales W_hh to ρ; σ = 0.1 and ρ = 1.2, the ρ of G's synthetic
-experiments, are the defaults); the minibatch size; the number of epochs; how a song is cut
-(``truncate``: its first 300 steps, the default reading of "cutting"; ``split``: consecutive
-pieces of 300); and whether the evaluation sees whole songs (the default, as Boulanger-
-Lewandowski et al. evaluate) or songs cut as for training. G does not stop early: the
-summaries hold the last evaluation and the one with the lowest validation NLL (Fig. 4.3's
-stars), named ``selected_*``.
+experiments, are the defaults); the minibatch size; the number of epochs; and whether the
+evaluation sees whole songs (the default, as G's code and Boulanger-Lewandowski et al.
+evaluate) or songs cut as for training. G does not stop early: the summaries hold the last
+evaluation and the one with the lowest validation NLL (Fig. 4.3's stars), named
+``selected_*``.
 
 Packs: configurations that differ only in α (``lr``), τ (``clip``), the initialisation (σ, ρ)
 or ``seed`` train together on the same minibatches; each member gives the numbers it would
@@ -46,10 +61,11 @@ from ortho_core.config import (
 )
 from ortho_core.data.music import CUTS, FORMATS, N_NOTES, cut, load_music, music_dataset
 from ortho_core.devices import DTYPES, check_device, resolve_device
+from ortho_core.errors import DataError
 from ortho_core.experiments.data_check import DataFile, music_files
 from ortho_core.experiments.polyphonic_eval import marginal_nll, pad, split_nll
 from ortho_core.metrics import member_norm, spectral_radius
-from ortho_core.models.note_rnn import init_note_rnn, next_frame_inputs, song_nll
+from ortho_core.models.note_rnn import init_note_rnn, next_frame_pairs, song_nll
 from ortho_core.models.srnn import SRNNInit
 from ortho_core.optim import clip_factors, sgd_step
 from ortho_core.reporting import Outcome, Report, Reporter, Result
@@ -88,13 +104,19 @@ class Config:
     epochs: int = 100
     """Passes over the training songs (G does not give it)."""
     max_len: int | None = 300
-    """Songs longer than this many steps are cut for training (G: 300); None: whole songs."""
-    cut: Literal["truncate", "split"] = "truncate"
-    """How a longer song is cut: ``truncate`` (its first ``max_len`` steps) or ``split``
-    (consecutive pieces of ``max_len``, none lost)."""
+    """Training pieces have at most this many predicted steps (G: 300); None: whole songs."""
+    cut: Literal["window", "truncate", "split"] = "window"
+    """How a longer song is cut: ``window`` (G's code: for every minibatch, a window of
+    min(``max_len``, the steps of its shortest song) steps at a random offset of each song),
+    ``truncate`` (its first ``max_len`` steps) or ``split`` (consecutive pieces of
+    ``max_len``, none lost)."""
+    predict_first: bool = False
+    """Predict a song's first frame too, from a silent input frame; False (G's code): the
+    first frame is read only, and frames 2 … L are predicted."""
     eval_whole: bool = True
-    """Evaluate the NLL on whole songs (as Boulanger-Lewandowski et al.); False: on songs cut
-    as for training."""
+    """Evaluate the NLL on whole songs (as G's code and Boulanger-Lewandowski et al.); False:
+    on songs cut as for training (not with ``cut: window``, whose windows are drawn per
+    minibatch)."""
     eval_every: int = 1
     """Epochs between evaluations of the train, valid and test NLL (the last epoch always)."""
     train_size: int | None = None
@@ -130,8 +152,12 @@ class Config:
             positive(self.spectral_radius, "spectral_radius")
         optional_integer_in(self.max_len, "max_len", 1, 1_000_000)
         one_of(self.cut, CUTS, "cut")
+        require(isinstance(self.predict_first, bool), "predict_first", "true or false",
+                self.predict_first)
         require(isinstance(self.eval_whole, bool), "eval_whole", "true or false",
                 self.eval_whole)
+        require(self.eval_whole or self.cut != "window", "eval_whole",
+                "true with cut window (its windows are drawn per minibatch)", self.eval_whole)
         optional_integer_in(self.train_size, "train_size", 1, info.songs[0])
         integer_at_least(self.seed, "seed", 0)
         integer_at_least(self.data_seed, "data_seed", 0)
@@ -141,8 +167,9 @@ class Config:
 
 
 PACK_FIELDS: tuple[str, ...] = (
-    "dataset", "data_format", "hidden", "batch_size", "epochs", "max_len", "cut", "eval_whole",
-    "eval_every", "train_size", "data_dir", "data_seed", "device", "subnormals", "dtype",
+    "dataset", "data_format", "hidden", "batch_size", "epochs", "max_len", "cut",
+    "predict_first", "eval_whole", "eval_every", "train_size", "data_dir", "data_seed",
+    "device", "subnormals", "dtype",
 )
 """Fields equal across a pack; α, τ, the initialisation (scheme, σ, ρ) and seed may differ."""
 
@@ -157,7 +184,8 @@ class _Data:
 
 
 def load_data(cfg: Config, generator: torch.Generator) -> _Data:
-    """Read the dataset, draw the training subset with ``generator`` and cut the songs."""
+    """Read the dataset, draw the training subset with ``generator`` and cut the songs
+    (``window``: left whole, :func:`windows` draws from them)."""
     raw = {split: load_music(cfg.dataset, split, data_format=cfg.data_format,
                              data_dir=cfg.data_dir) for split in SPLIT_NAMES}
     if cfg.train_size is not None:
@@ -167,17 +195,39 @@ def load_data(cfg: Config, generator: torch.Generator) -> _Data:
     def tensors(songs: Sequence) -> list[Tensor]:
         return [torch.from_numpy(song.copy()) for song in songs]
 
-    train = tensors(cut(raw["train"], cfg.max_len, cfg.cut))
-    evaluate = {split: tensors(songs if cfg.eval_whole else cut(songs, cfg.max_len, cfg.cut))
+    lead = 0 if cfg.predict_first else 1
+    for split, songs in raw.items():
+        short = next((i for i, song in enumerate(songs) if len(song) <= lead), None)
+        if short is not None:
+            raise DataError(f"{cfg.dataset} ({split} song {short})",
+                            "a song of at least 2 frames (predict_first is false)", "1 frame")
+    train = tensors(cut(raw["train"], cfg.max_len, cfg.cut, lead))
+    evaluate = {split: tensors(songs if cfg.eval_whole else cut(songs, cfg.max_len, cfg.cut,
+                                                                  lead))
                 for split, songs in raw.items()}
     return _Data(train, evaluate)
 
 
-def _evaluate(model, data: _Data, dtype: torch.dtype, device: torch.device) -> dict[str, Tensor]:
+def windows(songs: Sequence[Tensor], max_len: int | None, lead: int,
+            generator: torch.Generator) -> list[Tensor]:
+    """One window of each of a minibatch's ``songs``, as G's code cuts them: min(``max_len``,
+    the predicted steps of the shortest song) steps (``lead`` frames more, read only), at an
+    offset drawn uniformly from every offset that fits in its song."""
+    steps = min(len(song) for song in songs) - lead
+    if max_len is not None:
+        steps = min(steps, max_len)
+    frames = steps + lead
+    starts = [int(torch.randint(len(song) - frames + 1, (), generator=generator))
+              for song in songs]
+    return [song[start:start + frames] for song, start in zip(songs, starts, strict=True)]
+
+
+def _evaluate(model, data: _Data, dtype: torch.dtype, device: torch.device,
+              predict_first: bool) -> dict[str, Tensor]:
     """``{split}_nll`` and ``{split}_nll_frame`` for every split, each (K,) float64."""
     out = {}
     for split in SPLIT_NAMES:
-        measured = split_nll(model, data.evaluate[split], dtype, device)
+        measured = split_nll(model, data.evaluate[split], dtype, device, predict_first)
         out[f"{split}_nll"], out[f"{split}_nll_frame"] = measured.nll, measured.nll_frame
     return out
 
@@ -211,7 +261,8 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack of polyphonic configurations; evaluate every ``eval_every`` epochs.
 
     An epoch is one pass over the shuffled training pieces in minibatches of ``batch_size``
-    (the last one smaller). The loss of a minibatch is the mean over its songs of G eq. 4.2.
+    (the last one smaller; with ``cut: window``, one window of each song of the minibatch,
+    :func:`windows`). The loss of a minibatch is the mean over its songs of G eq. 4.2.
     A member whose loss or gradient norm becomes NaN or inf is ``diverged`` and frozen.
 
     Metrics per evaluation: ``epoch``; ``train_nll``, ``valid_nll``, ``test_nll`` (G eq. 4.2:
@@ -234,6 +285,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     k = len(configs)
     data_gen = torch.Generator().manual_seed(cfg.data_seed)
     data = load_data(cfg, data_gen)
+    lead = 0 if cfg.predict_first else 1
     inits = [SRNNInit(c.seed, c.init, c.init_std, c.spectral_radius) for c in configs]
     model = init_note_rnn(cfg.hidden, inits, N_NOTES, dtype, device)
     params = model.params
@@ -241,7 +293,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     clips = [c.clip or 0.0 for c in configs]
     clip = torch.tensor(clips, dtype=dtype, device=device) if any(clips) else None
     active = torch.ones(k, dtype=torch.bool, device=device)
-    baseline = marginal_nll(data.train, data.evaluate["valid"])
+    baseline = marginal_nll(data.train, data.evaluate["valid"], cfg.predict_first)
     sums = torch.zeros(4, k, dtype=torch.float64, device=device)
     best: dict[str, Tensor] = {}
     last: dict[str, Tensor] = {}
@@ -251,10 +303,13 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     for epoch in range(1, cfg.epochs + 1):
         order = torch.randperm(n, generator=data_gen).tolist()
         for start in range(0, n, cfg.batch_size):
-            rolls, mask = pad([data.train[i] for i in order[start:start + cfg.batch_size]],
-                              dtype, device)
-            logits, _ = model.logits(next_frame_inputs(rolls))
-            losses = song_nll(logits, rolls, mask).mean(dim=1)
+            songs = [data.train[i] for i in order[start:start + cfg.batch_size]]
+            if cfg.cut == "window":
+                songs = windows(songs, cfg.max_len, lead, data_gen)
+            inputs, targets, mask = next_frame_pairs(*pad(songs, dtype, device),
+                                                     cfg.predict_first)
+            logits, _ = model.logits(inputs)
+            losses = song_nll(logits, targets, mask).mean(dim=1)
             grads = list(torch.autograd.grad(losses.sum(), params))
             norm = member_norm(grads)
             factor = clip_factors(norm, clip)
@@ -267,7 +322,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
         epochs_run += active
         if epoch % cfg.eval_every and epoch != cfg.epochs:
             continue
-        last = _evaluate(model, data, dtype, device)
+        last = _evaluate(model, data, dtype, device, cfg.predict_first)
         radius = spectral_radius(model.w_hh.detach())
         improved = active & ~(last["valid_nll"] >= best.get("valid_nll", math.inf))
         improved &= torch.isfinite(last["valid_nll"])

@@ -3,9 +3,11 @@ negative log-likelihood per time step (G eq. 4.2).
 
 Member k reads frame x_t and computes h_t = tanh(W_xh x_t + W_hh h_{t−1} + b_h) from h_0 = 0,
 and y_t = σ(W_hy h_t + b_y): 88 logistic outputs (G eq. 4.1), the probability that each note
-sounds at step t + 1. The input of the first step is a silent frame, so every frame of a song
-is predicted, the first one from h_1 alone, and a song of T frames has T predictions (the
-"time steps" of ``shared/data/README.md``).
+sounds at step t + 1. A song of L frames is predicted in one of two ways
+(:func:`next_frame_pairs`): frames 2 … L from frames 1 … L − 1, L − 1 predictions, as G's
+code does (GiulioGx/RNNs, ``MuseDataset``: outputs are the inputs shifted by one step); or
+every frame, the first from a silent input frame (h_1 alone), L predictions, as the
+generative models of Boulanger-Lewandowski et al. score a whole song.
 
 Unlike the SRNN of the synthetic problems (:mod:`ortho_core.models.srnn`, a last-step readout
 with hand-written BPTT), every step has an output here; the recurrence is plain batched
@@ -71,9 +73,15 @@ def init_note_rnn(n_hidden: int, inits: Sequence[SRNNInit], n_notes: int = 88,
     return PackedNoteRNN(srnn.w_xh, srnn.w_hh, srnn.b_h, srnn.w_hy, srnn.b_y)
 
 
-def next_frame_inputs(rolls: Tensor) -> Tensor:
-    """The inputs that predict ``rolls`` (B, T, O): a silent frame, then frames 1..T−1."""
-    return F.pad(rolls[:, :-1], (0, 0, 1, 0))
+def next_frame_pairs(rolls: Tensor, mask: Tensor, predict_first: bool) -> tuple[Tensor, Tensor,
+                                                                                Tensor]:
+    """Inputs, targets and the targets' mask for songs ``rolls`` (B, T, O) padded after their
+    ``mask`` (B, T): with ``predict_first``, a silent frame then frames 1 … T − 1 predict
+    frames 1 … T; without, frames 1 … T − 1 predict frames 2 … T (a song's first frame is
+    read only)."""
+    if predict_first:
+        return F.pad(rolls[:, :-1], (0, 0, 1, 0)), rolls, mask
+    return rolls[:, :-1], rolls[:, 1:], mask[:, 1:]
 
 
 def step_nll(logits: Tensor, target: Tensor, mask: Tensor) -> Tensor:
@@ -87,6 +95,6 @@ def step_nll(logits: Tensor, target: Tensor, mask: Tensor) -> Tensor:
 
 
 def song_nll(logits: Tensor, target: Tensor, mask: Tensor) -> Tensor:
-    """G eq. 4.2 for every song of the batch: its NLL summed over its steps and divided by its
-    length T (K, B)."""
+    """G eq. 4.2 for every song of the batch: its NLL summed over its predicted steps and
+    divided by their number T (K, B)."""
     return step_nll(logits, target, mask).sum(dim=-1) / mask.sum(dim=-1)

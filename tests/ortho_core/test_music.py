@@ -66,6 +66,13 @@ def test_cut_truncates_or_splits_without_loss():
     pieces = cut(songs, 3, "split")
     assert [s[:, 0].tolist() for s in pieces] == [[0, 1, 2], [3, 4, 5], [6], [0, 1, 2]]
     assert [len(s) for s in cut(songs, None)] == [7, 3]
+    # a first frame read only (lead 1): pieces of 3 predicted steps overlap by one frame, so
+    # frames 1 … 6 are each predicted once
+    assert [s[:, 0].tolist() for s in cut(songs, 3, "truncate", lead=1)] == [[0, 1, 2, 3],
+                                                                           [0, 1, 2]]
+    assert [s[:, 0].tolist() for s in cut(songs, 3, "split", lead=1)] == [
+        [0, 1, 2, 3], [3, 4, 5, 6], [0, 1, 2]]
+    assert [len(s) for s in cut(songs, 3, "window")] == [7, 3]  # the trainer draws windows
     with pytest.raises(ConfigError, match="cut"):
         cut(songs, 3, "fold")
 

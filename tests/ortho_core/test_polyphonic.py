@@ -1,5 +1,6 @@
-"""The polyphonic trainer: G eq. 4.2 on a small piano roll computed by hand, the pooled
-convention, the clipped step, pack members equal to themselves alone, bad input through
+"""The polyphonic trainer: G eq. 4.2 on a small piano roll computed by hand (every frame
+predicted, or all but the first as in G's code), the pooled convention, G's code's random
+windows, the clipped step, pack members equal to themselves alone, bad input through
 ``ortho train``."""
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import torch
 
 from ortho_core.config import from_dict
 from ortho_core.experiments import polyphonic
-from ortho_core.experiments.polyphonic_eval import marginal_nll, split_nll
-from ortho_core.models.note_rnn import PackedNoteRNN, next_frame_inputs, song_nll
+from ortho_core.experiments.polyphonic_eval import marginal_nll, pad, split_nll
+from ortho_core.models.note_rnn import PackedNoteRNN, next_frame_pairs, song_nll
 from ortho_core.reporting import Outcome
 from sweeps.cli import main
 
@@ -30,40 +31,78 @@ def tiny_model() -> PackedNoteRNN:
                          t([B_Y]))
 
 
-def by_hand(roll: list[list[int]]) -> float:
-    """G eq. 4.2 with its sign turned, step by step in plain floats: the first input is
-    silence, then frame t predicts frame t + 1."""
+def by_hand(roll: list[list[int]], predict_first: bool) -> float:
+    """G eq. 4.2 with its sign turned, step by step in plain floats: frame t predicts frame
+    t + 1; with ``predict_first`` a silent input first predicts frame 1."""
     h, total = 0.0, 0.0
-    previous = [0, 0]
-    for frame in roll:
+    inputs = [[0, 0], *roll[:-1]] if predict_first else roll[:-1]
+    targets = roll if predict_first else roll[1:]
+    for previous, frame in zip(inputs, targets, strict=True):
         h = math.tanh(W_XH[0][0] * previous[0] + W_XH[1][0] * previous[1] + W_HH * h + B_H)
         for i in range(2):
             y = 1 / (1 + math.exp(-(W_HY[i] * h + B_Y[i])))
             total -= frame[i] * math.log(y) + (1 - frame[i]) * math.log(1 - y)
-        previous = frame
-    return total / len(roll)
+    return total / len(targets)
 
 
-def test_song_nll_is_g_eq_4_2_by_hand():
+@pytest.mark.parametrize("predict_first", [True, False])
+def test_song_nll_is_g_eq_4_2_by_hand(predict_first):
     roll = torch.tensor([ROLL], dtype=torch.float64)
-    logits, _ = tiny_model().logits(next_frame_inputs(roll))
-    nll = song_nll(logits, roll, torch.ones(1, 3, dtype=torch.float64)).detach()
-    assert float(nll[0, 0]) == pytest.approx(by_hand(ROLL), rel=1e-12)
+    inputs, targets, mask = next_frame_pairs(roll, torch.ones(1, 3, dtype=torch.float64),
+                                             predict_first)
+    logits, _ = tiny_model().logits(inputs)
+    nll = song_nll(logits, targets, mask).detach()
+    assert float(nll[0, 0]) == pytest.approx(by_hand(ROLL, predict_first), rel=1e-12)
+    assert by_hand(ROLL, True) != pytest.approx(by_hand(ROLL, False), rel=1e-3)
 
 
-def test_split_nll_averages_songs_or_pools_frames_and_ignores_padding():
-    songs = [torch.tensor(ROLL, dtype=torch.uint8), torch.tensor(ROLL[:1], dtype=torch.uint8)]
-    measured = split_nll(tiny_model(), songs, torch.float64, torch.device("cpu"))
-    long, short = by_hand(ROLL), by_hand(ROLL[:1])
+@pytest.mark.parametrize("predict_first", [True, False])
+def test_split_nll_averages_songs_or_pools_frames_and_ignores_padding(predict_first):
+    short_roll = ROLL[:1] if predict_first else ROLL[:2]
+    songs = [torch.tensor(r, dtype=torch.uint8) for r in (ROLL, short_roll)]
+    measured = split_nll(tiny_model(), songs, torch.float64, torch.device("cpu"),
+                         predict_first)
+    long, short = by_hand(ROLL, predict_first), by_hand(short_roll, predict_first)
     assert float(measured.nll[0]) == pytest.approx((long + short) / 2, rel=1e-12)
-    assert float(measured.nll_frame[0]) == pytest.approx((3 * long + short) / 4, rel=1e-12)
+    n_long, n_short = (3, 1) if predict_first else (2, 1)  # predicted frames
+    assert float(measured.nll_frame[0]) == pytest.approx(
+        (n_long * long + n_short * short) / (n_long + n_short), rel=1e-12)
 
 
-def test_marginal_nll_uses_training_frequencies():
+def test_marginal_nll_uses_training_frequencies_on_the_predicted_frames():
     train = [torch.tensor([[1, 0], [0, 0]], dtype=torch.uint8)]
     songs = [torch.tensor([[1, 1]], dtype=torch.uint8)]
-    per_song, pooled = marginal_nll(train, songs)
+    per_song, pooled = marginal_nll(train, songs, predict_first=True)
     assert per_song == pooled == pytest.approx(-math.log(0.5) - math.log(1e-6), rel=1e-9)
+    # without the first frame only [1, 0] is predicted: note 0 at 1/2, note 1 off at 1 − 10⁻⁶
+    songs = [torch.tensor([[1, 1], [1, 0]], dtype=torch.uint8)]
+    per_song, pooled = marginal_nll(train, songs, predict_first=False)
+    assert per_song == pooled == pytest.approx(-math.log(0.5) - math.log1p(-1e-6), rel=1e-9)
+
+
+def test_windows_are_g_s_code_s_random_windows():
+    """G's code (MuseDataset, split mode) gives each song of a minibatch a window of
+    min(300, shortest − 1) predicted steps at an offset uniform over all that fit, inputs its
+    frames and targets the same shifted by one."""
+    songs = [torch.arange(n).reshape(n, 1) for n in (40, 12, 500)]
+    gen = torch.Generator().manual_seed(0)
+    starts: list[list[int]] = [[], [], []]
+    for _ in range(2000):
+        pieces = polyphonic.windows(songs, 300, 1, gen)
+        assert [len(p) for p in pieces] == [12, 12, 12]  # 11 steps from the 12-frame song
+        for b, piece in enumerate(pieces):
+            first = int(piece[0, 0])
+            assert piece[:, 0].tolist() == list(range(first, first + 12))
+            starts[b].append(first)
+    assert set(starts[1]) == {0}
+    assert set(starts[0]) == set(range(29)) and set(starts[2]) <= set(range(489))
+    assert sum(starts[2]) / 2000 == pytest.approx(244, abs=10)  # uniform over 0 … 488
+    long = polyphonic.windows([songs[2], torch.arange(400).reshape(400, 1)], 300, 1, gen)
+    assert [len(p) for p in long] == [301, 301]
+    inputs, targets, mask = next_frame_pairs(*pad(long, torch.float64, torch.device("cpu")),
+                                             False)
+    assert inputs.shape[1] == targets.shape[1] == 300 and bool(mask.all())
+    assert torch.equal(targets[:, :-1], inputs[:, 1:])
 
 
 def small(**changes) -> polyphonic.Config:
@@ -110,6 +149,7 @@ def test_every_step_is_clipped_to_tau_and_training_lowers_the_nll(shared_data: P
 @pytest.mark.parametrize(("args", "field"), [
     (["--set", "dataset=bach"], "dataset"),
     (["--set", "cut=fold"], "cut"),
+    (["--set", "eval_whole=false"], "eval_whole"),  # windows are drawn per minibatch
     (["--set", "hidden=0"], "hidden"),
     (["--set", "lr=-1"], "lr"),
     (["--set", "train_size=300", "--set", "dataset=jsb_chorales"], "train_size"),
