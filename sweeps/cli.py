@@ -29,7 +29,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ortho_core.errors import ConfigError, OrthoError
 from sweeps import data_command, sweep_command, train_command
@@ -79,7 +79,13 @@ def _reader_gone() -> bool:
 class Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors are one line on stderr (exit status 2),
     pointing at ``--help`` instead of printing the usage block; its sub-command parsers
-    are of the same class."""
+    are of the same class. Options are taken as spelt in full only: an abbreviation that
+    works today (``--prof``) would change meaning or break a user's script when an option
+    with the same prefix is added."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         """Print ``PROG: error: MESSAGE (see PROG --help)`` and exit with status 2."""

@@ -90,17 +90,21 @@ def test_bad_input_exits_2_before_any_work(argv, message, tmp_path, monkeypatch,
     assert list(tmp_path.iterdir()) == []  # no ortho-runs, nothing tracked
 
 
-@pytest.mark.parametrize(("argv", "command"), [
-    (["sweep", "run", "synthetic-max-length", "--profle", "smoke"], "ortho sweep run"),
-    (["report", "synthetic-max-length", "--profle", "smoke"], "ortho report")])
-def test_an_unknown_option_is_named_with_the_command_it_was_typed_to(argv, command, capsys):
+@pytest.mark.parametrize(("argv", "command", "option"), [
+    (["sweep", "run", "synthetic-max-length", "--profle", "smoke"], "ortho sweep run", "--profle"),
+    (["report", "synthetic-max-length", "--profle", "smoke"], "ortho report", "--profle"),
+    (["sweep", "run", "synthetic-max-length", "--prof", "smoke"], "ortho sweep run", "--prof"),
+    (["data", "download", "mnist", "--data", "/tmp"], "ortho data download", "--data")])
+def test_an_unknown_option_is_named_with_the_command_it_was_typed_to(argv, command, option,
+                                                                   capsys):
     """argparse names the top-level parser (``ortho: error: ...``) for options a
-    sub-command's parser left over."""
+    sub-command's parser left over; an abbreviation of an option (``--prof`` for
+    ``--profile``, ``--data`` for ``--data-dir``) is unknown, not taken as the option."""
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2
-    assert capsys.readouterr().err == (f"{command}: error: unrecognized arguments: --profle "
-                                       f"smoke (see {command} --help)\n")
+    assert capsys.readouterr().err == (f"{command}: error: unrecognized arguments: {option} "
+                                       f"{argv[-1]} (see {command} --help)\n")
 
 
 @pytest.mark.parametrize("argv", [
