@@ -41,9 +41,21 @@ ROW_KEYS = ("dataset", "hidden", "lr")
 """The params that make one row of Table 4.2."""
 
 CONVENTION_NOTE = ("NLL per time step in nats. G eq. 4.2: each song's NLL divided by its "
-                   "length, averaged over the songs; pooled: the NLL of all frames divided by "
-                   "their number (Boulanger-Lewandowski et al.'s convention, that of the "
-                   "published references of Table 4.3).")
+                   "number of predicted frames, averaged over the songs; pooled: the NLL of "
+                   "all predicted frames divided by their number (Boulanger-Lewandowski et "
+                   "al.'s convention, that of the published references of Table 4.3).")
+
+PREDICTED = {False: "frames 2 … L of a song of L (its first is read only, as in G's code)",
+             True: "every frame of a song, the first from a silent input"}
+"""``predict_first`` -> the frames predicted, in words (runs from before the key predicted
+every frame)."""
+
+
+def predicted_note(runs: SweepRuns) -> str:
+    """Which frames the sweep's runs predict, from their ``predict_first``."""
+    kinds = sorted({v if isinstance(v, bool) else True
+                    for v in param_values(runs.runs, "predict_first")})
+    return "Predicted: " + "; ".join(PREDICTED[k] for k in kinds) + "."
 
 
 def _rows(runs: SweepRuns) -> list[dict[str, object]]:
@@ -70,7 +82,7 @@ def _mean(g: Group, summary: str, fmt: str = ".2f") -> Cell:
 
 
 def _notes(runs: SweepRuns) -> list[str]:
-    notes = [CONVENTION_NOTE,
+    notes = [CONVENTION_NOTE, predicted_note(runs),
              "Every value is taken at the evaluation with the lowest validation NLL (G Fig. "
              "4.3's stars), averaged over the row's finished configurations."]
     baseline = runs.runs.get("metrics.baseline_valid_nll")

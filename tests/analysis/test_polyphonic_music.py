@@ -82,6 +82,16 @@ def test_table_4_2_averages_seeds_and_sets_g_beside_at_his_rate():
     assert any("eq. 4.2" in note and "pooled" in note for note in table.notes)
 
 
+def test_the_notes_say_which_frames_the_runs_predict():
+    runs = sweep_runs()
+    assert pm.predicted_note(runs) == "Predicted: every frame of a song, the first from a " \
+        "silent input."  # runs from before predict_first predicted every frame
+    runs.runs["params.predict_first"] = False
+    assert "Predicted: frames 2 … L of a song of L" in pm.table_4_2(runs).notes[1]
+    runs.runs.loc[0, "params.predict_first"] = True
+    assert pm.predicted_note(runs).count(";") == 1  # a sweep that mixes both says both
+
+
 def test_table_4_3_sets_the_best_on_validation_beside_the_references():
     table = pm.table_4_3(sweep_runs())
     rows = [[c.marked() for c in row] for row in table.rows]
