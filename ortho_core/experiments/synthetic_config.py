@@ -57,8 +57,10 @@ class Config:
     pretrain_max_steps: int = 10_000
     """Pre-training steps after which ``oinit`` gives up with a ``PretrainError``."""
     pretrain_weights: Literal["recurrent", "all"] = "recurrent"
-    """Which matrices ``oinit`` pre-trains: ``recurrent`` (W_hh only, M eq. 18) or ``all``
-    (also W_xh and W_hy to semi-orthogonality, as M's reference code does)."""
+    """Which matrices ``oinit`` pre-trains: ``recurrent`` (W_hh only, M's text, eq. 18) or
+    ``all`` (also W_xh and W_hy, each from its own draw, rows or columns, whichever are
+    fewer, made orthonormal by the same descent on Eᵖ: M's reference code, ``rand_ortho``
+    on all three matrices in SRNN.py)."""
     init: Literal["normalised", "gaussian"] = "normalised"
     """Initial weights: ``normalised`` (Glorot uniform, M §III-A) or ``gaussian`` N(0, σ²)."""
     init_std: float = 0.1

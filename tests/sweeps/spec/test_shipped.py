@@ -68,6 +68,16 @@ def test_synthetic_max_length_paper_protocol():
     assert {(c.pretrain_lr, c.pretrain_tol) for c in oinit} == {(0.1, 1e-6)}
 
 
+@pytest.mark.parametrize(("profile", "weights"), [("smoke", "recurrent"), ("cpu", "recurrent"),
+                                                  ("paper", "all")])
+def test_synthetic_max_length_oinit_pretrains_as_each_profile_says(profile, weights):
+    """paper follows M's code (rand_ortho on W_xh, W_hh and W_hy); smoke and cpu the text
+    (W_hh only, M eq. 18), keeping their tracked trial keys."""
+    cells = resolve(load_spec("synthetic-max-length"), profile).cells()
+    oinit = [config_of("synthetic", c.params) for c in cells if c.params["variant"] == "oinit"]
+    assert oinit and {c.pretrain_weights for c in oinit} == {weights}
+
+
 def test_shipped_smoke_covers_every_variant():
     cells = resolve(load_spec("synthetic-max-length"), "smoke").cells()
     assert {c.params["variant"] for c in cells} == {"plain", "open", "oinit"}
