@@ -1,15 +1,17 @@
 """Report of ``ff-mnist`` (paper M §III-C, EXPERIMENTS.md M-T3, M-T4): Tables III and IV, the
 best MNIST test accuracy of the deep feedforward nets FF, FF+OPEN and FF+OINIT (784-100×10-10,
 tanh, W ~ N(0, 0.001²), SGD with batch 20, 100 epochs) beside the published values
-(:mod:`analysis.published.manchev`), and the test accuracy per epoch of each model's chosen
-configuration. The trainer logs ``test_accuracy`` (a fraction) after every epoch and the
-summaries ``best_test_accuracy`` and ``baseline_accuracy`` (the majority-class fraction of the
-test set it used); tables show percentages.
+(:mod:`analysis.published.manchev`), and the test accuracy over the epochs of each model's
+chosen configuration. The trainer logs ``test_accuracy`` (a fraction) at every evaluation
+(after every epoch, or every ``eval_every`` samples as M's code does) and the summaries
+``best_test_accuracy`` and ``baseline_accuracy`` (the majority-class fraction of the test set
+it used); tables show percentages. M's code, whose runs the tables come from, builds 11 hidden
+layers where the text says 10 (:data:`analysis.published.manchev.FF_PAPER_PROTOCOL`).
 
 Choice rule (Table III): M reports per model "the best accuracy" over its grid with the
 parameters that reached it. Here the configuration with the highest ``best_test_accuracy``
-(best over epochs) wins; ties go to the smaller α, then the smaller λ, then the run id (only
-for determinism). Table IV is FF+OPEN with λ = 1, one row per α, the best over seeds.
+(best over its evaluations) wins; ties go to the smaller α, then the smaller λ, then the run
+id (only for determinism). Table IV is FF+OPEN with λ = 1, one row per α, the best over seeds.
 
 Every row names the pixel preprocessing of the run its number comes from (the ``preprocessing``
 param: ``unit``, value / 255, or ``standardise``, M's code's per-pixel standardisation); runs
@@ -99,12 +101,13 @@ def table_iii(runs: SweepRuns) -> Table:
             Cell(None if best is None or not has_penalty else best.get("params.penalty"), "g",
                  g.partial and has_penalty),
             Cell(pub.penalty, "g"), _preprocessing(best, g.partial), g.count_text()])
-    notes = ["Accuracy: the best test accuracy over epochs of the configuration chosen per "
-             "model (highest; ties to the smaller α, then λ), in %.",
+    notes = ["Accuracy: the best test accuracy over the evaluations of the configuration "
+             "chosen per model (highest; ties to the smaller α, then λ), in %.",
              "configurations = trained to their end / defined by the spec.",
              PREPROCESSING_NOTE,
-             "Published: Manchev & Spratling, Table III (784-100×10-10, tanh, σ = 0.001, "
-             "SGD, batch 20, 100 epochs; FF: no α left the baseline)."]
+             "Published: Manchev & Spratling, Table III (784-100×10-10 in the text, 11 "
+             "hidden layers in M's code that ran it; tanh, σ = 0.001, SGD, batch 20, 100 "
+             "epochs; FF: no α left the baseline)."]
     return Table(name="ff-table-iii", title="M Table III — best MNIST accuracy of the "
                  "feedforward nets",
                  columns=["Network", "accuracy %", "paper %", "α", "α (paper)", "λ",
@@ -137,8 +140,9 @@ def table_iv(runs: SweepRuns) -> Table:
 
 
 def accuracy_curves(runs: SweepRuns, histories: Histories) -> Figure:
-    """Test accuracy after every epoch of each model's chosen configuration (Table III's),
-    each labelled with its pixel preprocessing."""
+    """Test accuracy at every evaluation of each model's chosen configuration (Table III's)
+    against the epochs trained (a fraction at a checkpoint inside an epoch), each labelled
+    with its pixel preprocessing."""
     rows, notes = [], []
     for variant, name in FF_MODELS.items():
         best = first_ranked(group(runs, {"variant": variant}).runs, ACCURACY)
@@ -172,7 +176,7 @@ def accuracy_curves(runs: SweepRuns, histories: Histories) -> Figure:
 
     sweep = runs.sweep
     return Figure(name="ff-accuracy", data=data[columns], draw=draw, notes=notes,
-                  title=f"M §III-C — test accuracy per epoch of the chosen configurations · "
+                  title=f"M §III-C — test accuracy over the epochs of the chosen configurations · "
                         f"{sweep.spec} · {sweep.profile} · sweep {sweep.sweep_id}")
 
 

@@ -1,10 +1,21 @@
 """Experiment ``ff-mnist``: M's deep feedforward net on MNIST, plain, OPEN and OINIT (M §III-C).
 
 Run one configuration (or a pack) with ``ortho train ff-mnist --set variant=oinit --set
-epochs=1``. The net is 784-100×L-10 (L = 10), tanh hidden layers, softmax output (M eq. 6),
-all weights W ~ N(0, σ²) with σ = 0.001 and biases 0, trained by SGD with minibatches of 20
-for 100 epochs; test accuracy is measured after every epoch (Tables III and IV report the best).
-Pixels are scaled to [0, 1] or, as in M's code, standardised per pixel (``preprocessing``).
+epochs=1``. The net is 784-100×L-10, tanh hidden layers, softmax output (M eq. 6), all
+weights W ~ N(0, σ²) with σ = 0.001 and biases 0, trained by SGD with minibatches of 20 for
+100 epochs; test accuracy is measured after every epoch, or every ``eval_every`` samples as
+M's code does (Tables III and IV report the best). Pixels are scaled to [0, 1] or, as in M's
+code, standardised per pixel (``preprocessing``); minibatches come from a fresh shuffle of
+the training set every epoch or, as in M's code, in the training set's order (``shuffle``).
+
+Where M's code (``FF_MNIST.py``), which produced Tables III and IV, differs from M's text,
+the fields keep the text's reading as their defaults and take the code's as options, which
+the ``paper`` profile of ``sweeps/specs/ff-mnist.yaml`` sets: the text (§III-C) says ten
+hidden layers, but the code's ``--layers 10`` builds eleven (the input matrix 784 → 100, ten
+more 100 → 100, then the output matrix), i.e. ``layers=11``; the text says nothing of when
+the test accuracy is measured nor of the order of the minibatches, and the code measures it
+every 10,000 samples (``--chk``, ``eval_every=10000``) and slices its minibatches from the
+training set in order (``shuffle=False``).
 
 Variants (M Table III):
 
@@ -45,6 +56,7 @@ from ortho_core.config import (
     one_of,
     optional_integer_in,
     positive,
+    require,
 )
 from ortho_core.data.datasets import DATASETS
 from ortho_core.data.mnist import PREPROCESSINGS
@@ -72,7 +84,9 @@ class Config:
     matrix, M eq. 30) or ``oinit`` (FF+OINIT: every weight matrix pre-trained to
     (semi-)orthogonality before training, M eqs. 16-17)."""
     layers: int = 10
-    """L: number of hidden layers (M: 10)."""
+    """L: number of tanh hidden layers, so L + 1 weight matrices (M's text, §III-C: 10; M's
+    code with its ``--layers 10`` builds 11: an input matrix 784 → 100, then 10 matrices
+    100 → 100, then the output matrix)."""
     hidden: int = 100
     """Width of each hidden layer (M: 100)."""
     lr: float = 0.01
@@ -92,6 +106,17 @@ class Config:
     """Minibatch size of SGD (M: 20)."""
     epochs: int = 100
     """Passes over the training set (M: 100, i.e. 6·10⁶ samples)."""
+    eval_every: int | None = None
+    """Measure the test accuracy every this many training samples, counted over the whole
+    run (epochs run on), as M's code does (``FF_MNIST.py``: ``--chk`` 10,000, the best of
+    those checkpoints reported); a multiple of ``batch_size`` (M's checkpoints fall on
+    minibatch boundaries) no larger than the run's samples. None: after every epoch (the
+    text says nothing of it)."""
+    shuffle: bool = True
+    """Take every epoch's minibatches from a fresh shuffle of the training set (drawn with
+    ``data_seed``); False: in the training set's order, the same every epoch, as M's code
+    slices them (``X_train[index*bs:(index+1)*bs]``; with ``train_size``, the subset's
+    order)."""
     train_size: int | None = None
     """Train on a random subset of this many training images (drawn with ``data_seed``);
     None: all 60,000. For cheap profiles."""
@@ -115,7 +140,8 @@ class Config:
     seed: int = 0
     """Seed of this member's initial weights."""
     data_seed: int = 0
-    """Seed of the data stream (subsets and the shuffle of every epoch), shared by a pack."""
+    """Seed of the data stream (subsets and, with ``shuffle``, the shuffle of every epoch),
+    shared by a pack."""
     device: str = "cpu"
     """Where to train: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when available)."""
     subnormals: Subnormals = "flush"
@@ -136,6 +162,14 @@ class Config:
         optional_integer_in(self.train_size, "train_size", self.batch_size, info.n_train)
         optional_integer_in(self.test_size, "test_size", 1, info.n_test)
         fraction(self.solved_accuracy, "solved_accuracy")
+        if self.eval_every is not None:
+            samples = self.epochs * epoch_samples(self)
+            require(isinstance(self.eval_every, int) and not isinstance(self.eval_every, bool)
+                    and self.eval_every % self.batch_size == 0
+                    and self.batch_size <= self.eval_every <= samples, "eval_every",
+                    f"None or a multiple of batch_size ({self.batch_size}) in "
+                    f"{self.batch_size}..{samples} (the samples of the run)", self.eval_every)
+        require(isinstance(self.shuffle, bool), "shuffle", "true or false", self.shuffle)
         one_of(self.preprocessing, PREPROCESSINGS, "preprocessing")
         check_device(self.device)
         one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
@@ -143,22 +177,30 @@ class Config:
 
 PACK_FIELDS: tuple[str, ...] = (
     "layers", "hidden", "pretrain_tol", "pretrain_max_steps", "batch_size", "epochs",
-    "train_size", "test_size", "preprocessing", "data_dir", "data_seed", "device", "subnormals",
+    "eval_every", "shuffle", "train_size", "test_size", "preprocessing", "data_dir",
+    "data_seed", "device", "subnormals",
 )
 """Fields equal across a pack; the variant, α, λ, αₚ, σ, seed and solved_accuracy may differ
 per member."""
 
-ADDED_FIELDS: tuple[str, ...] = ("preprocessing",)
-"""Fields added after sweeps of this experiment were first tracked (issue 12): a trial key
-leaves each out while it holds its default, so that configurations tracked before keep their
-keys (:func:`sweeps.spec.trial_key`)."""
+ADDED_FIELDS: tuple[str, ...] = ("preprocessing", "eval_every", "shuffle")
+"""Fields added after sweeps of this experiment were first tracked (issue 12; M's code's
+checkpoints and minibatch order): a trial key leaves each out while it holds its default, so
+that configurations tracked before keep their keys (:func:`sweeps.spec.trial_key`)."""
+
+
+def epoch_samples(config: Config) -> int:
+    """Training samples in one epoch of ``config``: its whole minibatches of its training
+    images (a remainder smaller than ``batch_size`` is left out, as M's code does)."""
+    n_train = config.train_size or DATASETS["mnist"].n_train
+    return n_train // config.batch_size * config.batch_size
+
 
 def iteration_budget(config: Config) -> int:
     """The most training iterations (minibatches) ``config`` can take: ``epochs`` of whole
     minibatches of its training images. ``pack_size: auto`` weighs a pack's set-up against
     it (:mod:`sweeps.pack_size`)."""
-    n_train = config.train_size or DATASETS["mnist"].n_train
-    return config.epochs * (n_train // config.batch_size)
+    return config.epochs * epoch_samples(config) // config.batch_size
 
 
 PROBE_BATCHES = 100
@@ -167,13 +209,13 @@ PROBE_BATCHES = 100
 
 def probe_config(config: Config) -> Config:
     """``config`` as ``pack_size: auto`` times it (:mod:`sweeps.pack_size`): three epochs of
-    :data:`PROBE_BATCHES` minibatches (a report after each), accuracy on 100 test images and
-    OINIT's pre-training stopped at once; depth, width and batch, which set the cost of an
-    iteration, are kept."""
+    :data:`PROBE_BATCHES` minibatches (a report after each, whatever ``eval_every``),
+    accuracy on 100 test images and OINIT's pre-training stopped at once; depth, width and
+    batch, which set the cost of an iteration, are kept."""
     n_train = DATASETS["mnist"].n_train
     return replace(config, epochs=3,
                    train_size=min(PROBE_BATCHES * config.batch_size, n_train),
-                   test_size=100, pretrain_tol=PROBE_PRETRAIN_TOL)
+                   test_size=100, eval_every=None, pretrain_tol=PROBE_PRETRAIN_TOL)
 
 
 def build_model(configs: Sequence[Config], device: torch.device) -> PackedMLP:
@@ -226,9 +268,11 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
 
 
 SUMMARY: dict[str, str] = {
-    "test_accuracy": "test accuracy after the last epoch",
-    "best_test_accuracy": "best test accuracy over the epochs",
-    "best_epoch": "the epoch of best_test_accuracy",
+    "test_accuracy": "test accuracy at the last evaluation",
+    "best_test_accuracy": "best test accuracy over the evaluations",
+    "best_epoch": "epochs trained at the evaluation of best_test_accuracy (a fraction with "
+                  "eval_every mid-epoch)",
+    "best_samples": "training samples seen at the evaluation of best_test_accuracy",
     "train_loss": "the last epoch's mean training loss",
     "epochs": "epochs trained",
     "baseline_accuracy": "accuracy of always answering the test set's commonest class",
@@ -239,23 +283,42 @@ SUMMARY: dict[str, str] = {
 ``metric.name`` may name (checked when the spec is resolved), listed by ``ortho train --keys``."""
 
 
+@dataclass
+class _Tally:
+    """What the trainer keeps of each member's evaluations, (K,) each."""
+
+    accuracy: Tensor
+    """Test accuracy at the latest evaluation (NaN before the first)."""
+    best: Tensor
+    """Best test accuracy so far (0 before the first evaluation)."""
+    best_samples: Tensor
+    """Training samples seen at the evaluation of ``best``."""
+
+
 @honours_subnormals
 def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
-    """Train a pack of ff-mnist configurations; report after every epoch; one Result each.
+    """Train a pack of ff-mnist configurations; report at every evaluation; one Result each.
 
-    Every epoch is one pass over the shuffled training set in full minibatches (a remainder
-    smaller than ``batch_size`` is left out of that epoch). A member whose loss becomes NaN
-    or inf is ``diverged`` and frozen from that step on.
+    Every epoch is one pass over the training set in full minibatches (a remainder smaller
+    than ``batch_size`` is left out of that epoch), shuffled afresh or, without ``shuffle``,
+    in its order. The test accuracy is measured after every epoch or, with ``eval_every``,
+    each time the samples trained since the start reach a multiple of it (M's code's
+    checkpoints, which run on across epochs). A member whose loss becomes NaN or inf is
+    ``diverged`` and frozen from that step on.
 
-    Metrics per report: ``epoch``; ``train_loss`` (mean cross-entropy over the epoch);
-    ``test_accuracy`` (a fraction); ``ortho_error`` (Eᵖ averaged over the weight matrices);
-    ``grad_norm`` and ``grad_norm_layer{l}`` (‖∂CE/∂W_l‖ on the epoch's last minibatch, l = 1
+    Metrics per report (``step``: minibatches trained): ``epoch`` (epochs trained, a fraction
+    at a checkpoint inside an epoch) and ``samples`` (samples trained); ``train_loss`` (mean
+    cross-entropy over the minibatches since the previous evaluation); ``test_accuracy`` (a
+    fraction); ``ortho_error`` (Eᵖ averaged over the weight matrices); ``grad_norm`` and
+    ``grad_norm_layer{l}`` (‖∂CE/∂W_l‖ on the minibatch just before the evaluation, l = 1
     for the input layer … L + 1 for the output layer).
 
-    Summary: ``test_accuracy`` (after the last epoch), ``best_test_accuracy``, ``best_epoch``,
-    ``train_loss`` (last epoch), ``epochs`` run, ``baseline_accuracy`` (the majority-class
-    fraction of the test set), ``wall_time`` (seconds for the whole pack) and, for ``oinit``,
-    ``pretrain_steps`` (summed over the matrices).
+    Summary: ``test_accuracy`` (at the last evaluation), ``best_test_accuracy`` (best over
+    the evaluations, as M's code reports), ``best_epoch`` and ``best_samples`` (when it was
+    reached, as the report's ``epoch`` and ``samples``), ``train_loss`` (last epoch),
+    ``epochs`` run, ``baseline_accuracy`` (the majority-class fraction of the test set),
+    ``wall_time`` (seconds for the whole pack) and, for ``oinit``, ``pretrain_steps`` (summed
+    over the matrices).
     """
     check_pack(configs, PACK_FIELDS)
     started = time.monotonic()
@@ -278,52 +341,60 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     if len(penalised) == k:
         penalised = None  # every member: no gather
     active = torch.ones(k, dtype=torch.bool, device=device)
-    best = torch.zeros(k, dtype=torch.float64, device=device)
-    best_epoch = torch.zeros(k, dtype=torch.long, device=device)
+    tally = _Tally(accuracy=torch.full((k,), torch.nan, dtype=torch.float64, device=device),
+                   best=torch.zeros(k, dtype=torch.float64, device=device),
+                   best_samples=torch.zeros(k, dtype=torch.long, device=device))
     n = len(data.y_train)
-    step = 0
+    per_epoch = epoch_samples(cfg)
+    every = cfg.eval_every or per_epoch
+    samples = 0
+    window_sum, window_batches = torch.zeros(k, device=device), 0
+    last_loss = torch.full((k,), torch.nan, device=device)
     epochs_run = torch.zeros(k, dtype=torch.long, device=device)
-    for epoch in range(1, cfg.epochs + 1):
-        order = torch.randperm(n, generator=data_gen).to(device)
-        loss_sum = torch.zeros(k, device=device)
-        batches = 0
-        for start in range(0, n - cfg.batch_size + 1, cfg.batch_size):
-            idx = order[start:start + cfg.batch_size]
-            # CE's own gradients are read after the epoch's last minibatch only.
-            last = start + 2 * cfg.batch_size > n
-            loss, loss_grads, _ = train_step(model, params, data.x_train[idx],
-                                             data.y_train[idx], lr, active,
-                                             open_penalty, penalised, keep_loss_grads=last)
-            loss_sum += torch.where(active, loss, 0.0)
-            batches += 1
-            step += 1
+    for _ in range(cfg.epochs):
+        order = torch.randperm(n, generator=data_gen).to(device) if cfg.shuffle else None
+        epoch_sum = torch.zeros(k, device=device)
+        for start in range(0, per_epoch, cfg.batch_size):
+            rows = (slice(start, start + cfg.batch_size) if order is None
+                    else order[start:start + cfg.batch_size])
+            samples += cfg.batch_size
+            evaluates = samples % every == 0
+            # CE's own gradients are read on the minibatch before an evaluation only.
+            loss, loss_grads, _ = train_step(model, params, data.x_train[rows],
+                                             data.y_train[rows], lr, active, open_penalty,
+                                             penalised, keep_loss_grads=evaluates)
+            loss = torch.where(active, loss, 0.0)
+            epoch_sum += loss
+            window_sum += loss
+            window_batches += 1
+            if evaluates:
+                _evaluate(model, data.x_test, data.y_test, active, tally, samples)
+                norms = torch.stack([member_norm([loss_grads[i]]) for i in weight_index])
+                errors = torch.stack([ortho_error(w.detach()) for w in weights]).mean(dim=0)
+                for member in active.nonzero().flatten().tolist():
+                    metrics = {"epoch": samples / per_epoch,
+                               "samples": float(samples),
+                               "train_loss": float(window_sum[member]) / window_batches,
+                               "test_accuracy": float(tally.accuracy[member]),
+                               "ortho_error": float(errors[member]),
+                               "grad_norm": float(norms[:, member].norm())}
+                    metrics.update({f"grad_norm_layer{i + 1}": float(norms[i, member])
+                                    for i in range(len(weights))})
+                    reporter(Report(member=member, step=samples // cfg.batch_size,
+                                    metrics=metrics))
+                window_sum, window_batches = torch.zeros(k, device=device), 0
         epochs_run += active
-        accuracy = member_accuracy(model, data.x_test, data.y_test)
-        improved = active & (accuracy > best)
-        best = torch.where(improved, accuracy, best)
-        best_epoch = torch.where(improved, epoch, best_epoch)
-        layer_norms = torch.stack([member_norm([loss_grads[i]]) for i in weight_index])
-        errors = torch.stack([ortho_error(w.detach()) for w in weights]).mean(dim=0)
-        for member in active.nonzero().flatten().tolist():
-            metrics = {"epoch": float(epoch),
-                       "train_loss": float(loss_sum[member]) / batches,
-                       "test_accuracy": float(accuracy[member]),
-                       "ortho_error": float(errors[member]),
-                       "grad_norm": float(layer_norms[:, member].norm())}
-            metrics.update({f"grad_norm_layer{i + 1}": float(layer_norms[i, member])
-                            for i in range(len(weights))})
-            reporter(Report(member=member, step=step, metrics=metrics))
-        last_loss = loss_sum / batches
-        final_accuracy = accuracy
+        last_loss = epoch_sum / (per_epoch // cfg.batch_size)
         if not bool(active.any()):
             break
     wall = time.monotonic() - started
     baseline = float(torch.bincount(data.y_test).max()) / len(data.y_test)
     results = []
     for member, c in enumerate(configs):
-        summary = {"test_accuracy": float(final_accuracy[member]),
-                   "best_test_accuracy": float(best[member]),
-                   "best_epoch": float(best_epoch[member]),
+        summary = {"test_accuracy": float(tally.accuracy[member]),
+                   "best_test_accuracy": float(tally.best[member]),
+                   "best_epoch": float(tally.best_samples[member]) / per_epoch,
+                   "best_samples": float(tally.best_samples[member]),
                    "train_loss": float(last_loss[member]),
                    "epochs": float(epochs_run[member]),
                    "baseline_accuracy": baseline,
@@ -332,9 +403,20 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
             summary["pretrain_steps"] = float(pretrain_steps[member])
         if not bool(active[member]):
             outcome = Outcome.DIVERGED
-        elif float(best[member]) >= c.solved_accuracy:
+        elif float(tally.best[member]) >= c.solved_accuracy:
             outcome = Outcome.SOLVED
         else:
             outcome = Outcome.UNSOLVED
         results.append(Result(outcome=outcome, summary=summary))
     return results
+
+
+def _evaluate(model: PackedMLP, x_test: Tensor, y_test: Tensor, active: Tensor,
+              tally: _Tally, samples: int) -> None:
+    """Measure the test accuracy of every member still training into ``tally`` (a frozen,
+    diverged member keeps its last), and its best so far with the ``samples`` trained."""
+    accuracy = member_accuracy(model, x_test, y_test)
+    tally.accuracy = torch.where(active, accuracy, tally.accuracy)
+    improved = active & (accuracy > tally.best)
+    tally.best = torch.where(improved, accuracy, tally.best)
+    tally.best_samples = torch.where(improved, samples, tally.best_samples)

@@ -157,10 +157,72 @@ def test_plain_stays_at_the_baseline_and_open_leaves_it():
 def test_summary_and_metrics_names():
     reports, (result,) = collect([small(epochs=1)])
     assert set(result.summary) == {"test_accuracy", "best_test_accuracy", "best_epoch",
-                                   "train_loss", "epochs", "baseline_accuracy", "wall_time"}
-    assert {"epoch", "train_loss", "test_accuracy", "ortho_error", "grad_norm",
+                                   "best_samples", "train_loss", "epochs",
+                                   "baseline_accuracy", "wall_time"}
+    assert {"epoch", "samples", "train_loss", "test_accuracy", "ortho_error", "grad_norm",
             "grad_norm_layer1", "grad_norm_layer4"} <= set(reports[0].metrics)
     assert reports[0].step == 200 // 20
+
+
+def test_eval_every_evaluates_at_m_s_checkpoints_across_epochs():
+    """M's code measures the test accuracy each time the samples trained reach a multiple of
+    ``--chk``, across epoch boundaries, and reports the best of those checkpoints. Evaluating
+    does not change the training: the checkpoints at the ends of epochs equal the per-epoch
+    evaluations, and each window's train_loss is the mean over its own minibatches."""
+    common = dict(lr=0.1, init_std=0.1, shuffle=False, epochs=3)
+    per_epoch, (alone,) = collect([small(**common)])
+    checked, (result,) = collect([small(eval_every=120, **common)])
+    assert [r.metrics["samples"] for r in checked] == [120, 240, 360, 480, 600]
+    assert [r.step for r in checked] == [6, 12, 18, 24, 30]
+    assert [r.metrics["epoch"] for r in checked] == pytest.approx([0.6, 1.2, 1.8, 2.4, 3.0])
+    # 600 samples = 3 epochs of 200: the last checkpoint is the end of the run.
+    end, ended = checked[-1].metrics, per_epoch[-1].metrics
+    for key in ("test_accuracy", "ortho_error", "grad_norm", "grad_norm_layer1"):
+        assert end[key] == pytest.approx(ended[key], rel=1e-6), key
+    assert result.summary["train_loss"] == pytest.approx(alone.summary["train_loss"], rel=1e-6)
+    # Five windows of 6 minibatches and three epochs of 10 cover the same 30 minibatches.
+    run_mean = sum(6 * r.metrics["train_loss"] for r in checked) / 30
+    epoch_means = sum(r.metrics["train_loss"] for r in per_epoch) / 3
+    assert run_mean == pytest.approx(epoch_means, rel=1e-6)
+    accuracies = [r.metrics["test_accuracy"] for r in checked]
+    best = max(range(5), key=lambda i: (accuracies[i], -i))
+    assert result.summary["best_test_accuracy"] == accuracies[best]
+    assert result.summary["best_samples"] == checked[best].metrics["samples"]
+    assert result.summary["best_epoch"] == pytest.approx(checked[best].metrics["epoch"])
+    assert result.summary["test_accuracy"] == accuracies[-1]
+
+
+def test_without_shuffle_minibatches_follow_the_training_set_order(monkeypatch):
+    """M's code slices minibatch i as X_train[i*bs:(i+1)*bs], every epoch alike; the
+    default draws a fresh order every epoch."""
+    seen = []
+
+    def spy(model, params, x, y, *args, **kwargs):
+        seen.append(x.clone())
+        return train_step(model, params, x, y, *args, **kwargs)
+
+    monkeypatch.setattr(ff_mnist, "train_step", spy)
+    data = load_splits("mnist", None, 200, 300, torch.Generator().manual_seed(0),
+                       torch.device("cpu"))
+    collect([small(shuffle=False)])
+    assert torch.equal(torch.cat(seen), torch.cat([data.x_train, data.x_train]))
+    seen.clear()
+    collect([small()])
+    first, second = torch.cat(seen[:10]), torch.cat(seen[10:])
+    assert not torch.equal(first, data.x_train) and not torch.equal(first, second)
+    torch.testing.assert_close(first.sum(dim=0), data.x_train.sum(dim=0))  # the same images
+
+
+def test_the_new_options_keep_default_trial_keys_and_pack_together():
+    assert ff_mnist.Config().eval_every is None and ff_mnist.Config().shuffle is True
+    assert {"eval_every", "shuffle"} <= set(ff_mnist.ADDED_FIELDS) & set(ff_mnist.PACK_FIELDS)
+    params = {"variant": "open", "lr": 0.01, "penalty": 1.0, "epochs": 10, "seed": 0}
+    key = "f4a07395c12af691"  # before the fields existed
+    assert trial_key("ff-mnist", {**params, "eval_every": None, "shuffle": True}) == key
+    assert trial_key("ff-mnist", {**params, "eval_every": 10_000}) != key
+    assert trial_key("ff-mnist", {**params, "shuffle": False}) != key
+    # The probe reports after every epoch of its short run whatever the checkpoints.
+    assert ff_mnist.probe_config(ff_mnist.Config(eval_every=10_000)).eval_every is None
 
 
 def test_preprocessing_round_trips_and_keeps_default_trial_keys():
@@ -175,6 +237,16 @@ def test_preprocessing_round_trips_and_keeps_default_trial_keys():
     assert trial_key("ff-mnist", {**params, "preprocessing": "unit"}) == "f4a07395c12af691"
     assert trial_key("ff-mnist", {**params, "preprocessing": "standardise"}) != \
         "f4a07395c12af691"
+
+
+def test_only_the_paper_profile_follows_m_s_code():
+    """paper: M's code's checkpoints every 10,000 samples, minibatches in order and its 11
+    hidden layers; smoke and cpu keep the defaults their tracked runs had."""
+    spec = load_spec("ff-mnist")
+    for profile, expected in (("smoke", {(None, True, 3)}), ("cpu", {(None, True, 10)}),
+                              ("paper", {(10_000, False, 11)})):
+        configs = [from_dict(ff_mnist.Config, c.params) for c in resolve(spec, profile).cells()]
+        assert {(c.eval_every, c.shuffle, c.layers) for c in configs} == expected, profile
 
 
 def test_only_the_paper_profile_standardises():
@@ -220,7 +292,9 @@ def test_train_feeds_the_configured_preprocessing(monkeypatch):
 @pytest.mark.parametrize(("key", "value"), [("layers", "0"), ("variant", "lcw"),
                                             ("lr", "-1"), ("train_size", "70000"),
                                             ("train_size", "10"), ("device", "gpu"),
-                                            ("preprocessing", "bogus")])
+                                            ("preprocessing", "bogus"), ("eval_every", "30"),
+                                            ("eval_every", "0"),
+                                            ("eval_every", "6000020"), ("shuffle", "maybe")])
 def test_bad_config_values_name_the_field(key, value):
     with pytest.raises(ConfigError) as err:
         from_dict(ff_mnist.Config, {key: value})
