@@ -179,11 +179,14 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Train a pack on one synthetic problem under the configured protocol; one Result each.
 
     Every ``eval_every`` iterations (and at the end of a length's budget) each member still
-    training is reported with ``train_loss``, ``grad_norm`` and ``grad_norm_whh`` (‖∂E/∂θ‖ and
-    ‖∂E/∂W_hh‖ of the loss alone, before clipping and without the OPEN term, averaged over
-    the iterations since the last report), ``val_loss``, ``val_error`` and ``val_accuracy``
-    (fractions of the validation set), ``spectral_radius`` ρ(W_hh), ``ortho_error``
-    Eᵖ(W_hh) and ``seq_len``; ``step`` counts the member's own iterations over all lengths.
+    training is reported with ``train_loss``, ``grad_norm`` and ``grad_norm_whh`` (‖∇θ‖ and
+    ‖∇W_hh‖ before clipping, of the loss E and, for ``open``, with the OPEN term added to
+    W_hh's, as M's SRNN.py adds it before logging its gradient norm; averaged over the
+    iterations since the last report;
+    :meth:`~ortho_core.experiments.synthetic_stage.Stage.iteration`), ``val_loss``,
+    ``val_error`` and ``val_accuracy`` (fractions of the validation set), ``spectral_radius``
+    ρ(W_hh), ``ortho_error`` Eᵖ(W_hh) and ``seq_len``; ``step`` counts the member's own
+    iterations over all lengths.
     With ``screen_size``, an evaluation that the screen alone settles as unsolved (see
     :meth:`~ortho_core.experiments.synthetic_stage.Stage.evaluate`) reports the screen's
     ``val_loss_screen`` and ``val_error_screen`` instead of ``val_loss``, ``val_error`` and

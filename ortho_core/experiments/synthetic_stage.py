@@ -151,7 +151,8 @@ class Stage:
         k = len(configs)
         self.active = torch.ones(k, dtype=torch.bool, device=device)
         self.sums = torch.zeros(3, k, dtype=dtype, device=device)
-        """Since the last evaluation: loss, ‖∇‖ and ‖∇W_hh‖ summed over iterations."""
+        """Since the last evaluation: loss, ‖∇θ‖ and ‖∇W_hh‖ (with the OPEN term, before
+        clipping: :meth:`iteration`) summed over iterations."""
         self.since_eval = 0
         self._set_rules()
 
@@ -206,7 +207,14 @@ class Stage:
     def iteration(self, raw: Tensor, y: Tensor, beta: Tensor | None = None) -> None:
         """One SGD step of every active member on the shared batch: θ − α·d along its
         direction d (G §3.3, Alg. 3.2) with α = μ·min(1, τ/‖d‖) (G eq. 3.7), then the OPEN
-        term (M eq. 31) unclipped. ``beta``: the simplex weights (T,) of this batch."""
+        term (M eq. 31) unclipped. ``beta``: the simplex weights (T,) of this batch.
+
+        The norms summed for the reports, ‖∇θ‖ and ‖∇W_hh‖, are those of the gradient an
+        OPEN member descends before clipping: the loss's with the OPEN term added to W_hh's,
+        as M's SRNN.py adds it to ``gWhh`` before logging ``norm_theta`` (so M Fig. 2's
+        SRNN+OPEN curve is this quantity); the loss's alone for the others. Clipping, the
+        switch of ``simplex_switch`` and the simplex directions read the loss gradient's
+        norm."""
         model, rates, params = self.model, self.rates, self.params
         x = self.task.encode(raw, self.dtype)
         if rates.temporal:
@@ -216,9 +224,16 @@ class Stage:
             losses = self.task.losses(model(x), y)
             grads = list(torch.autograd.grad(losses.sum(), params))
         norm = member_norm(grads)
-        norm_whh = member_norm([grads[1]])
+        penalty_grad = None if rates.penalty is None else self._penalty_grad()
+        if penalty_grad is None:
+            logged, logged_whh = norm, member_norm([grads[1]])
+        else:
+            whh = torch.where(rates.has_penalty[:, None, None], grads[1] + penalty_grad,
+                              grads[1])
+            logged = member_norm([grads[0], whh, *grads[2:]])
+            logged_whh = member_norm([whh])
         losses = losses.detach()
-        self.sums += torch.stack([losses, norm, norm_whh])
+        self.sums += torch.stack([losses, logged, logged_whh])
         self.since_eval += 1
         ok = torch.isfinite(losses) & torch.isfinite(norm)
         step_norm = norm
@@ -230,8 +245,8 @@ class Stage:
         if rates.clip is not None:
             factor = clip_factors(step_norm, rates.clip)
             grads = [g * factor.view(-1, *[1] * (g.dim() - 1)) for g in grads]
-        if rates.penalty is not None:
-            with_penalty = grads[1] + self._penalty_grad()
+        if penalty_grad is not None:
+            with_penalty = grads[1] + penalty_grad
             grads[1] = torch.where(rates.has_penalty[:, None, None], with_penalty, grads[1])
             ok &= torch.isfinite(member_norm([grads[1]]))
         self.active &= ok

@@ -89,6 +89,45 @@ def test_one_iteration_is_clipped_sgd_plus_the_eq31_term():
         torch.testing.assert_close(got.detach()[0], want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("form", ["squared", "unsquared"])
+def test_logged_gradient_norms_include_the_open_term_before_clipping(form):
+    """M's SRNN.py adds the penalty's gradient to gWhh before it logs the gradient norm (M
+    Fig. 2's ‖∇W_hh‖ of SRNN+OPEN): an OPEN member's grad_norm and grad_norm_whh are those
+    of the loss gradient plus the OPEN term, unclipped; a plain member's are the loss's."""
+    from ortho_core.data.synthetic import get_task
+    from ortho_core.experiments.synthetic import initial_weights
+    common = dict(dtype="float64", seq_len=8, clip=0.01)
+    pack = [make(variant="open", lr=0.3, penalty=0.5, penalty_form=form, seed=1, **common),
+            make(variant="plain", lr=0.3, seed=2, **common)]
+    task, cpu = get_task("temporal_order"), torch.device("cpu")
+    weights, _ = initial_weights(pack, task, torch.float64, cpu)
+    stage = Stage(pack, task, 8, [w.clone() for w in weights], torch.float64, cpu)
+    raw, y = stage.batches(1)
+    stage.iteration(raw[0], y[0])
+    logged_norm, logged_whh = stage.sums[1], stage.sums[2]
+
+    x = task.encode(raw[0], torch.float64)
+    for k in range(2):
+        w_xh, w_hh, b_h, w_hy, b_y = params = [w[k].clone().requires_grad_() for w in weights]
+        h = torch.zeros(x.shape[0], 16, dtype=torch.float64)
+        for t in range(x.shape[1]):
+            h = torch.tanh(x[:, t] @ w_xh.T + h @ w_hh.T + b_h)
+        loss = torch.nn.functional.cross_entropy(h @ w_hy.T + b_y, y[0])
+        grads = list(torch.autograd.grad(loss, params))
+        loss_whh = grads[1].norm()
+        if k == 0:
+            residual = torch.linalg.matrix_norm(w_hh @ w_hh.T - torch.eye(16,
+                                                                         dtype=torch.float64))
+            term = 0.5 * (residual if form == "unsquared" else residual.square())
+            grads[1] = grads[1] + torch.autograd.grad(term, w_hh)[0]
+        expected = torch.sqrt(sum(g.square().sum() for g in grads))
+        assert float(logged_norm[k]) == pytest.approx(float(expected), rel=1e-10)
+        assert float(logged_whh[k]) == pytest.approx(float(grads[1].norm()), rel=1e-10)
+        assert float(logged_norm[k]) > 0.01  # above τ: the logged norm is not the clipped one
+        if k == 0:  # the OPEN term is no rounding error here: without it the test fails
+            assert abs(float(logged_whh[k]) / float(loss_whh) - 1) > 0.1
+
+
 def _assert_same_reports(a: list[Report], b: list[Report], rtol: float) -> None:
     assert [r.step for r in a] == [r.step for r in b]
     for ra, rb in zip(a, b, strict=True):
