@@ -20,9 +20,10 @@ CAVEATS: dict[tuple[str, str], dict[Key, str]] = {
         ("M-T2", "SRNN+OPEN beats SRNN+OINIT"):
             "M's accuracies are after 10⁶ iterations; this profile trains 10⁴ (it shows which "
             "networks leave the baseline and when). SRNN+OPEN starts from a far from "
-            "orthogonal W_hh that its penalty first has to make orthogonal (M Fig. 3b), so "
-            "it leaves the baseline later than SRNN+OINIT, which starts orthogonal, and is "
-            "still behind when the profile ends",
+            "orthogonal N(0, σ²) W_hh that its penalty (M eq. 31) first has to make "
+            "orthogonal (M's Fig. 3b shows SRNN+OINIT; the report's Fig. 3b draws the "
+            "SRNN+OPEN run beside it), so it leaves the baseline later than SRNN+OINIT, "
+            "which starts orthogonal, and is still behind when the profile ends",
     },
     ("ff-mnist", "cpu"): {
         ("M-T3", "FF+OPEN beats FF+OINIT"):
