@@ -47,11 +47,11 @@ CAVEATS: dict[tuple[str, str], dict[Key, str]] = {
     },
     ("polyphonic-music", "cpu"): {
         ("G-T42", "MuseData test NLL grows with H"):
-            "this profile trains about 10⁴ steps of G's unstated, much longer budget: the "
+            "this profile trains about 5·10⁴ steps of G's unstated, much longer budget: the "
             "networks are far from converged (the table shows how far above G's values), so "
             "the order in H of fully trained networks cannot show yet",
         ("G-T42", "the best RNN beats the published vanilla-RNN reference"):
-            "this profile trains about 10⁴ steps of G's unstated, much longer budget: the "
+            "this profile trains about 5·10⁴ steps of G's unstated, much longer budget: the "
             "networks are far from converged and cannot reach a fully trained reference",
     },
 }
