@@ -100,9 +100,11 @@ class Config:
     sigma_z: float = 0.5
     """σ_z: standard deviation of the preactivations after LCW's minibatch initialisation
     (K §3.3, §5: 0.5); used by ``lcw`` only."""
-    lcw_basis: Literal["orthonormal", "eq7"] = "orthonormal"
-    """B_m of LCW: an orthonormal basis of the zero-sum subspace, or K eq. 7's
-    [I; −1ᵀ] (which K's experiments used, reporting little difference)."""
+    lcw_basis: Literal["orthonormal", "eq7"] = "eq7"
+    """B_m of LCW: K eq. 7's [I; −1ᵀ] (K §3.2: "In the experiments in Section 5, we used B_m
+    in Equation (7)"; under SGD it moves one direction of each weight vector m times faster
+    than the rest), or an orthonormal basis of the zero-sum subspace (projected SGD on w; K
+    reports little difference in accuracy)."""
     input_range: Literal["unit", "symmetric"] = "unit"
     """Pixel scaling: ``unit`` [0, 1] or ``symmetric`` [−1, 1] (K §2.2)."""
     train_size: int | None = None

@@ -5,12 +5,16 @@ product with any input whose mean is γ·1_m (K Prop. 3), which removes the angl
 deep sigmoid MLPs untrainable (K §2). LCW is learnt without constraints by reparameterising
 w = B_m v with v ∈ R^{m-1} trainable and B_m a fixed basis of W_LC (K §3.2):
 
-- ``basis="orthonormal"`` (the default): the first m − 1 columns of the Householder reflection
-  H that maps e_m to 1_m/√m. H is symmetric and orthogonal and H e_m spans 1_m, so its other
-  columns are an orthonormal basis of W_LC; B_m v costs O(m) per vector (no m × (m−1) matrix
-  product) and SGD on v is exactly projected SGD on w (B_m B_mᵀ = I − 1_m 1_mᵀ/m).
-- ``basis="eq7"``: K eq. 7, B_m = [I_{m-1}; −1ᵀ_{m-1}], i.e. w = (v, −Σv). The paper's
-  experiments used this one and report little difference from an orthonormal basis.
+- ``basis="eq7"`` (the default): K eq. 7, B_m = [I_{m-1}; −1ᵀ_{m-1}], i.e. w = (v, −Σv),
+  which K's experiments used (K §3.2). SGD on v moves w by −α B_m B_mᵀ ∇_w: B_mᵀB_m =
+  I + 11ᵀ, so within W_LC the step is the projected gradient's except along
+  (1, …, 1, −(m − 1)) (the weight of the last input against the others), where it is m times
+  longer.
+- ``basis="orthonormal"``: the first m − 1 columns of the Householder reflection H that maps
+  e_m to 1_m/√m. H is symmetric and orthogonal and H e_m spans 1_m, so its other columns are
+  an orthonormal basis of W_LC; B_m v costs O(m) per vector (no m × (m−1) matrix product) and
+  SGD on v is exactly projected SGD on w (B_m B_mᵀ = I − 1_m 1_mᵀ/m). K "also tried" it and
+  reports "little difference in accuracy" (K §3.2).
 
 K's initialisation on a minibatch (K §3.3, App. A) is in
 :mod:`ortho_core.init.lcw_minibatch`.
@@ -39,7 +43,7 @@ class ZeroSumBasis(nn.Module):
     the v that reproduces it (for eq. 7 "the first m − 1 elements", K §3.3).
     """
 
-    def __init__(self, m: int, basis: Basis = "orthonormal"):
+    def __init__(self, m: int, basis: Basis = "eq7"):
         super().__init__()
         if m < 2:
             raise ValueError(f"ZeroSumBasis: needs m >= 2 inputs, got {m}")
@@ -74,7 +78,7 @@ class ZeroSumBasis(nn.Module):
         return self.forward(torch.eye(self.m - 1, dtype=dtype)).T
 
 
-def apply_lcw(model: PackedMLP, basis: Basis = "orthonormal") -> None:
+def apply_lcw(model: PackedMLP, basis: Basis = "eq7") -> None:
     """Replace every weight vector of ``model`` by LCW (K's MLP_LCW: all layers, output included).
 
     Each layer's weight (K, out, in) becomes ``ZeroSumBasis(in)`` applied to a trainable

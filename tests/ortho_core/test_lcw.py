@@ -33,6 +33,20 @@ def test_eq7_basis_is_kutsunas():
     torch.testing.assert_close(b, expected)
 
 
+@pytest.mark.parametrize("m", [2, 5, 128])
+def test_eq7_sgd_steps_m_times_further_along_the_last_inputs_direction(m):
+    """SGD on v moves w = B_m v by −α B_m B_mᵀ ∇_w. For K eq. 7, B_m B_mᵀ is the projection
+    onto W_LC plus (m − 1) times the projection onto d = (1, …, 1, −(m − 1)): the step along d
+    is m times the projected gradient's (why eq. 7 and an orthonormal basis train differently)."""
+    b = ZeroSumBasis(m, "eq7").matrix()
+    d = torch.ones(m, dtype=torch.float64)
+    d[-1] = -(m - 1)
+    along = torch.outer(d, d) / d.dot(d)
+    project = torch.eye(m, dtype=torch.float64) - torch.ones(m, m, dtype=torch.float64) / m
+    torch.testing.assert_close(b @ b.T, project + (m - 1) * along)
+    torch.testing.assert_close(b @ b.T @ d, m * d)
+
+
 @pytest.mark.parametrize("basis", BASES)
 def test_forward_maps_onto_the_zero_sum_subspace_as_a_basis(basis):
     """w = B_m v (K §3.2) from the definition of a basis of W_LC (K eq. 6): linear in v,

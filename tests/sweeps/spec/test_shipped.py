@@ -101,6 +101,15 @@ def test_synthetic_max_length_penalty_forms_and_jitter():
 
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+def test_lcw_deep_mlp_uses_kutsunas_eq7_basis(profile):
+    """K §3.2: "In the experiments in Section 5, we used B_m in Equation (7)"; every profile
+    reduces the data or the epochs, never the method."""
+    cells = resolve(load_spec("lcw-deep-mlp"), profile).cells()
+    lcw = [config_of("lcw-mlp", c.params) for c in cells if c.params["variant"] == "lcw"]
+    assert lcw and {c.lcw_basis for c in lcw} == {"eq7"}
+
+
 @pytest.mark.parametrize("name", available_specs())
 def test_a_shipped_spec_writes_every_profile(name):
     """A spec of one's own may leave profiles out; a shipped one writes all three
