@@ -216,6 +216,8 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
 SUMMARY: dict[str, str] = {
     "train_accuracy": "training accuracy after the last epoch",
     "best_train_accuracy": "best training accuracy over the epochs",
+    "mean_train_accuracy": "mean training accuracy over the scheduled epochs (the area under "
+                           "the training curve; epochs after a divergence count 0)",
     "test_accuracy": "test accuracy after the last epoch",
     "best_test_accuracy": "best test accuracy over the epochs",
     "train_loss": "the last epoch's training loss",
@@ -251,10 +253,14 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     running statistics), ``epoch_time`` (seconds of training in that epoch for the whole pack,
     evaluation excluded).
 
-    Summary: ``train_accuracy``, ``best_train_accuracy``, ``test_accuracy``,
-    ``best_test_accuracy``, ``train_loss`` (last epoch), ``seconds_per_epoch`` (mean
-    ``epoch_time``), ``pack_size`` (K: a pack's epoch time covers K members), ``epochs`` run,
-    ``baseline_accuracy`` (majority-class fraction of the training set) and ``wall_time``.
+    Summary: ``train_accuracy``, ``best_train_accuracy``, ``mean_train_accuracy`` (the
+    training accuracies of the epochs summed and divided by ``epochs``: the area under the
+    training curve, which tells a curve that rises sooner from one that ends equal, K Fig. 12's
+    "rate of increase"; a diverged member's epochs from its divergence on count 0, as in
+    ``best_train_accuracy``), ``test_accuracy``, ``best_test_accuracy``, ``train_loss`` (last
+    epoch), ``seconds_per_epoch`` (mean ``epoch_time``), ``pack_size`` (K: a pack's epoch time
+    covers K members), ``epochs`` run, ``baseline_accuracy`` (majority-class fraction of the
+    training set) and ``wall_time``.
     With ``diagnostics``, the summary also holds the initial state at a glance:
     ``init_act_std_first`` and ``init_act_std_last`` (activations' spread over samples in the
     first and last hidden layer: angle bias makes the last one vanish, K Fig. 2),
@@ -291,6 +297,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     decay = torch.tensor([c.lr_decay for c in configs], device=device)
     active = torch.ones(k, dtype=torch.bool, device=device)
     best_train = torch.zeros(k, dtype=torch.float64, device=device)
+    sum_train = torch.zeros(k, dtype=torch.float64, device=device)
     best_test = torch.zeros(k, dtype=torch.float64, device=device)
     epochs_run = torch.zeros(k, dtype=torch.long, device=device)
     epoch_times = []
@@ -319,6 +326,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
         model.eval()
         test_acc = member_accuracy(model, data.x_test, data.y_test)
         best_train = torch.where(active, torch.maximum(best_train, train_acc), best_train)
+        sum_train += torch.where(active, train_acc, 0.0)
         best_test = torch.where(active, torch.maximum(best_test, test_acc), best_test)
         for member in active.nonzero().flatten().tolist():
             reporter(Report(member=member, step=step, metrics={
@@ -341,6 +349,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     for member, c in enumerate(configs):
         summary = {"train_accuracy": float(last[1][member]),
                    "best_train_accuracy": float(best_train[member]),
+                   "mean_train_accuracy": float(sum_train[member]) / cfg.epochs,
                    "test_accuracy": float(last[2][member]),
                    "best_test_accuracy": float(best_test[member]),
                    "train_loss": float(last[0][member]),

@@ -73,10 +73,14 @@ def test_the_warm_up_step_leaves_the_model_and_the_random_streams_as_they_were(v
 def test_schedule_summary_and_artifacts():
     reports, (result,) = collect([small(epochs=3, layers=6)])
     assert [r.metrics["lr"] for r in reports] == pytest.approx([0.1, 0.1, 0.095])
-    assert {"train_accuracy", "best_train_accuracy", "test_accuracy", "best_test_accuracy",
-            "train_loss", "seconds_per_epoch", "pack_size", "epochs", "baseline_accuracy",
-            "wall_time", "init_act_std_first", "init_act_std_last",
+    assert {"train_accuracy", "best_train_accuracy", "mean_train_accuracy", "test_accuracy",
+            "best_test_accuracy", "train_loss", "seconds_per_epoch", "pack_size", "epochs",
+            "baseline_accuracy", "wall_time", "init_act_std_first", "init_act_std_last",
             "init_angle_std_neurons_last", "init_grad_ratio"} == set(result.summary)
+    # The area under the training curve per epoch (K Fig. 12's rate of increase).
+    curve = [r.metrics["train_accuracy"] for r in reports]
+    assert result.summary["mean_train_accuracy"] == pytest.approx(sum(curve) / 3)
+    assert result.summary["best_train_accuracy"] == max(curve)
     angles, rms = result.artifacts["angles_init"], result.artifacts["gradients_init"]["grad_rms"]
     assert result.summary["init_act_std_last"] == angles["act_std_samples"][5]
     assert result.summary["init_grad_ratio"] == pytest.approx(rms[0] / rms[5])
@@ -90,6 +94,18 @@ def test_schedule_summary_and_artifacts():
     assert quantiles.shape == (5, 10, 5)
     assert bool((quantiles.diff(dim=-1) >= 0).all())
     assert torch.tensor(angles["activations"]).shape == (5, 20, 16)
+
+
+def test_epochs_after_a_divergence_count_zero_in_the_mean_training_accuracy():
+    """ReLU MLP_LCW explodes (K §5.2): at α = 0.01 in its second epoch here, at 10⁻⁴ not at
+    all. The mean over the 3 scheduled epochs counts only the epochs before the divergence."""
+    reports, results = collect([small(variant="lcw", activation="relu", layers=20, hidden=64,
+                                      epochs=3, lr=lr, seed=1) for lr in (1e-2, 1e-4)])
+    assert [r.outcome for r in results] == [Outcome.DIVERGED, Outcome.UNSOLVED]
+    assert [r.summary["epochs"] for r in results] == [1.0, 3.0]
+    for member, result in enumerate(results):
+        curve = [r.metrics["train_accuracy"] for r in reports if r.member == member]
+        assert result.summary["mean_train_accuracy"] == pytest.approx(sum(curve) / 3)
 
 
 def test_angle_bias_in_deep_sigmoid_layers_and_its_removal_by_lcw():
