@@ -77,8 +77,18 @@ def _quantiles(values: Tensor) -> Tensor:
     return torch.quantile(values, q, dim=-1).movedim(0, -1)
 
 
-def _diag_layers(layers: int) -> list[int]:
-    """Five hidden layers (1-based) spread from the first to the last, as K's figures show."""
+K_DETAIL_LAYERS: dict[int, tuple[int, ...]] = {10: (1, 3, 5, 7, 9), 50: (1, 10, 20, 30, 40)}
+"""Hidden layers (1-based) K's figures show, per depth: the 10-layer sigmoid MLP's layers
+1, 3, 5, 7, 9 (Figs. 2-3, 6-7) and the 50-layer ReLU MLP's layers 1, 10, 20, 30, 40 (Figs. 4-5,
+10-11)."""
+
+
+def detail_layers(layers: int) -> list[int]:
+    """The five hidden layers (1-based) whose angles and activations are kept in detail: K's
+    (:data:`K_DETAIL_LAYERS`) for the depths of K's figures, otherwise the first, the last
+    and three spread evenly between (fewer when there are fewer than five)."""
+    if layers in K_DETAIL_LAYERS:
+        return list(K_DETAIL_LAYERS[layers])
     picks = {1, layers} | {round(1 + i * (layers - 1) / 4) for i in range(1, 4)}
     return sorted(picks)
 
@@ -91,15 +101,16 @@ def angle_diagnostics(model: PackedMLP, x: Tensor) -> list[dict[str, Any]]:
     averaged over neurons: it shrinks when a neuron's input stops depending on the sample);
     ``angle_std_neurons`` (the spread of the neurons' mean angles: angle bias); the same three
     for the activations (``act_*``; the last is K's horizontal stripes). For five layers
-    (``detail_layers``): the boxplot quantiles of θ of the first ten neurons and the activation
-    heat map (samples × at most 128 neurons).
+    (``detail_layers``, K's where K shows the network: :func:`detail_layers`): the boxplot
+    quantiles of θ of the first ten neurons and the activation heat map (samples × at most 128
+    neurons).
     """
     with torch.no_grad(), batch_statistics_only(model):
         trace = model.trace(x)[:-1]
         weights = model.weight_params()
         hidden = range(len(trace))
         angles = [neuron_angles(trace[i].inputs, weights[i]) for i in hidden]
-    detail = _diag_layers(len(trace))
+    detail = detail_layers(len(trace))
     out = []
     for k in range(model.members):
         stats: dict[str, Any] = {"layer": [i + 1 for i in hidden], "detail_layers": detail}

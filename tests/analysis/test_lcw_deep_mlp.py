@@ -81,7 +81,7 @@ def gradients(scale: float) -> dict:
 
 
 def angles(offset: float) -> dict:
-    detail = [1, 3, 5, 8, 10]
+    detail = [1, 3, 5, 7, 9]
     return {"layer": list(range(1, 11)), "detail_layers": detail,
             "angle_quantiles": [[[80 + offset, 85, 90, 95, 100]] * 10 for _ in detail],
             "activations": [[[offset + s / 10 for _ in range(4)] for s in range(3)]

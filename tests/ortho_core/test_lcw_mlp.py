@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from ortho_core.config import from_dict
+from ortho_core.diagnostics import detail_layers
 from ortho_core.errors import ConfigError, DataError
 from ortho_core.experiments import lcw_mlp
 from ortho_core.reporting import Outcome, Report
@@ -120,6 +121,20 @@ def test_angle_bias_in_deep_sigmoid_layers_and_its_removal_by_lcw():
     assert lcw["act_std_samples"][-1] > 0.5 * lcw["act_std_samples"][0]
     assert max(lcw["angle_std_neurons"][1:]) < 0.5 * min(plain["angle_std_neurons"][1:])
     assert all(abs(m - 90.0) < 2.0 for m in lcw["angle_mean"])
+    # The layers of K Figs. 2-3 and 6-7 are kept in detail, their heat maps those layers'.
+    assert plain["detail_layers"] == lcw["detail_layers"] == [1, 3, 5, 7, 9]
+    for stats in (plain, lcw):
+        heat_means = [float(torch.tensor(a).mean()) for a in stats["activations"]]
+        assert heat_means == pytest.approx([stats["act_mean"][n - 1] for n in (1, 3, 5, 7, 9)],
+                                           abs=1e-4)
+
+
+@pytest.mark.parametrize(("layers", "shown"), [(10, [1, 3, 5, 7, 9]), (50, [1, 10, 20, 30, 40]),
+                                               (100, [1, 26, 50, 75, 100]), (3, [1, 2, 3])])
+def test_detail_layers_are_kutsunas_for_the_depths_of_his_figures(layers, shown):
+    """K Figs. 2-3, 6-7 (10 layers) and 4-5, 10-11 (50 layers); elsewhere the first, the last
+    and three between."""
+    assert detail_layers(layers) == shown
 
 
 def test_relu_lcw_gradients_grow_exponentially_towards_the_input():
