@@ -46,6 +46,16 @@ CAVEATS: dict[tuple[str, str], dict[Key, str]] = {
             "MNIST (CIFAR-10 is not shipped) for 5 epochs, and K reports nothing on MNIST, "
             "where the shallow net is an easy problem for both normalisations",
     },
+    ("deep-orthogonal", "cpu"): {
+        ("N-F3", "an Orth/ReLU net whose block size B is the smallest keeping its gradients"):
+            "partly the profile's α = 0.1, 100 times N's: at it the width-8 net of depth 40 "
+            "collapses to a constant output, while at α = 10⁻² it trains within 40,000 steps. "
+            "Not a reduction for the width-4 nets: neither trains at N's α = 10⁻³ over "
+            "200,000 steps, nor the one of depth 40 (B = 3) at α = 10⁻² (the one of depth 20 "
+            "then trains on 2 of 3 seeds); that net's 4-unit ReLU layers die during training "
+            "(a gradient within 3 orders at initialisation is exactly 0 in some layer after "
+            "it), which N's rule, read at initialisation, does not foresee",
+    },
     ("simplex-direction", "cpu"): {
         ("G-T41", "the simplex direction with switching converges in the fewest iterations"):
             "G's ordering is at T = 100 over about 2·10⁶ iterations, where the gradient's "

@@ -70,11 +70,35 @@ def test_f1_verdict_needs_every_deep_relu_net_to_fail() -> None:
     assert report.f1_verdict(cells).startswith("Verdict: differs")
 
 
-def test_f3_verdict_compares_trained_fractions_either_side_of_3() -> None:
-    cells = pd.DataFrame({"spread": [1.0, 2.0, 5.0, 30.0], "error": [1.0, 20.0, 50.0, 4.0]})
-    assert report.f3_verdict(cells).startswith("Verdict: differs")
-    cells.loc[3, "error"] = 40.0
-    assert report.f3_verdict(cells).startswith("Verdict: as N")
+def _f3(*runs: tuple[str, int, int | None, float, float]) -> pd.DataFrame:
+    """Cells of :func:`report.f3_cells`, one per (variant, L, B, spread, error %); H = 4."""
+    variant, layers, block, spread, error = zip(*runs, strict=True)
+    return pd.DataFrame({"variant": variant, "layers": layers, "hidden": 4, "block": block,
+                         "spread": spread, "error": error})
+
+
+def test_f3_verdict_judges_the_smallest_block_within_3_orders_per_depth() -> None:
+    cells = _f3(("orth_relu", 20, 1, 1.0, 40.0), ("orth_relu", 20, 1, 1.2, 3.0),
+                ("orth_relu", 20, 3, 0.5, 40.0),  # a larger B than N's choice: not judged
+                ("orth_relu", 40, 1, 30.0, 50.0), ("orth_relu", 40, 1, 30.0, 2.0),
+                ("orth_relu", 40, 3, 2.0, 4.0), ("orth_relu", 40, 3, 2.5, 60.0))
+    chosen = report.f3_chosen(cells)
+    assert chosen[["layers", "block", "trained", "runs"]].values.tolist() == [
+        [20, 1, 1, 2], [40, 3, 1, 2]]
+    assert report.f3_verdict(cells) == (
+        "Verdict: as N — runs that train (error ≤ 5 %) at the smallest B within 3 orders: "
+        "L = 20, H = 4, B = 1: 1/2; L = 40, H = 4, B = 3: 1/2; Orth/ReLU runs beyond 3 "
+        "orders: 1/2 train.")
+    cells.loc[5, "error"] = 6.0  # L = 40's chosen B = 3 no longer trains on any seed
+    assert report.f3_verdict(cells).startswith("Verdict: differs from N")
+
+
+def test_f3_verdict_leaves_out_plain_relu_nets() -> None:
+    relu = [("relu", 20, None, 30.0, 50.0), ("relu", 40, None, 1.0, 1.0)]
+    assert report.f3_verdict(_f3(*relu)).startswith("Verdict: none")
+    cells = _f3(*relu, ("orth_relu", 20, 1, 1.0, 20.0))
+    assert report.f3_verdict(cells).startswith("Verdict: differs from N")
+    assert report.f3_verdict(cells).endswith("beyond 3 orders: 0/0 train.")
 
 
 def _f4(relu_best: float | None, orth_best: float, baseline: float | None) -> dict:
