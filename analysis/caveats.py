@@ -47,6 +47,18 @@ CAVEATS: dict[tuple[str, str], dict[Key, str]] = {
             "where the shallow net is an easy problem for both normalisations",
     },
     ("deep-orthogonal", "cpu"): {
+        ("N-F1", "ReLU nets of 2 hidden units err on more than 10 % at any depth"):
+            "not a reduction: at N's own α = 10⁻³ over 200,000 steps the 2-layer ReLU net "
+            "errs as little as at this profile's α. The shallow nets' error is a property of "
+            "the two-class set, which N shows only as a picture and this project defines (two "
+            "noisy half-moons, ortho_core/data/planar.py): one hidden layer of 2 ReLU units "
+            "bends its boundary enough to separate them, which N's set did not allow",
+        ("N-F1", "the activation gradients of ReLU nets of 2 hidden units are stable below"):
+            "not a reduction: the spread is measured at initialisation, before the profile's "
+            "learning rate or budget act. From depth 6 most seeds start with a layer whose 2 "
+            "ReLU units are off on every point, so the gradient below it is exactly 0; how "
+            "deep that becomes likely is a property of the initialisation, which N does not "
+            "state (here He-normal weights and zero biases)",
         ("N-F3", "an Orth/ReLU net whose block size B is the smallest keeping its gradients"):
             "partly the profile's α = 0.1, 100 times N's: at it the width-8 net of depth 40 "
             "collapses to a constant output, while at α = 10⁻² it trains within 40,000 steps. "

@@ -56,18 +56,45 @@ def test_smoke_profile_end_to_end(smoke_home: Path, tmp_path: Path, capsys) -> N
     assert main(["report", "deep-orthogonal", "--home", str(smoke_home), "--out",
                  str(tmp_path / "out")]) == 0
     text = capsys.readouterr().out
-    assert "profile smoke" in text and text.count("Verdict:") == 3
+    assert "profile smoke" in text and text.count("Verdict:") == 4
     assert {p.name for p in (tmp_path / "out").iterdir()} == {
         "n-f1-depth.md", "n-f3-orth-relu.md", "n-f4-mnist.md", "n-data.png",
         "n-f1-act-grads.png", "n-f3-spread.png", "n-f4-mnist.png", "deep-orthogonal-verdicts.md"}
 
 
-def test_f1_verdict_needs_every_deep_relu_net_to_fail() -> None:
-    cells = pd.DataFrame({"variant": ["relu", "relu", "relu", "orth"],
-                          "layers": [4, 10, 20, 20], "best": [8.0, 50.0, 49.0, 2.0]})
-    assert report.f1_verdict(cells).startswith("Verdict: as N")
-    cells.loc[1, "best"] = 9.0
-    assert report.f1_verdict(cells).startswith("Verdict: differs")
+def _f1(best: list[float], spread: list[float]) -> pd.DataFrame:
+    """Cells of :func:`report.f1_cells`: ReLU nets of depth 2, 4, 10, 20, then the
+    orthogonal net of depth 20."""
+    return pd.DataFrame({"variant": ["relu"] * 4 + ["orth"], "layers": [2, 4, 10, 20, 20],
+                         "best": best, "spread": spread})
+
+
+def test_f1_verdict_needs_the_relu_nets_of_every_depth_to_fail() -> None:
+    cells = _f1([12.0, 11.0, 50.0, 49.0, 2.0], [0.2, 0.7, 30.0, 30.0, 0.0])
+    assert report.f1_verdict(cells) == (
+        "Verdict: as N — every ReLU net errs on more than 10 %: lowest ReLU error 11.0 % "
+        "(L = 4), orthogonal net 2.0 % (N: 1 %).")
+    cells.loc[0, "best"] = 7.0  # a shallow net N says errs on more than 10 %
+    assert report.f1_verdict(cells) == (
+        "Verdict: differs from N — lowest ReLU error 7.0 % (L = 2), orthogonal net 2.0 % "
+        "(N: 1 %); ReLU nets at most 10 % at L = 2.")
+    cells.loc[0, "best"] = 12.0
+    cells.loc[4, "best"] = 10.0  # the orthogonal net no better than 10 %
+    assert report.f1_verdict(cells).startswith("Verdict: differs from N")
+    assert report.f1_verdict(cells[cells["variant"] == "relu"]).startswith("Verdict: none")
+
+
+def test_f1_vanish_verdict_needs_stable_gradients_below_depth_10_and_vanished_from_it() -> None:
+    cells = _f1([12.0, 11.0, 50.0, 49.0, 2.0], [0.2, 2.9, 3.1, 30.0, 0.0])
+    assert report.f1_vanish_verdict(cells) == (
+        "Verdict: as N — activation-gradient spread beyond 3 orders at L = 10, 20, within at "
+        "L = 2, 4 (N: vanished from L = 10).")
+    cells.loc[1, "spread"] = 30.0  # vanished at depth 4 already
+    assert report.f1_vanish_verdict(cells).startswith("Verdict: differs from N")
+    cells.loc[1, "spread"] = 0.7
+    cells.loc[2, "spread"] = 2.0  # still stable at depth 10
+    assert report.f1_vanish_verdict(cells).startswith("Verdict: differs from N")
+    assert report.f1_vanish_verdict(cells[cells["layers"] < 10]).startswith("Verdict: none")
 
 
 def _f3(*runs: tuple[str, int, int | None, float, float]) -> pd.DataFrame:
