@@ -52,7 +52,8 @@ CAVEATS: dict[tuple[str, str], dict[Key, str]] = {
             "errs as little as at this profile's α. The shallow nets' error is a property of "
             "the two-class set, which N shows only as a picture and this project defines (two "
             "noisy half-moons, ortho_core/data/planar.py): one hidden layer of 2 ReLU units "
-            "bends its boundary enough to separate them, which N's set did not allow",
+            "bends its boundary enough to separate them, whereas on N's set the ReLU nets of "
+            "every depth erred on more than 10 %",
         ("N-F1", "the activation gradients of ReLU nets of 2 hidden units are stable below"):
             "not a reduction: the spread is measured at initialisation, before the profile's "
             "learning rate or budget act. From depth 6 most seeds start with a layer whose 2 "
