@@ -65,7 +65,7 @@ from ortho_core.errors import DataError
 from ortho_core.experiments.data_check import DataFile, music_files
 from ortho_core.experiments.polyphonic_eval import marginal_nll, pad, split_nll
 from ortho_core.metrics import member_norm, spectral_radius
-from ortho_core.models.note_rnn import init_note_rnn, next_frame_pairs, song_nll
+from ortho_core.models.note_rnn import init_note_rnn, lead_frames, next_frame_pairs, song_nll
 from ortho_core.models.srnn import SRNNInit
 from ortho_core.optim import clip_factors, sgd_step
 from ortho_core.reporting import Outcome, Report, Reporter, Result
@@ -195,7 +195,7 @@ def load_data(cfg: Config, generator: torch.Generator) -> _Data:
     def tensors(songs: Sequence) -> list[Tensor]:
         return [torch.from_numpy(song.copy()) for song in songs]
 
-    lead = 0 if cfg.predict_first else 1
+    lead = lead_frames(cfg.predict_first)
     for split, songs in raw.items():
         short = next((i for i, song in enumerate(songs) if len(song) <= lead), None)
         if short is not None:
@@ -285,7 +285,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     k = len(configs)
     data_gen = torch.Generator().manual_seed(cfg.data_seed)
     data = load_data(cfg, data_gen)
-    lead = 0 if cfg.predict_first else 1
+    lead = lead_frames(cfg.predict_first)
     inits = [SRNNInit(c.seed, c.init, c.init_std, c.spectral_radius) for c in configs]
     model = init_note_rnn(cfg.hidden, inits, N_NOTES, dtype, device)
     params = model.params

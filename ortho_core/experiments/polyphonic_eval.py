@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ortho_core.models.note_rnn import PackedNoteRNN, next_frame_pairs, step_nll
+from ortho_core.models.note_rnn import PackedNoteRNN, lead_frames, next_frame_pairs, step_nll
 
 EVAL_BATCH = 64
 """Songs evaluated together (sorted by length, so that little is padding)."""
@@ -81,7 +81,7 @@ def split_nll(model: PackedNoteRNN, songs: Sequence[Tensor], dtype: torch.dtype,
               device: torch.device, predict_first: bool) -> SplitNLL:
     """The pack's NLL per time step on ``songs`` in both conventions (:class:`SplitNLL`)."""
     sums = song_sums(model, songs, dtype, device, predict_first)
-    lead = 0 if predict_first else 1
+    lead = lead_frames(predict_first)
     lengths = torch.tensor([len(s) - lead for s in songs], dtype=torch.float64, device=device)
     return SplitNLL(nll=(sums / lengths).mean(dim=1), nll_frame=sums.sum(dim=1) / lengths.sum())
 
@@ -95,7 +95,7 @@ def marginal_nll(train: Sequence[Tensor], songs: Sequence[Tensor],
     frames = torch.cat([s.double() for s in train])
     p = frames.mean(dim=0).clamp(1e-6, 1 - 1e-6)
     on, off = -torch.log(p), -torch.log1p(-p)
-    songs = songs if predict_first else [s[1:] for s in songs]
+    songs = [s[lead_frames(predict_first):] for s in songs]
     sums = torch.stack([(s.double() @ (on - off)).sum() + len(s) * off.sum() for s in songs])
     lengths = torch.tensor([len(s) for s in songs], dtype=torch.float64)
     return float((sums / lengths).mean()), float(sums.sum() / lengths.sum())

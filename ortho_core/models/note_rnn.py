@@ -73,6 +73,12 @@ def init_note_rnn(n_hidden: int, inits: Sequence[SRNNInit], n_notes: int = 88,
     return PackedNoteRNN(srnn.w_xh, srnn.w_hh, srnn.b_h, srnn.w_hy, srnn.b_y)
 
 
+def lead_frames(predict_first: bool) -> int:
+    """Frames at the start of a song that are read but not predicted: none with
+    ``predict_first``, else its first frame (:func:`next_frame_pairs`)."""
+    return 0 if predict_first else 1
+
+
 def next_frame_pairs(rolls: Tensor, mask: Tensor, predict_first: bool) -> tuple[Tensor, Tensor,
                                                                                 Tensor]:
     """Inputs, targets and the targets' mask for songs ``rolls`` (B, T, O) padded after their
