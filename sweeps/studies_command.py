@@ -162,8 +162,10 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def serve_dashboard(url: str, host: str, port: int, stream: TextIO) -> None:
-    """optuna-dashboard on storage ``url`` at ``host:port`` (0: a free port) until Ctrl-C or
-    SIGTERM. A port in use or an address that cannot be bound: ``ConfigError``."""
+    """optuna-dashboard on storage ``url`` at ``host:port`` (0: a free port) until Ctrl-C
+    (``KeyboardInterrupt``: the command line exits 130, as ``ortho ui`` does) or SIGTERM
+    or SIGHUP (``SystemExit`` with 128 + the signal). A port in use or an address that
+    cannot be bound: ``ConfigError``."""
     import signal
 
     import optuna_dashboard
@@ -177,21 +179,21 @@ def serve_dashboard(url: str, host: str, port: int, stream: TextIO) -> None:
         raise ConfigError("port" if in_use else "host",
                           f"an address this machine can listen on ({err.strerror or err}"
                           f"{hint})", f"{host}:{port}") from err
-    previous = signal.signal(signal.SIGTERM, _stop)
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     with server:
         print(f"Optuna dashboard on http://{host}:{server.server_port} (Ctrl-C stops it)",
               file=stream, flush=True)
         try:
             server.serve_forever()
-        except KeyboardInterrupt:
-            print("Optuna dashboard stopped", file=stream, flush=True)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _stop(signum: int, frame: object) -> None:
-    """SIGTERM stops the dashboard as Ctrl-C does."""
-    raise KeyboardInterrupt
+    """SIGTERM or SIGHUP (the terminal closed) stops the dashboard with status 128 + the
+    signal's number."""
+    raise SystemExit(128 + signum)
 
 
 def cmd_studies(args: argparse.Namespace) -> int:

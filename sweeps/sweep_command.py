@@ -143,7 +143,8 @@ The studies are read from the storage the sweep recorded; name another with
 machine reaches the database by another address.
 
 Exit status: 0; 1 when the store holds no sweep with studies; 2 for a sweep without
-Optuna studies, a storage that cannot be opened or an address that cannot be listened on.""",
+Optuna studies, a storage that cannot be opened or an address that cannot be listened on;
+130 when Ctrl-C stops the dashboard.""",
 }
 """What ``--help`` of ``ortho sweep`` and of each of its actions says (user text)."""
 
