@@ -10,8 +10,17 @@ Every experiment module defines:
 - ``SUMMARY``: every key a member's ``Result.summary`` can hold, with its meaning (what a
   spec's ``metric`` may name, and what ``ortho train --keys`` lists); some keys are there
   only for some configurations, as their meanings say.
+- ``planned_steps(config) -> int``: the ``step`` of the last report a member of
+  ``config`` makes when it trains its whole budget (no divergence, nothing ending it early),
+  in the trainer's own unit (iterations, samples, time steps: what its reports'
+  ``Report.step`` counts, also the MLflow step of its metrics): the denominator of a sweep's
+  progress. Its docstring says when a member can end before it by the protocol itself.
 
-and may define ``ADDED_FIELDS``: fields added after sweeps of it were tracked, left out of
+and may define ``ends_early(config) -> bool``: whether a member can end before that step by
+the protocol itself (solved, stalled or out of its curriculum; not by diverging), defined
+where that can happen (without it, every member that does not diverge is taken to train its
+whole budget, and ``pack_size: auto`` times every member as doing so, see below);
+``ADDED_FIELDS``: fields added after sweeps of it were tracked, left out of
 a configuration's trial key while they hold their default, so that stored keys stay valid;
 ``data_files(config)``: the dataset files the configuration reads, which a sweep checks
 before it starts (:mod:`ortho_core.experiments.data_check`); and
@@ -24,10 +33,9 @@ probe times the iterations between a member's first and last report. An experime
 it gets the default pack size that :mod:`sweeps.pack_size` states. With it,
 ``iteration_budget(config) -> int``: the most training iterations the configuration takes,
 counted at the cost of its probe's iterations, against which ``pack_size: auto`` weighs each
-trial's fixed costs (without it, the choice weighs iterations alone); and
-``ends_early(config) -> bool``: whether a member can end before that budget (solved,
-stalled or out of its curriculum), so that a pack's later iterations train fewer members
-(without it, ``pack_size: auto`` times every member as training its whole budget).
+trial's fixed costs (without it, the choice weighs iterations alone); and where
+``ends_early`` holds for the configurations, ``pack_size: auto`` times a pack's later
+iterations as training fewer members.
 
 Modules are imported lazily so that ``ortho train`` only pays for the experiment it runs.
 """

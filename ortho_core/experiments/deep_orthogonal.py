@@ -256,6 +256,14 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return image_files("mnist") if config.dataset == "mnist" else ()
 
 
+def planned_steps(config: Config) -> int:
+    """The ``step`` (optimiser steps) of the last report of a member that trains its whole
+    budget: ``max_iters``, which is always evaluated whether or not ``eval_every`` divides it.
+    Reaching ``solved_error`` does not stop training, so only a diverging member ends before
+    it."""
+    return config.max_iters
+
+
 SUMMARY: dict[str, str] = {
     "train_error": "training error fraction at the last evaluation",
     "train_loss": "training loss at the last evaluation",

@@ -203,6 +203,18 @@ def iteration_budget(config: Config) -> int:
     return config.epochs * epoch_samples(config) // config.batch_size
 
 
+def planned_steps(config: Config) -> int:
+    """The ``step`` (minibatches trained) of the last report of a member that trains all its
+    ``epochs``: that of the last evaluation, the end of the last epoch or, with
+    ``eval_every``, the last multiple of ``eval_every`` samples the run reaches, which falls
+    before its end when ``eval_every`` does not divide the run's samples (the minibatches after
+    it are trained but not reported). Reaching the solved accuracy does not stop training, so
+    only a diverging member ends before it."""
+    samples = config.epochs * epoch_samples(config)
+    every = config.eval_every or epoch_samples(config)
+    return samples // every * every // config.batch_size
+
+
 PROBE_BATCHES = 100
 """Minibatches per epoch of a probe configuration (:func:`probe_config`)."""
 

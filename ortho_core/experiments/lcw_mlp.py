@@ -165,6 +165,15 @@ PACK_FIELDS: tuple[str, ...] = (
 """Fields equal across a pack; α, the decay factor, σ_z, seed and solved_accuracy may differ."""
 
 
+def planned_steps(config: Config) -> int:
+    """The ``step`` (minibatches trained) of the last report of a member that trains all its
+    ``epochs``: the end of the last epoch, each epoch the whole minibatches of its training
+    images (``train_size``, or the dataset's training split). Reaching the solved accuracy does
+    not stop training, so only a diverging member ends before it."""
+    n_train = config.train_size or dataset_info(config.dataset).n_train
+    return config.epochs * (n_train // config.batch_size)
+
+
 def build_model(configs: Sequence[Config], x_init: Tensor, device: torch.device) -> PackedMLP:
     """The pack's MLP(L, M) with the variant's reparameterisation and initialisation.
 

@@ -49,6 +49,7 @@ from ortho_core.experiments.pixel_mnist_config import (
     PACK_FIELDS,
     Config,
     iteration_budget,
+    planned_steps,
     probe_config,
 )
 from ortho_core.init import orthogonal_pretrain, require_converged
@@ -60,7 +61,8 @@ from ortho_core.penalty import ortho_error, ortho_penalty_grad
 from ortho_core.reporting import Outcome, Report, Reporter, Result
 from ortho_core.subnormals import honours_subnormals
 
-__all__ = ["PACK_FIELDS", "Config", "data_files", "iteration_budget", "probe_config", "train"]
+__all__ = ["PACK_FIELDS", "Config", "data_files", "iteration_budget", "planned_steps",
+           "probe_config", "train"]
 
 EVAL_CHUNK_ELEMENTS = 1 << 22
 """Bound on K·b·H, the hidden states of one evaluation chunk of b test images (memory only)."""

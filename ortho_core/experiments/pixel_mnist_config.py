@@ -150,6 +150,14 @@ def iteration_budget(config: Config) -> int:
     return config.max_iters
 
 
+def planned_steps(config: Config) -> int:
+    """The ``step`` (training iterations) of the last report of a member that trains its
+    whole budget: ``max_iters``, which is always evaluated whether or not ``eval_every``
+    divides it (the evaluation before training is step 0). Learning (leaving the baseline)
+    does not stop training, so only a diverging member ends before it."""
+    return config.max_iters
+
+
 PROBE_ITERS = 5
 """Iterations between the reports of a probe configuration (:func:`probe_config`)."""
 

@@ -59,7 +59,7 @@ from ortho_core.config import (
     positive,
     require,
 )
-from ortho_core.data.music import CUTS, FORMATS, N_NOTES, cut, load_music, music_dataset
+from ortho_core.data.music import CUTS, FORMATS, N_NOTES, Songs, cut, load_music, music_dataset
 from ortho_core.devices import DTYPES, check_device, resolve_device
 from ortho_core.errors import DataError
 from ortho_core.experiments.data_check import DataFile, music_files
@@ -183,14 +183,40 @@ class _Data:
     evaluate: dict[str, list[Tensor]]
 
 
+def training_songs(cfg: Config, generator: torch.Generator) -> Songs:
+    """The training songs of ``cfg``, uncut: the training split, or the subset of
+    ``train_size`` of them drawn with ``generator`` (in the split's order)."""
+    songs = load_music(cfg.dataset, "train", data_format=cfg.data_format,
+                       data_dir=cfg.data_dir)
+    if cfg.train_size is None:
+        return songs
+    chosen = torch.randperm(len(songs), generator=generator)[:cfg.train_size]
+    return [songs[i] for i in sorted(chosen.tolist())]
+
+
+def planned_steps(config: Config) -> int:
+    """The ``step`` (training iterations, one per minibatch) of the last report of a member
+    that trains all its ``epochs``: each epoch takes every training piece once in minibatches
+    of ``batch_size``, the last one smaller, and the last epoch is always evaluated. A piece is
+    a song (``train_size`` of them, or the split's published count), except with ``cut:
+    split`` and a ``max_len``, where a song gives as many pieces as its length asks: those are
+    counted on the songs themselves, so this reads the dataset (the training subset drawn from
+    ``data_seed`` as :func:`train` draws it). G does not stop early, so only a diverging
+    member ends before it."""
+    if config.cut == "split" and config.max_len is not None:
+        songs = training_songs(config, torch.Generator().manual_seed(config.data_seed))
+        pieces = len(cut(songs, config.max_len, config.cut, lead_frames(config.predict_first)))
+    else:
+        pieces = config.train_size or music_dataset(config.dataset).songs[0]
+    return config.epochs * math.ceil(pieces / config.batch_size)
+
+
 def load_data(cfg: Config, generator: torch.Generator) -> _Data:
     """Read the dataset, draw the training subset with ``generator`` and cut the songs
     (``window``: left whole, :func:`windows` draws from them)."""
-    raw = {split: load_music(cfg.dataset, split, data_format=cfg.data_format,
-                             data_dir=cfg.data_dir) for split in SPLIT_NAMES}
-    if cfg.train_size is not None:
-        chosen = torch.randperm(len(raw["train"]), generator=generator)[:cfg.train_size]
-        raw["train"] = [raw["train"][i] for i in sorted(chosen.tolist())]
+    raw = {split: training_songs(cfg, generator) if split == "train"
+           else load_music(cfg.dataset, split, data_format=cfg.data_format,
+                           data_dir=cfg.data_dir) for split in SPLIT_NAMES}
 
     def tensors(songs: Sequence) -> list[Tensor]:
         return [torch.from_numpy(song.copy()) for song in songs]

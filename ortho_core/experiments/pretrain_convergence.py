@@ -100,6 +100,15 @@ PACK_FIELDS: tuple[str, ...] = (
 """Fields equal across a pack; σ, b, αₚ, tol and seed may differ per member."""
 
 
+def planned_steps(config: Config) -> int:
+    """The ``step`` of a member's last report: ``repeats`` matrices for each of its
+    ``distributions``. A report's ``step`` counts matrices pre-trained, not descent updates (a
+    member reports after every ``batch`` of them, the last batch of each distribution perhaps
+    smaller). Every member reaches it: a matrix that converges, fails or diverges leaves the
+    batch, but the member goes on to the next matrices, so nothing ends a member early."""
+    return config.repeats * len(config.distributions)
+
+
 ROUND_STEPS = 8
 """Updates between two compactions of the batch in :func:`orthogonalise` (speed only)."""
 

@@ -79,6 +79,7 @@ from ortho_core.experiments.synthetic_config import (
     Config,
     ends_early,
     iteration_budget,
+    planned_steps,
     probe_config,
 )
 from ortho_core.experiments.synthetic_stage import (
@@ -94,7 +95,7 @@ from ortho_core.reporting import Outcome, Report, Reporter, Result
 from ortho_core.subnormals import honours_subnormals
 
 __all__ = ["ADDED_FIELDS", "PACK_FIELDS", "Config", "ends_early", "initial_weights",
-           "iteration_budget", "probe_config", "train"]
+           "iteration_budget", "planned_steps", "probe_config", "train"]
 
 @dataclass
 class _Member:

@@ -227,13 +227,30 @@ def iteration_budget(config: Config) -> int:
     return config.max_iters * sum(lengths) // config.seq_len
 
 
+def planned_steps(config: Config) -> int:
+    """The ``step`` of the last report of a member of ``config`` that trains its whole budget:
+    ``max_iters`` at every length of its curriculum (T = ``seq_len``, + ``seq_len_step``, ...
+    up to ``max_seq_len``), or at its one length under the ``fixed`` protocol. A report's
+    ``step`` counts the member's iterations over all the lengths it trained, and every length
+    ends with a report at its budget's end, so the last one is their sum. It is the
+    denominator of a sweep's progress, and the most a member reaches: one ends before it where
+    :func:`ends_early` says so, at a validation that settles a length (``settle_early``) or at
+    the first length of the ``max_length`` curriculum that it does not solve (only a member
+    that solves every length, each at its last validation, trains the whole curriculum)."""
+    if config.protocol == "fixed":
+        return config.max_iters
+    lengths = range(config.seq_len, config.max_seq_len + 1, config.seq_len_step)
+    return config.max_iters * len(lengths)
+
+
 def ends_early(config: Config) -> bool:
-    """Whether a member of a pack of ``config`` can end before its :func:`iteration_budget`:
-    it settles a length at a validation before the length's last (``settle_early``, with
-    ``eval_every`` below ``max_iters``), or the ``max_length`` curriculum stops at the first
-    length it does not solve. ``pack_size: auto`` then times a pack as its members ending
-    along the way (:func:`sweeps.pack_size.spread_seconds`); a diverged member also ends
-    early, which it does not count on."""
+    """Whether a member of a pack of ``config`` can end before its :func:`iteration_budget`
+    (its last report before :func:`planned_steps`): it settles a length at a validation
+    before the length's last (``settle_early``, with ``eval_every`` below ``max_iters``), or
+    the ``max_length`` curriculum stops at the first length it does not solve.
+    ``pack_size: auto`` then times a pack as its members ending along the way
+    (:func:`sweeps.pack_size.spread_seconds`); a diverged member also ends early, which it
+    does not count on."""
     settles = config.settle_early and config.eval_every < config.max_iters
     return settles or (config.protocol == "max_length"
                        and config.max_seq_len >= config.seq_len + config.seq_len_step)

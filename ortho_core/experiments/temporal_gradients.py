@@ -111,6 +111,13 @@ PACK_FIELDS: tuple[str, ...] = ("task", "seq_len", "samples", "hidden", "data_se
 """Fields equal across a pack; the initialisation (scheme, σ, ρ) and the seed may differ."""
 
 
+def planned_steps(config: Config) -> int:
+    """The ``step`` of a member's last report: ``seq_len``. There is no training; a member is
+    reported once per time step t = 1 … T with ``step`` = t, all after the one BPTT pass, and
+    nothing ends it early."""
+    return config.seq_len
+
+
 SUMMARY: dict[str, str] = {
     "first_norm": "temporal-gradient norm over all of θ at the first time step",
     "last_norm": "temporal-gradient norm over all of θ at the last time step",
