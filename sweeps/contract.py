@@ -68,6 +68,11 @@ OPTUNA_PARAMS = "ortho.optuna_params"
 """Child of an Optuna cell: JSON of the values Optuna chose (read back on resume)."""
 SUMMARY = "ortho.summary"
 """Child: JSON of ``Result.summary`` (exact types; also logged as metrics)."""
+BUDGET = "ortho.budget"
+"""Child: JSON ``{"steps": N, "ends_early": bool}``, the step of the last report of its
+configuration when it trains its whole budget (its experiment's ``planned_steps``) and
+whether it can end before by its protocol (``ends_early``): how far a running configuration
+is, which a sweep's progress shows (:func:`sweeps.status.in_flight`)."""
 STOPPED_EARLY = "ortho.stopped_early"
 """Child: ``true`` when the early-stopping scheduler ended it."""
 DRIVER = "ortho.driver"

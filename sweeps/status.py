@@ -7,8 +7,12 @@ afterwards, by ``ortho sweep status`` (:func:`from_mlflow`). Counts are of confi
 not of Tune trials (a trial trains a pack of them). This module imports neither Ray nor
 MLflow (``ortho sweep status`` starts no Ray)::
 
-    sweep 20261121-070102-ab12 synthetic-max-length/smoke: 12/48 done (1 failed), 4 running,
-    best max_seq_len_solved 80, 1m23s elapsed, about 4m10s left
+    sweep 20261121-070102-ab12 ff-mnist/cpu: 12/48 done (1 failed), 4 running (37 % through),
+    best test_accuracy 0.97, 1m23s elapsed, about 4m10s left
+
+"37 % through" is the running configurations' mean share of their planned steps
+(:class:`InFlight`, from the steps their metrics reached in the store), "at least 37 %" where
+their protocol may end them sooner (then the time left counts only ended configurations).
 
 and once it ends, with the figure the project optimises, configurations finished per hour::
 
@@ -27,10 +31,43 @@ import math
 import os
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sweeps import contract, tracking
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """How far the running configurations are through their training (:func:`in_flight`)."""
+
+    share: float
+    """The mean over them of the step each has reached over its planned steps (each at
+    most 1): the share of their training done."""
+    ends_early: bool
+    """Whether some of them can end before their planned steps (solved, settled,
+    converged): then :attr:`share` is a lower bound, and the time left is not estimated
+    from it."""
+
+
+def in_flight(rows: Sequence[tuple[str, str | None, int | None]]) -> InFlight | None:
+    """:class:`InFlight` of the running runs ``rows`` (:meth:`sweeps.tracking.Tracker.
+    running_steps`: id, :data:`~sweeps.contract.BUDGET` tag, largest step logged); None when
+    none of them has the tag (none running, or all claimed before the tag existed). A run
+    that has logged nothing yet is at step 0."""
+    shares: list[float] = []
+    early = False
+    for _, budget, step in rows:
+        if budget is None:
+            continue
+        planned = json.loads(budget)
+        steps = int(planned["steps"])
+        shares.append(1.0 if steps <= 0 else min(1.0, max(step or 0, 0) / steps))
+        early = early or bool(planned["ends_early"])
+    if not shares:
+        return None
+    return InFlight(sum(shares) / len(shares), early)
 
 
 @dataclass
@@ -51,6 +88,8 @@ class Progress:
     trained: each spent one of :attr:`total`'s trials (:mod:`sweeps.searcher`)."""
     failed: int = 0
     running: int = 0
+    in_flight: InFlight | None = None
+    """How far the running configurations are (None where not known)."""
     best: float | None = None
     elapsed: float = 0.0
     """Seconds since the sweep started (or was resumed, live)."""
@@ -131,7 +170,12 @@ def duration(seconds: float) -> str:
 def standing(p: Progress) -> list[str]:
     """Configurations running and the best metric so far, when there are any (``4 running``,
     ``best max_seq_len_solved 80``): the bar's details and part of the line."""
-    parts = [f"{p.running} running"] if p.running else []
+    parts = []
+    if p.running:
+        through = p.in_flight
+        parts.append(f"{p.running} running" if through is None else
+                     f"{p.running} running ({'at least ' if through.ends_early else ''}"
+                     f"{math.floor(100 * through.share)} % through)")
     if p.best is not None:
         parts.append(f"best {p.metric} {p.best:g}")
     return parts
@@ -179,12 +223,23 @@ def format_line(p: Progress) -> str:
     return f"sweep {p.sweep_id} {p.label}: " + ", ".join(parts)
 
 
-def estimate(done_now: int, seconds: float, remaining: int) -> float | None:
+def estimate(done_now: float, seconds: float, remaining: float) -> float | None:
     """Seconds left at the rate of ``done_now`` configurations in ``seconds`` (None when
     there is no rate yet, or nothing left: the sweep is only ending)."""
     if done_now <= 0 or seconds <= 0 or remaining <= 0:
         return None
     return remaining * seconds / done_now
+
+
+def time_left(p: Progress, done_now: int, seconds: float) -> float | None:
+    """Seconds left at the rate of this run of the sweep: ``done_now`` configurations ended
+    in ``seconds``, and the running ones' share of their steps where none of them can end
+    early (:class:`InFlight`), so that a sweep whose packs all run at once has an estimate
+    before its first pack ends."""
+    trained = 0.0
+    if p.in_flight is not None and not p.in_flight.ends_early:
+        trained = p.running * p.in_flight.share
+    return estimate(done_now + trained, seconds, p.left - trained)
 
 
 def state_of(record: tracking.SweepRecord) -> str:
@@ -234,8 +289,10 @@ def from_mlflow(tracker: tracking.Tracker, record: tracking.SweepRecord,
         end = record.end_time or record.start_time
     p.elapsed = end - record.start_time
     if p.state == "running":
+        if p.running:
+            p.in_flight = in_flight(tracker.running_steps(record.ref))
         at, before = record.resumed or (record.start_time, 0)  # the rate of the run going on
-        p.eta = estimate(p.done - before, end - at, p.left)
+        p.eta = time_left(p, p.done - before, end - at)
     return p
 
 

@@ -97,9 +97,9 @@ Run a spec's sweep: every configuration the spec lists for a profile, trained on
 tracked in MLflow (one run per configuration). Follow it live, check it later with status,
 and continue it after an interruption with resume.""",
     "run": """\
-Run a sweep of a spec here and show its progress: configurations done, running and failed,
-the best value of the spec's metric so far, time elapsed and left (a bar on a terminal, a
-line every few seconds elsewhere).
+Run a sweep of a spec here and show its progress: configurations done, running (and how far
+through their planned steps) and failed, the best value of the spec's metric so far, time
+elapsed and left (a bar on a terminal, a line every few seconds elsewhere).
 
 Without --address it runs on a Ray started here, reachable from this machine only, and
 tracks into ./ortho-runs/mlflow.db. Ctrl-C (or SIGTERM) stops it; "ortho sweep resume"

@@ -150,14 +150,16 @@ class ProgressPrinter:
     counting steps, with the members that diverged so far (their latest report holds a NaN
     or an infinite value) and the latest report's metrics; elsewhere the same as one plain
     line at most every ``interval`` seconds (the first report at once), so that logs stay
-    short. :meth:`close` takes the bar away; :meth:`ended` prints how the members ended (a
+    short. With ``planned``, the pack's planned steps (its experiment's ``planned_steps``,
+    the largest of its members'), the bar has that total and a line says ``step 400/1000``.
+    :meth:`close` takes the bar away; :meth:`ended` prints how the members ended (a
     trainer reports no member's end before the pack's, so solved and done are counted then).
     :attr:`reached` keeps each member's latest step and metrics for an interrupted run.
     """
 
     def __init__(self, n_members: int, stream: TextIO | None = None,
                  interval: float = LINE_INTERVAL, desc: str | None = None,
-                 start: float | None = None) -> None:
+                 start: float | None = None, planned: int | None = None) -> None:
         from tqdm import tqdm
 
         from sweeps.status import bar_columns
@@ -174,8 +176,9 @@ class ProgressPrinter:
         metric some reports leave out keeps its latest value)."""
         self.label = desc
         """The pack's name when ``ortho train`` trains several in turn (``pack 2/4``)."""
+        self.planned = planned
         bar = tqdm(desc=desc or (f"pack of {n_members}" if n_members > 1 else None),
-                   unit="step", file=self.stream, leave=False, miniters=0,
+                   total=planned, unit="step", file=self.stream, leave=False, miniters=0,
                    disable=None, **bar_columns(self.stream))
         self.bar: tqdm | None = None if bar.disable else bar
         """The bar on a terminal; None where lines are printed instead."""
@@ -203,8 +206,9 @@ class ProgressPrinter:
             return
         self._last = now
         where = f"{self.label}: " if self.label else ""
-        print(f"[{now - self.start:7.1f}s] {where}step {report.step} {self._shown(report)}",
-              file=self.stream, flush=True)
+        of = "" if self.planned is None else f"/{self.planned}"
+        print(f"[{now - self.start:7.1f}s] {where}step {report.step}{of} "
+              f"{self._shown(report)}", file=self.stream, flush=True)
 
     def close(self) -> None:
         """Take the bar away (nothing to do for lines)."""
@@ -339,7 +343,8 @@ def run(args: argparse.Namespace) -> int:
     for number, pack in enumerate(packs, start=1):
         begun.update(pack)
         label = f"pack {number}/{len(packs)}" if len(packs) > 1 else None
-        progress = ProgressPrinter(len(configs), desc=label, start=started)
+        progress = ProgressPrinter(len(configs), desc=label, start=started,
+                                   planned=max(module.planned_steps(configs[i]) for i in pack))
 
         def relay(report: Report, pack: list[int] = pack,
                   progress: ProgressPrinter = progress) -> None:

@@ -214,6 +214,14 @@ def member_tags(member: Mapping[str, Any], node: Mapping[str, str]) -> dict[str,
     return tags
 
 
+def budget_tag(module: Any, config: Any) -> str:
+    """The :data:`~sweeps.contract.BUDGET` tag of a member's run: its experiment's
+    ``planned_steps`` and, where the experiment has one, ``ends_early``."""
+    ends_early = getattr(module, "ends_early", None)
+    return json.dumps({"steps": int(module.planned_steps(config)),
+                       "ends_early": bool(ends_early is not None and ends_early(config))})
+
+
 def _fail_all(tracker: RemoteTracker, run_ids: Sequence[str], recorder: Recorder) -> None:
     """End every run of the pack FAILED with the traceback being handled."""
     error = traceback.format_exc()
@@ -233,7 +241,8 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> None:
     node = {**context.run_tags, **tracking.node_tags()}
     configs = [from_dict(module.Config, resolve_device(m["params"])) for m in members]
     claims = tracker.claim_all(context.sweep, [
-        (member["key"], to_dict(cfg), member_tags(member, node))
+        (member["key"], to_dict(cfg),
+         {**member_tags(member, node), contract.BUDGET: budget_tag(module, cfg)})
         for member, cfg in zip(members, configs, strict=True)])
     results: list[Result | None] = [claim.stored for claim in claims]
     todo = [i for i, claim in enumerate(claims) if claim.stored is None]

@@ -34,7 +34,15 @@ from ray.tune import Callback
 from tqdm import tqdm
 
 from sweeps.actor_reaper import end_when_stopped
-from sweeps.status import Progress, bar_columns, estimate, format_line, standing
+from sweeps.status import (
+    InFlight,
+    Progress,
+    bar_columns,
+    format_line,
+    in_flight,
+    standing,
+    time_left,
+)
 from sweeps.tracking import HEARTBEAT_SECONDS, redact
 from sweeps.writer import StartingWriter
 
@@ -60,19 +68,68 @@ STOPPING = ("stopping: the trials in flight end now (a few seconds); what did no
 """What a sweep prints the moment it is interrupted."""
 
 
+GAUGE_SECONDS = 10.0
+"""Seconds between the reads of how far the running configurations are
+(:class:`InFlightGauge`): about as often as a trial sends its metrics to the store
+(:data:`sweeps.trial.FLUSH_SECONDS`)."""
+
+
+READ_SHARE = 0.1
+"""The most of the writer's time :class:`InFlightGauge`'s reads take."""
+
+
+class InFlightGauge:
+    """How far the running configurations of sweep ``ref`` are (:class:`InFlight`), asked
+    of the sweep's writer (:meth:`sweeps.writer.TrackerActor.running_steps`) and never
+    waited for: Tune's loop does not wait on the store (an outage holds the answer, not the
+    loop). It asks again ``interval`` seconds after an answer, or :data:`READ_SHARE`'s
+    inverse times as long as that read took, whichever is longer (a tracking server reads
+    every running run whole: a large sweep's reads must not load it). Each call returns the
+    latest answer (None before the first)."""
+
+    def __init__(self, writer: Any, ref: Any, interval: float = GAUGE_SECONDS) -> None:
+        self.writer = writer
+        self.ref = ref
+        self.interval = interval
+        self.latest: InFlight | None = None
+        self._pending: Any = None
+        self._asked_at = 0.0
+        self._next_at = -float("inf")
+
+    def __call__(self) -> InFlight | None:
+        import ray
+
+        now = time.monotonic()
+        if self._pending is not None and ray.wait([self._pending], timeout=0)[0]:
+            try:
+                self.latest = in_flight(ray.get(self._pending))
+            except Exception as error:  # a progress figure must not end the sweep
+                logging.getLogger(__name__).warning("progress of the running configurations "
+                                                    "not read: %s", redact(str(error)))
+            self._pending = None
+            self._next_at = now + max(self.interval, (now - self._asked_at) / READ_SHARE)
+        if self._pending is None and now >= self._next_at:
+            self._pending = self.writer.running_steps.remote(self.ref)
+            self._asked_at = now
+        return self.latest
+
+
 class ProgressCallback(Callback):
     """Shows ``progress`` while Tune runs (the module docstring) and calls ``beat`` (the
     driver's heartbeat in MLflow, :meth:`sweeps.tracking.Tracker.heartbeat`) every
-    ``beat_interval`` seconds; ``repeats`` counts the Optuna points proposed again so far
-    (:attr:`sweeps.status.Progress.repeats`). ``stream`` defaults to stdout; :meth:`close`
-    ends the bar."""
+    ``beat_interval`` seconds; ``gauge`` says how far the running configurations are
+    (:class:`InFlightGauge`, called at each of Tune's steps); ``repeats`` counts the Optuna
+    points proposed again so far (:attr:`sweeps.status.Progress.repeats`). ``stream``
+    defaults to stdout; :meth:`close` ends the bar."""
 
     def __init__(self, progress: Progress, stream: TextIO | None = None,
                  min_interval: float = 2.0, print_every: float = 30.0,
                  beat: Callable[[], None] | None = None,
                  beat_interval: float = HEARTBEAT_SECONDS,
+                 gauge: Callable[[], InFlight | None] | None = None,
                  repeats: Callable[[], int] | None = None, start: float | None = None) -> None:
         self.progress = progress
+        self.gauge = gauge
         self.repeats = repeats
         self.stream = stream
         self.min_interval = min_interval
@@ -112,7 +169,7 @@ class ProgressCallback(Callback):
         heartbeat (which holds the tracker), the repeats' count (the searcher's), the trials
         and the fit's end event stay here."""
         return {**self.__dict__, "stream": None, "beat": None, "bar": None, "repeats": None,
-                "_trials": [], "fit_ended": None}
+                "gauge": None, "_trials": [], "fit_ended": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """A copy (Tune's, through Ray Client) gets an event of its own."""
@@ -126,7 +183,7 @@ class ProgressCallback(Callback):
         p.elapsed = time.monotonic() - self.start
         if self.repeats is not None:
             p.repeats = self.repeats()
-        p.eta = estimate(p.done - self.done_before, p.elapsed, p.left)
+        p.eta = time_left(p, p.done - self.done_before, p.elapsed)
 
     def print_line(self, trials: list[Any], ended: Any = None) -> None:
         """Show the current state now: redraw the bar, or print the line. ``ended`` is a
@@ -203,6 +260,8 @@ class ProgressCallback(Callback):
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         self._trials = trials
+        if self.gauge is not None:
+            self.progress.in_flight = self.gauge()
         now = time.monotonic()
         if self.beat is not None and now - self._beaten_at >= self.beat_interval:
             try:

@@ -146,7 +146,7 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
     from ray import tune
 
     from sweeps.searcher import SweepSearcher, TrialStarts
-    from sweeps.tune_progress import ProgressCallback, WriterStarted
+    from sweeps.tune_progress import InFlightGauge, ProgressCallback, WriterStarted
 
     trainable = tune.with_resources(tune.with_parameters(run_trial, context=context),
                                     {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
@@ -156,6 +156,7 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
     before = progress.repeats
     callback = ProgressCallback(progress, stream,
                                 beat=lambda: context.writer.heartbeat.remote(ref),
+                                gauge=InFlightGauge(context.writer, ref),
                                 repeats=lambda: before + searcher.n_repeats, start=begun)
     tuner = tune.Tuner(
         trainable,

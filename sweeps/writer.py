@@ -213,6 +213,11 @@ class TrackerActor:
         writes (the driver does not wait for it: an outage holds it, not the driver)."""
         self.outbox.put([Write(None, partial(self.tracker.heartbeat, ref))])
 
+    def running_steps(self, ref: SweepRef) -> list[tuple[str, str | None, int | None]]:
+        """:meth:`~sweeps.tracking.Tracker.running_steps`, read at once (a read: not in the
+        outbox's order), for the driver's progress line, which does not wait for it."""
+        return self.tracker.running_steps(ref)
+
     def mark_lost(self, run_id: str, why: str) -> None:
         """Mark a run whose writes an outage cost as failed, saying why."""
         self.tracker.fail(run_id, f"TrackingOutage: {why}, so writes of this run were dropped; "

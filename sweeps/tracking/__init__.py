@@ -19,6 +19,7 @@ MLflow when it is built, so that commands that track nothing start fast.
 
 from sweeps.contract import (
     ATTEMPT,
+    BUDGET,
     CELL,
     DRIVER,
     EXPECTED_CELLS_ARTIFACT,
@@ -68,6 +69,7 @@ from sweeps.tracking.uri import (
 __all__ = [
     "ALIVE_SECONDS",
     "ATTEMPT",
+    "BUDGET",
     "CELL",
     "DRIVER",
     "EXPECTED_CELLS_ARTIFACT",

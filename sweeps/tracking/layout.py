@@ -306,6 +306,29 @@ class Tracker:
                           contract.epoch_seconds(r.info.end_time))
                 for r in runs]
 
+    def running_steps(self, ref: SweepRef) -> list[tuple[str, str | None, int | None]]:
+        """Each RUNNING configuration run of the sweep: its id, its
+        :data:`~sweeps.contract.BUDGET` tag (None without it) and the largest step of its
+        latest metrics (None before its first value): from the tables in one query, else by
+        ``search_runs`` of the sweep's running runs."""
+        sweep = {contract.SWEEP_ID: ref.sweep_id, contract.ROLE: contract.ROLE_CONFIGURATION}
+        if self.tables is not None:
+            return self.call(self.tables.running_steps, ref.experiment_id, sweep,
+                             contract.BUDGET)
+        query = " and ".join([*(f"tags.`{k}` = {quote(v)}" for k, v in sweep.items()),
+                              "attributes.status = 'RUNNING'"])
+        found: list[tuple[str, str | None, int | None]] = []
+        token = None
+        while True:
+            page = self.call(self.client.search_runs, [ref.experiment_id], query,
+                             max_results=1000, page_token=token)
+            found.extend((run.info.run_id, run.data.tags.get(contract.BUDGET),
+                          max((m.step for m in run.data.to_proto().metrics), default=None))
+                         for run in page)
+            token = page.token
+            if not token:
+                return found
+
     def discard_unfinished(self, runs: Sequence[TaggedRun]) -> int:
         """Delete every run of ``runs`` (a sweep's configuration runs, :meth:`states`) that is
         not FINISHED, before a resume re-runs those configurations; how many."""

@@ -167,6 +167,7 @@ class StoreTables:
         self.runs = tables["runs"]
         self.tags = tables["tags"]
         self.experiments = tables["experiments"]
+        self.latest = tables["latest_metrics"]
         insert = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}[engine.dialect.name]
         self._insert_metrics = insert(tables["metrics"]).on_conflict_do_nothing()
         latest = insert(tables["latest_metrics"])
@@ -318,6 +319,29 @@ class StoreTables:
             out.setdefault(value, []).append(
                 TaggedRun(run_id, status, held[run_id], epoch_seconds(end)))
         return out
+
+    def running_steps(self, experiment_id: str, tags: Mapping[str, str],
+                      read: str) -> list[tuple[str, str | None, int | None]]:
+        """Each RUNNING active run of experiment ``experiment_id`` that has every tag of
+        ``tags``: its id, its tag ``read`` (None without it) and the largest step of its
+        latest metrics (None before its first value), in one query."""
+        import sqlalchemy as sa
+
+        runs = self.runs.c
+        wanted = self.tags.alias()
+        step = (sa.select(sa.func.max(self.latest.c.step))
+                .where(self.latest.c.run_uuid == runs.run_uuid).scalar_subquery())
+        query = sa.select(runs.run_uuid, wanted.c.value, step).outerjoin(
+            wanted, sa.and_(wanted.c.run_uuid == runs.run_uuid, wanted.c.key == read)).where(
+            runs.experiment_id == int(experiment_id), runs.lifecycle_stage == "active",
+            runs.status == "RUNNING")
+        for name, value in tags.items():
+            tag = self.tags.alias()
+            query = query.where(sa.exists().where(tag.c.run_uuid == runs.run_uuid,
+                                                  tag.c.key == name, tag.c.value == value))
+        with self.engine.connect() as conn:
+            return [(run_id, value, None if last is None else int(last))
+                    for run_id, value, last in conn.execute(query)]
 
     def artifact_uris(self, run_ids: Sequence[str]) -> dict[str, str]:
         """Where each run of ``run_ids`` keeps its artifacts (run id -> URI; a run that does

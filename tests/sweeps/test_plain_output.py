@@ -61,7 +61,7 @@ def test_ortho_train_off_a_terminal_prints_plain_lines(capfd, monkeypatch):
     out, err = capfd.readouterr()
     _plain(out + err)
     assert err.splitlines()[0].startswith("[")  # the first report at once
-    assert " step 0 member 0/2 loss=0.2 " in err.splitlines()[0]
+    assert " step 0/2 member 0/2 loss=0.2 " in err.splitlines()[0]  # of 2 planned
     assert re.fullmatch(r"2 configuration\(s\) done in [\d.]+ s: 1 solved, 1 unsolved",
                         err.splitlines()[-1])
     assert out.startswith("ortho train toy: 2 configuration(s) in ")

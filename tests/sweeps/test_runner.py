@@ -14,7 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from ortho_core.config import from_dict
 from ortho_core.errors import ConfigError
+from ortho_core.experiments import synthetic
 from ortho_core.reporting import Outcome
 from sweeps import runner, tracking
 from sweeps.cli import main
@@ -77,6 +79,10 @@ def test_synthetic_smoke_end_to_end(tmp_path, monkeypatch):
         assert run.data.tags[tracking.PARENT] == parent.info.run_id
         assert run.data.tags[tracking.OUTCOME] in {o.value for o in Outcome}
         assert run.data.tags[tracking.NODE_IP] == "127.0.0.1"
+        config = from_dict(synthetic.Config, cell.params)
+        budget = json.loads(run.data.tags[tracking.BUDGET])  # what a sweep's progress reads
+        assert budget == {"steps": synthetic.planned_steps(config),
+                          "ends_early": synthetic.ends_early(config)}
         for key in ("variant", "lr", "penalty", "hidden", "max_iters", "seed"):
             if key in cell.params:
                 assert float(run.data.params[key]) == float(cell.params[key]) if key in (
@@ -86,6 +92,7 @@ def test_synthetic_smoke_end_to_end(tmp_path, monkeypatch):
         history = t.client.get_metric_history(run.info.run_id, "val_error")
         steps = [m.step for m in history]
         assert len(steps) >= 4 and steps == sorted(steps)  # every 50 iterations, T = 10 (+20)
+        assert steps[-1] <= budget["steps"]
         csv = Path(t.client.download_artifacts(run.info.run_id, tracking.METRICS_CSV,
                                                str(tmp_path / run.info.run_id))).read_text()
         header, *rows = csv.splitlines()

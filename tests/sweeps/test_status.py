@@ -20,14 +20,17 @@ from ortho_core.reporting import Outcome, Result
 from sweeps import contract, tracking, tune_progress
 from sweeps.lookup import sweep_status
 from sweeps.status import (
+    InFlight,
     Progress,
     duration,
     estimate,
     format_line,
     format_status,
     from_mlflow,
+    in_flight,
     rate,
     state_of,
+    time_left,
 )
 from sweeps.testing import drive_from, start_sweep
 from sweeps.tune_progress import ProgressCallback
@@ -146,6 +149,19 @@ def test_elsewhere_the_callback_prints_a_line_when_trials_end():
     assert lines[0].startswith("sweep s toy/smoke: 2/3 done, 1 running, best score 5, ")
     callback.on_step_end(2, [])
     assert len(stream.getvalue().splitlines()) == 1  # nothing new: no line until print_every
+
+
+def test_the_callback_s_line_says_how_far_its_running_trials_are_before_any_ends():
+    """One pack of 3 configurations running, a third through its steps after 30 s, as the
+    gauge read it at Tune's step: the line says so, and the time left is a minute."""
+    stream = io.StringIO()
+    callback = ProgressCallback(_progress(), stream, min_interval=0.0, print_every=0.0,
+                                gauge=lambda: InFlight(1 / 3, False),
+                                start=time.monotonic() - 30)
+    callback.on_step_end(0, [_trial("RUNNING", 3)])
+    line = stream.getvalue().splitlines()[-1]
+    assert "0/3 done, 3 running (33 % through), 30s elapsed, about 1m00s left" in line
+    assert callback.__getstate__()["gauge"] is None  # Tune pickles callbacks: no writer
 
 
 def test_the_time_elapsed_counts_from_the_command_s_start():
@@ -340,3 +356,65 @@ def test_the_time_left_follows_the_rate_so_far_and_vanishes_once_nothing_is_left
     p = Progress(sweep_id="s", label="toy/smoke", metric="score", mode="max", total=1, done=1,
                  elapsed=5.0, eta=estimate(1, 5.0, 0))
     assert format_line(p) == "sweep s toy/smoke: 1/1 done, 5s elapsed"
+
+
+def _budget(steps: int, ends_early: bool = False) -> str:
+    return json.dumps({"steps": steps, "ends_early": ends_early})
+
+
+def test_how_far_the_running_configurations_are_is_the_mean_share_of_their_steps():
+    rows = [("a", _budget(100), 50), ("b", _budget(100), None),  # nothing logged yet: 0
+            ("c", _budget(10), 30),  # past its planned steps: counted done, not more
+            ("d", None, 7)]  # claimed before the tag existed: left out
+    assert in_flight(rows) == InFlight(pytest.approx((0.5 + 0 + 1) / 3), False)
+    assert in_flight([*rows, ("e", _budget(100, ends_early=True), 25)]).ends_early
+    assert in_flight([("d", None, 7)]) is None and in_flight([]) is None
+    assert in_flight([("f", _budget(0), 0)]) == InFlight(1.0, False)  # one report, at step 0
+
+
+def test_the_line_says_how_far_the_running_configurations_are():
+    p = Progress(sweep_id="s", label="toy/smoke", metric="score", mode="max", total=8,
+                 running=4, elapsed=60.0, in_flight=InFlight(0.379, False))
+    assert "4 running (37 % through), 1m00s elapsed" in format_line(p)
+    p.in_flight = InFlight(0.379, True)
+    assert "4 running (at least 37 % through)" in format_line(p)
+
+
+def test_the_time_left_counts_the_running_configurations_share_of_their_steps():
+    """8 configurations, 4 running a quarter through after 60 s: one configuration's worth
+    trained a minute, 7 left, 7 minutes; no estimate from steps where a member may end before
+    its planned steps (only from configurations ended)."""
+    p = Progress(sweep_id="s", label="toy/smoke", metric="score", mode="max", total=8,
+                 running=4, in_flight=InFlight(0.25, False))
+    assert time_left(p, 0, 60.0) == pytest.approx(420.0)
+    p.done, p.running = 2, 2  # 2 ended and 2 a quarter through: 2.5 in 60 s, 5.5 left
+    assert time_left(p, 2, 60.0) == pytest.approx(132.0)
+    p.in_flight = InFlight(0.25, True)
+    assert time_left(p, 2, 60.0) == estimate(2, 60.0, 6) == 180.0
+    p.in_flight = None
+    assert time_left(p, 0, 60.0) is None
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["tables", "client"])
+def test_status_reads_how_far_the_running_configurations_are(tmp_path, direct):
+    """Two running configurations, of 400 planned steps each, have logged up to steps 100
+    and 300 (one of them in two batches): 50 % through, read from the store's tables and
+    through MLflow's client alike; the finished one is not counted."""
+    from mlflow.entities import Metric
+
+    t = tracking.tracker(tracking.tracking_uri(None, new_home(tmp_path)))
+    t.direct = direct
+    ref = start_sweep(t, "toy", "s", profile="smoke", n_configs=3, metric="score")
+    done = t.claim(ref, "a", {}, {contract.BUDGET: _budget(400)})
+    t.finish(done.run_id, Result(Outcome.SOLVED, {"score": 4.0}), 400, [])
+    first = t.claim(ref, "b", {}, {contract.BUDGET: _budget(400)}).run_id
+    second = t.claim(ref, "c", {}, {contract.BUDGET: _budget(400)}).run_id
+    t.client.log_batch(first, metrics=[Metric("loss", 1.0, 0, s) for s in (0, 100)])
+    t.client.log_batch(second, metrics=[Metric("loss", 1.0, 0, 200)])
+    t.client.log_batch(second, metrics=[Metric("loss", 0.5, 1, 300),
+                                        Metric("value", 0.5, 1, 250)])
+    assert sorted(t.running_steps(ref)) == sorted([(first, _budget(400), 100),
+                                                   (second, _budget(400), 300)])
+    p = from_mlflow(t, t.find_sweep("s"))
+    assert (p.done, p.running, p.in_flight) == (1, 2, InFlight(0.5, False))
+    assert "2 running (50 % through)" in format_line(p)

@@ -203,6 +203,17 @@ def test_progress_on_a_terminal_is_a_live_step_counter():
     assert "other=" not in shown  # the known metrics only
 
 
+def test_progress_counts_toward_the_pack_s_planned_steps():
+    bar = ProgressPrinter(2, Terminal(), planned=400)
+    assert bar.bar is not None
+    bar(_report(100))
+    assert (bar.bar.n, bar.bar.total) == (100, 400)  # the bar shows 25 % and a time left
+    bar.close()
+    stream = io.StringIO()
+    ProgressPrinter(1, stream, planned=400)(_report(100))
+    assert stream.getvalue().rstrip().endswith("step 100/400 train_loss=0.5")
+
+
 def test_progress_elsewhere_is_a_sparse_line():
     stream = io.StringIO()
     progress = ProgressPrinter(1, stream, interval=60.0)

@@ -129,3 +129,36 @@ def test_a_long_drain_at_the_end_of_a_sweep_says_why_it_waits(monkeypatch):
     assert waiting.startswith("tracking: waiting for the store to take the writes")
     assert "a second Ctrl-C leaves them unwritten" in waiting
     assert said == "tracking: rode out a tracking outage of 1 s"
+
+
+def test_the_gauge_reads_how_far_the_running_configurations_are_without_waiting(store):
+    """The driver's gauge asks the writer and returns at once: None until the answer is in,
+    then the running configurations' share of their planned steps (one at step 30 of 40, one
+    at 10 of 40: 50 %), on every kind of store; a second ask waits for its interval."""
+    from mlflow.entities import Metric
+
+    from sweeps import contract
+    from sweeps.status import InFlight
+    from sweeps.tune_progress import InFlightGauge
+
+    tracker = tracking.tracker(store.uri)
+    ref = start_sweep(tracker, "writer", "s-5", profile="smoke")
+    budget = '{"steps": 40, "ends_early": false}'
+    runs = [tracker.claim(ref, k, {}, {contract.BUDGET: budget}).run_id for k in "ab"]
+    for run_id, step in zip(runs, (30, 10), strict=True):
+        tracker.client.log_batch(run_id, metrics=[Metric("loss", 1.0, 0, step)])
+    writer = start_writer(store.uri, "ortho-writer-test-5")
+    try:
+        gauge = InFlightGauge(writer, ref, interval=3600.0)
+        asked = time.monotonic()
+        assert gauge() is None  # asked, not waited for
+        assert time.monotonic() - asked < 0.5
+        deadline = time.monotonic() + 60
+        while gauge() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gauge.latest == InFlight(0.5, False)
+        tracker.client.log_batch(runs[1], metrics=[Metric("loss", 1.0, 1, 30)])
+        time.sleep(0.5)
+        assert gauge() == InFlight(0.5, False)  # not asked again within its interval
+    finally:
+        ray.kill(writer)

@@ -71,6 +71,11 @@ def probe_config(config: Config) -> Config:
     return config
 
 
+def planned_steps(config: Config) -> int:
+    """The step of a member's last report: ``steps - 1``."""
+    return config.steps - 1
+
+
 SUMMARY: dict[str, str] = {"score": "10 x", "threads": "torch's threads while it trained"}
 """The keys of a member's summary."""
 
