@@ -122,8 +122,11 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     store = storage_path(storage, home)
     ended = FitEnd(interrupted=False)
     if plan.n_tune_trials:
-        ended = execute(spec, plan, ref, tracker.uri, store, run_name, max_concurrent,
-                        progress, stream, run_tags, studies, begun)
+        try:
+            ended = execute(spec, plan, ref, tracker.uri, store, run_name, max_concurrent,
+                            progress, stream, run_tags, studies, begun)
+        except KeyboardInterrupt:  # before Tune's handler was in place, or a second Ctrl-C
+            ended = FitEnd(interrupted=True)
     interrupted = ended.interrupted
     runs = tracker.states(ref)
     if interrupted:

@@ -44,3 +44,34 @@ def test_ctrl_c_after_the_last_trial_ended_finishes_the_sweep(tmp_path, monkeypa
     record = tracker.find_sweep()
     assert record is not None and record.status == "FINISHED"
     assert [r.info.status for r in tracker.configurations(record.ref)] == ["FINISHED"] * 3
+
+
+def test_ctrl_c_while_the_sweep_starts_ends_it_interrupted_and_resumable(tmp_path, monkeypatch,
+                                                                           capsys):
+    """SIGINT before Tune's handler is in place (while the writer and Tune start, where
+    Python raises ``KeyboardInterrupt``): the sweep ends as a Ctrl-C in its trials ends it,
+    KILLED with the command that resumes it, not left for a dead driver's; the resume then
+    trains every configuration once."""
+    from sweeps import runner
+
+    home = new_home(tmp_path)
+    spec = write_spec(tmp_path, space={"x": XS})
+
+    def ctrl_c(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(runner, "execute", ctrl_c)
+        assert main(["sweep", "run", str(spec), "--profile", "smoke", "--home",
+                     str(home)]) == 130
+    out, _ = capsys.readouterr()
+    *_, last, again = out.splitlines()
+    assert ": 0/3 done, interrupted after " in last
+    tracker = store(home)
+    record = tracker.find_sweep()
+    assert record is not None and record.status == "KILLED"
+    assert again == f"resume with: ortho sweep resume {record.ref.sweep_id} --home {home}"
+    assert main(again.removeprefix("resume with: ortho ").split()) == 0
+    runs = tracker.configurations(record.ref)
+    assert sorted(float(r.data.params["x"]) for r in runs) == XS
+    assert {r.info.status for r in runs} == {"FINISHED"}
