@@ -138,6 +138,10 @@ SEARCHED = "searched"
 """Key of an expected cell: the config keys its Optuna search chooses (empty for a grid
 cell), which tells an Optuna cell of ``n_trials: 1`` from a grid cell
 (:func:`is_optuna_cell`); absent from the cells of sweeps tracked before it."""
+DEFAULTED = "defaulted"
+"""Key of an expected cell: the config keys other cells set that its groups leave unset,
+which it holds at the trainer's default (the value its runs log); absent when there are
+none, and from the cells of sweeps tracked before it, which leave such keys out."""
 METRICS_CSV = "metrics.csv"
 """Child: every reported step, one column per metric."""
 TRACEBACK = "traceback.txt"
@@ -405,14 +409,17 @@ def redact(text: str) -> str:
 
 def read_expected_cells(text: str) -> list[dict[str, Any]]:
     """The cells of an :data:`EXPECTED_CELLS_ARTIFACT`: one dict per cell, its config keys
-    with the values as the spec writes them, plus :data:`TRIALS` and (since it was written)
-    :data:`SEARCHED`. ``ValueError`` when ``text`` is not such a list."""
+    with the values as the spec writes them (and, since they were written, the trainer's
+    defaults of the keys other cells set, named by :data:`DEFAULTED`), plus :data:`TRIALS`
+    and (since it was written) :data:`SEARCHED`. ``ValueError`` when ``text`` is not such a
+    list."""
     cells = json.loads(text)
     if not isinstance(cells, list) or not all(
             isinstance(c, dict) and isinstance(c.get(TRIALS), int)
-            and isinstance(c.get(SEARCHED, []), list) for c in cells):
+            and isinstance(c.get(SEARCHED, []), list)
+            and isinstance(c.get(DEFAULTED, []), list) for c in cells):
         raise ValueError(f"{EXPECTED_CELLS_ARTIFACT}: not a list of cells with "
-                         f"{TRIALS!r} counts and {SEARCHED!r} lists")
+                         f"{TRIALS!r} counts and {SEARCHED!r} and {DEFAULTED!r} lists")
     return cells
 
 

@@ -17,6 +17,8 @@ do, rather than "All cells complete".
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -25,7 +27,8 @@ from analysis.groups import matching
 from analysis.load import Histories, SweepRuns, param_values
 from analysis.report import Report, provenance
 from analysis.tables import Cell, Table
-from sweeps.contract import TRIALS, is_optuna_cell, run_name
+from sweeps.contract import DEFAULTED, SEARCHED, TRIALS, is_optuna_cell, run_name
+from sweeps.naming import varying_keys
 
 
 def ranked(runs: SweepRuns) -> pd.DataFrame:
@@ -66,35 +69,51 @@ def generic_report(runs: SweepRuns, histories: Histories | None = None) -> Repor
 def missing(runs: SweepRuns) -> list[str]:
     """A name per configuration of the spec's cells that no run holds (an Optuna cell's
     missing trials under one name, "… (2 of 5 trials)"), in the spec's order, named as its
-    run would be (:func:`sweeps.contract.run_name`, from the keys that vary across the
-    cells); none for a sweep tracked without its expected cells. A key a cell leaves unset
-    (its group does not set it) matches only runs that lack it too, or, in an Optuna cell,
-    whose Optuna point chose it (a cell leaves out its Optuna dimensions). An Optuna cell of a
-    FINISHED sweep misses nothing: a point the sampler proposed again spends a trial of the
-    budget without a run of its own."""
+    run would be (:func:`sweeps.contract.run_name`, from the keys that vary across the cells,
+    :func:`sweeps.naming.varying_keys`, shown where the cell's groups set them); none for a
+    sweep tracked without its expected cells. A key other cells set and a cell's groups
+    leave unset is compared by the trainer's default the cell holds for it (its
+    ``defaulted`` keys), which is what a run logs; in the cells of a sweep tracked before
+    they held such defaults, such a key matches only runs that lack it too. A key a cell's
+    Optuna search chooses matches runs whose Optuna point chose it (a cell leaves out its
+    Optuna dimensions). An Optuna cell of a FINISHED sweep misses nothing: a point the
+    sampler proposed again spends a trial of the budget without a run of its own."""
     if runs.expected_cells is None:
         return []
     cells = expected_configurations(runs.expected_cells)
     keys = [k for k in cells.columns if k != TRIALS]
-    varying = [k for k in keys if cells[k].astype(str).nunique() > 1]
+    resolved = [{k: cell[k] for k in keys if not _absent(cell[k])}
+                for _, cell in cells.iterrows()]
+    written = [_Written({k: v for k, v in values.items() if k not in raw.get(DEFAULTED, ())},
+                        dict.fromkeys(raw.get(SEARCHED, ())))
+               for values, raw in zip(resolved, runs.expected_cells, strict=True)]
+    varying = varying_keys(written, resolved)
     finished = runs.sweep.status == "FINISHED"
     chosen = searched_keys(runs.runs)
     names = []
-    for (_, cell), optuna in zip(cells.iterrows(), map(is_optuna_cell, runs.expected_cells),
-                                 strict=True):
-        trials = int(cell[TRIALS])
+    for values, named, raw in zip(resolved, written, runs.expected_cells, strict=True):
+        optuna = is_optuna_cell(raw)
+        trials = int(raw[TRIALS])
         if optuna and finished:
             continue
-        values = {k: cell[k] for k in keys if not _absent(cell[k])}
         held = matching(runs.runs, values)
         for key in set(keys) - set(values):
             unset = param_values(runs.runs, key).isna()
             held &= unset | searched(chosen, key) if optuna else unset
         left = trials - int(held.sum())
         if left > 0:
-            name = run_name(values, varying) if varying else runs.sweep.spec
+            name = run_name(named.params, varying) if varying else runs.sweep.spec
             names.append(name + (f" ({left} of {trials} trials)" if trials > 1 else ""))
     return names
+
+
+@dataclass(frozen=True)
+class _Written:
+    """An expected cell as :func:`sweeps.naming.varying_keys` reads a cell: the params its
+    groups set and the keys its Optuna search chooses."""
+
+    params: dict[str, Any]
+    optuna_space: dict[str, None]
 
 
 def searched_keys(frame: pd.DataFrame) -> pd.Series:
@@ -112,5 +131,6 @@ def searched(chosen: pd.Series, key: str) -> pd.Series:
 
 
 def _absent(value: object) -> bool:
-    """A key the cell's group does not set (NaN where the cells' groups differ)."""
-    return isinstance(value, float) and value != value
+    """A key the cell's group does not set (NaN where the cells' groups differ), or whose
+    value is None (a run logs it as ``None``, read back as a missing value)."""
+    return value is None or (isinstance(value, float) and value != value)

@@ -27,7 +27,8 @@ The modules, each importing only those above it:
 - :mod:`~sweeps.spec.source`: the YAML with the line of every key; :class:`SpecError`;
 - :mod:`~sweeps.spec.schema`: the keys of a spec as written (:class:`Spec`);
 - :mod:`~sweeps.spec.profiles`: a profile applied, and the checks of the merged shape;
-- :mod:`~sweeps.spec.cells`: the cells, :func:`expand_resolved` and :func:`trial_key`;
+- :mod:`~sweeps.spec.cells`: the cells, :func:`expand_resolved`, :func:`resolved_params`
+  (each cell with the trainer's values of the keys other cells set) and :func:`trial_key`;
 - :mod:`~sweeps.spec.loading`: :func:`load_spec` and the shipped specs;
 - :mod:`~sweeps.spec.resolved`: :func:`resolve` and :class:`ResolvedSpec`.
 
@@ -39,7 +40,7 @@ nor torch, Ray or MLflow, so that ``analysis`` may read specs too.
     (8, ['oinit', 'open', 'plain'])
 """
 
-from sweeps.spec.cells import Cell, expand_resolved, trial_key
+from sweeps.spec.cells import Cell, expand_resolved, resolved_params, trial_key
 from sweeps.spec.loading import available_specs, load_spec
 from sweeps.spec.resolved import ResolvedSpec, resolve
 from sweeps.spec.schema import PROFILES, OptunaSettings, Spec
@@ -60,5 +61,6 @@ __all__ = [
     "expand_resolved",
     "load_spec",
     "resolve",
+    "resolved_params",
     "trial_key",
 ]

@@ -4,8 +4,11 @@ A cell is one grid point of one group with one repeat's seed, and the Optuna dim
 searched in it. :func:`expand` lists the cells of a spec with a profile applied, in the order
 the runner runs them; :func:`expand_resolved` lists the same cells from a resolved spec's text
 (the artifact a sweep keeps) by the same code, building no ``Config``, which is what
-``analysis`` compares a sweep's runs against. :func:`trial_key` names a configuration in
-MLflow, so that a resumed sweep finds the runs it already has.
+``analysis`` compares a sweep's runs against. :func:`resolved_params` completes each cell
+with the values the trainer gives the keys other cells set and it leaves unset, so that
+cells are compared by value (a key one group fixes and another leaves at its default).
+:func:`trial_key` names a configuration in MLflow, so that a resumed sweep finds the runs it
+already has.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -160,6 +163,28 @@ def expand_resolved(text: str) -> list[Cell]:
         groups=[(g, ("groups", i)) for i, g in enumerate(levels.groups)] or [(Group(), ())],
         own_groups=False)
     return expand(eff, source)
+
+
+def resolved_params(experiment: str, cells: Sequence[Cell]) -> list[dict[str, Any]]:
+    """Each cell's configuration as the trainer resolves it, on the config keys any of
+    ``cells`` sets: its params as the trainer's ``Config`` converts them (``lr: 1`` is
+    ``1.0``), and each key that another cell sets and it leaves unset at the value ``Config``
+    gives it (its default), which is what its runs log (a run logs its whole ``Config``). The
+    keys its Optuna search chooses are left out. Keys are in the order they first appear in
+    ``cells``.
+
+    ``{task: adding}`` in one group and nothing in another: the other group's cells resolve
+    to ``task: temporal_order`` (``synthetic``'s default), so that ``task`` varies across the
+    sweep by value, as its runs show it.
+    """
+    keys = dict.fromkeys(k for cell in cells for k in cell.params)
+    config_cls = experiments.get(experiment).Config if cells else None
+    resolved = []
+    for cell in cells:
+        low = {k: dim.edges()[0] for k, dim in cell.optuna_space.items()}
+        values = to_dict(from_dict(config_cls, {**cell.params, **low}))
+        resolved.append({k: values[k] for k in keys if k not in cell.optuna_space})
+    return resolved
 
 
 def trial_key(experiment: str, params: Mapping[str, Any]) -> str:

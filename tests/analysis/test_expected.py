@@ -30,7 +30,9 @@ def test_groups_replace_top_level_keys_and_grids_multiply() -> None:
     open_ = frame[frame["variant"] == "open"]
     assert sorted(set(zip(open_["lr"], open_["penalty"], strict=True))) == [
         (0.01, 0.1), (0.01, 1.0), (0.1, 0.1), (0.1, 1.0)]
-    assert frame.loc[frame["variant"] != "open", "penalty"].isna().all()
+    # the groups that leave penalty unset hold synthetic's default, which their runs log
+    assert (frame.loc[frame["variant"] != "open", "penalty"] == 0.0).all()
+    assert (frame.loc[frame["variant"] == "open", "pretrain_lr"] == 0.1).all()
     assert (frame["seed"] == 0).all() and (frame["data_seed"] == 0).all()
     assert set(frame["error_threshold"]) == {0.04}
 
@@ -57,11 +59,19 @@ seed: 3
     assert "penalty" not in frame
 
 
+def test_a_defaulted_key_is_a_value_and_its_list_no_column() -> None:
+    frame = expected_configurations(read_expected_cells(
+        '[{"task": "temporal_order", "trials": 1, "searched": [], "defaulted": ["task"]},'
+        ' {"task": "adding", "trials": 1, "searched": []}]'))
+    assert list(frame.columns) == ["task", "trials"]
+    assert list(frame["task"]) == ["temporal_order", "adding"]
+
+
 def test_no_cells_is_an_empty_frame_and_a_malformed_artifact_is_refused() -> None:
     frame = expected_configurations([])
     assert frame.empty and int(frame["trials"].sum()) == 0
     for bad in ('{"trials": 1}', '[{"lr": 0.1}]', '[{"trials": "1"}]',
-                '[{"trials": 1, "searched": "lr"}]'):
+                '[{"trials": 1, "searched": "lr"}]', '[{"trials": 1, "defaulted": "task"}]'):
         with pytest.raises(ValueError, match=r"expected_cells\.json"):
             read_expected_cells(bad)
 

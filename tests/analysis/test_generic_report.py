@@ -12,6 +12,8 @@ from mlflow import MlflowClient
 from analysis.html import provenance_items
 from analysis.load import load_sweep
 from analysis.reports import REPORTS
+from ortho_core import experiments
+from ortho_core.config import from_dict, to_dict
 from ortho_core.reporting import Outcome, Result
 from sweeps import contract, tracking
 from sweeps.cli import main
@@ -139,6 +141,48 @@ def test_a_group_s_configuration_is_missing_though_another_group_sets_one_key_mo
     _, *rows = md_rows(capsys.readouterr().out)
     assert [r[0] for r in rows[2:]] == ["λ=1", "λ=0.1"]  # the group without clip
     assert [r[1] for r in rows[2:]] == ["missing", "missing"]
+
+
+GROUP_DEFAULT_SPEC = """\
+name: my-grid
+experiment: synthetic
+metric: {name: max_seq_len_solved, mode: max}
+search: {kind: grid}
+fixed: {variant: open, protocol: fixed, seq_len: 10}
+space: {lr: [0.01], penalty: [1.0, 0.1]}
+groups:
+  - fixed: {max_iters: 50}
+  - fixed: {max_iters: 100, task: adding}
+profiles: {smoke: {}, cpu: {}, paper: {}}
+"""
+"""task is fixed by the second group only; the first trains synthetic's default."""
+
+
+@pytest.mark.parametrize("tracked", [4, 2])
+def test_a_key_one_group_fixes_is_compared_by_value_where_another_leaves_it_default(
+        tmp_path: Path, capsys, tracked: int) -> None:
+    """Runs log their whole Config, so the first group's runs hold task temporal_order: with
+    all four tracked nothing is missing; with the first group's two only, the adding ones
+    are, named as their runs would be."""
+    path = tmp_path / "my-grid.yaml"
+    path.write_text(GROUP_DEFAULT_SPEC)
+    resolved = resolve(load_spec(str(path)), "cpu")
+    uri = sqlite_store(tmp_path)
+    t = tracking.tracker(uri)
+    ref = start_sweep(t, "my-grid", "mine-5", profile="cpu", resolved_text=resolved.text,
+                      metric="max_seq_len_solved", mode="max")
+    config = experiments.get("synthetic").Config
+    for i, cell in enumerate(resolved.cells()[:tracked]):
+        track(t, ref, f"k{i}", to_dict(from_dict(config, cell.params)),
+              result=Result(Outcome.SOLVED, {"max_seq_len_solved": 10.0}))
+    t.end_sweep(ref, "FINISHED" if tracked == 4 else "KILLED", {})
+    assert main(["report", "my-grid", "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    rows = md_rows(out)[1:]
+    assert [r[0] for r in rows] == [f"k{i}" for i in range(tracked)] + (
+        [] if tracked == 4 else ["λ=1 max_iters=100 Adding", "λ=0.1 max_iters=100 Adding"])
+    assert f"{tracked} configurations of 4 expected" in out
+    assert ("All cells complete." in out) == (tracked == 4)
 
 
 MIXED_SPEC = """\

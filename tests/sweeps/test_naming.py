@@ -52,6 +52,58 @@ def test_every_problem_of_the_paper_profile_is_named_and_no_two_runs_alike():
     assert sum(n.endswith(" 3-bit Temporal Order") for n in names) == 28
 
 
+GROUP_DEFAULT = """\
+name: mine
+experiment: synthetic
+metric: {name: max_seq_len_solved, mode: max}
+fixed: {hidden: 8, max_seq_len: 20, variant: open}
+space: {lr: [0.01], penalty: [1.0, 0.1]}
+groups:
+  - fixed: {max_iters: 50}
+  - fixed: {max_iters: 100, task: adding}
+profiles: {smoke: {}, cpu: {}, paper: {}}
+"""
+
+
+def test_a_key_one_group_fixes_and_another_leaves_at_its_default_names_its_runs(tmp_path):
+    """task is set by the second group only; the first trains synthetic's default
+    (temporal order): task varies across the sweep, and the adding runs say so."""
+    path = tmp_path / "mine.yaml"
+    path.write_text(GROUP_DEFAULT)
+    plan = build_plan(resolve(load_spec(str(path)), "smoke"))
+    assert plan.varying == ("max_iters", "penalty", "task")
+    assert sorted(m.name for pack in plan.packs for m in pack) == [
+        "λ=0.1 max_iters=100 Adding", "λ=0.1 max_iters=50",
+        "λ=1 max_iters=100 Adding", "λ=1 max_iters=50"]
+
+
+class _Cell:
+    def __init__(self, params: dict, optuna_space: tuple = ()) -> None:
+        self.params, self.optuna_space = params, dict.fromkeys(optuna_space)
+
+
+def test_a_defaulted_key_that_comes_with_a_variant_or_task_is_told_by_it():
+    """penalty_form is unsquared in every OPEN cell and squared (the default) elsewhere: the
+    variant tells it, so it does not vary; where OPEN has both forms, it does. A label
+    (task) that varies only by its default varies whatever else tells it."""
+    plain = {"variant": "plain"}
+    cells = [_Cell(plain), _Cell({"variant": "open", "penalty_form": "unsquared"})]
+    resolved = [{**plain, "penalty_form": "squared"}, cells[1].params]
+    assert naming.varying_keys(cells) == ("variant",)
+    assert naming.varying_keys(cells, resolved) == ("variant",)
+    cells.append(_Cell({"variant": "open"}))
+    resolved.append({"variant": "open", "penalty_form": "squared"})
+    assert naming.varying_keys(cells, resolved) == ("variant", "penalty_form")
+    labelled = [_Cell({"max_iters": 50}), _Cell({"max_iters": 100, "task": "adding"})]
+    told = [{"max_iters": 50, "task": "temporal_order"}, {"max_iters": 100, "task": "adding"}]
+    assert naming.varying_keys(labelled) == ("max_iters",)
+    assert naming.varying_keys(labelled, told) == ("max_iters", "task")
+    # a key the cells resolve alike (a group writes out the default) does not vary
+    same = [_Cell({"variant": "open"}), _Cell({"variant": "oinit", "pretrain_lr": 0.1})]
+    assert naming.varying_keys(same, [{"variant": "open", "pretrain_lr": 0.1},
+                                      {"variant": "oinit", "pretrain_lr": 0.1}]) == ("variant",)
+
+
 def test_repeats_that_differ_only_by_seed_read_seed_n():
     names = set(_names("spectral-temporal-gradients", "smoke").values())
     assert {"ρ=0.8 seed=0", "ρ=0.8 seed=1"} <= names and len(names) == 10
@@ -101,7 +153,8 @@ def test_optuna_members_are_named_by_their_cell_and_chosen_values(tmp_path, monk
 @pytest.mark.usefixtures(toy_ray.__name__)
 def test_mlflow_shows_the_names_and_a_resume_keeps_them(tmp_path):
     """A toy sweep (x ∈ {0.1, 0.4}; x = 0.4 fails at its first attempt, by a key only its
-    group sets): each child run is named by x alone, the trial key stays a tag, the parent is
+    group sets, which the other leaves at its default 0): each child run is named by x, and
+    x = 0.4 by that key too (it varies by value), the trial key stays a tag, the parent is
     ``toy · smoke · <id>``, described by the spec's description, profile and sweep id; the
     resume's new run of the failed configuration carries the same name."""
     counters = tmp_path / "counters"
@@ -114,7 +167,7 @@ def test_mlflow_shows_the_names_and_a_resume_keeps_them(tmp_path):
     first = run_sweep(str(spec), "smoke", home=home, stream=io.StringIO())
     runs = {r.info.run_name: r for r in child_runs(home, first.sweep_id)}
     assert {n: r.info.status for n, r in runs.items()} == {"x=0.1": "FINISHED",
-                                                          "x=0.4": "FAILED"}
+                                                          "x=0.4 fail=1": "FAILED"}
     tracker = tracking.tracker(tracking.tracking_uri(None, home))
     record = tracker.find_sweep(first.sweep_id)
     assert record is not None

@@ -95,6 +95,20 @@ def test_expected_cells_of_a_grid_count_one_configuration_each():
         (1, 5, 1, []), (1, 6, 1, []), (2, 5, 1, []), (2, 6, 1, [])]
 
 
+def test_expected_cells_hold_the_trainer_s_default_of_a_key_another_group_sets():
+    """task is fixed by group b only: group a's cells hold synthetic's default, which its runs
+    log, and name it as defaulted; b's cells, which set every key, have no such list."""
+    cells = tracking_cells("experiment: synthetic\nspace: {lr: [0.1]}\ngroups:\n"
+                           "  - fixed: {max_iters: 50}\n"
+                           "  - fixed: {max_iters: 100, task: adding}\n")
+    assert [(c["max_iters"], c["task"], c.get("defaulted")) for c in cells] == [
+        (50, "temporal_order", ["task"]), (100, "adding", None)]
+    # without the trainer named, the text's values alone, as before
+    bare = tracking_cells("space: {lr: [0.1]}\ngroups:\n  - fixed: {max_iters: 50}\n"
+                          "  - fixed: {max_iters: 100, task: adding}\n")
+    assert "task" not in bare[0] and "defaulted" not in bare[0]
+
+
 def tracking_cells(text: str) -> list[dict]:
     from sweeps.tracking.cells import expected_cells_json
 

@@ -16,6 +16,7 @@ from sweeps.spec import (
     expand_resolved,
     load_spec,
     resolve,
+    resolved_params,
     trial_key,
 )
 from tests.sweeps.spec.helpers import BASE, OPTUNA, cells_of, write
@@ -144,6 +145,42 @@ def test_a_resolved_text_expands_to_the_resolved_cells(tmp_path, profile):
     for spec in specs:
         resolved = resolve(spec, profile)
         assert expand_resolved(resolved.text) == resolved.cells()
+
+
+GROUP_DEFAULT = """\
+name: t
+experiment: synthetic
+metric: {name: max_seq_len_solved, mode: max}
+fixed: {hidden: 8, max_seq_len: 20}
+space: {lr: [1, 0.1]}
+groups:
+  - fixed: {max_iters: 50}
+  - fixed: {max_iters: 100, task: adding}
+profiles: {smoke: {}, cpu: {}, paper: {}}
+"""
+"""A key (``task``) one group fixes and the other leaves at synthetic's default."""
+
+
+def test_resolved_params_fill_a_key_another_group_sets_with_the_trainer_s_default(tmp_path):
+    cells = cells_of(tmp_path, GROUP_DEFAULT)
+    assert ["task" in c.params for c in cells] == [False, False, True, True]
+    resolved = resolved_params("synthetic", cells)
+    assert [(p["task"], p["max_iters"], p["lr"]) for p in resolved] == [
+        ("temporal_order", 50, 1.0), ("temporal_order", 50, 0.1),
+        ("adding", 100, 1.0), ("adding", 100, 0.1)]
+    assert isinstance(resolved[0]["lr"], float)  # as the Config converts lr: 1
+    # only the keys some cell sets: not the Config's other fields
+    assert set(resolved[0]) == set(cells[2].params) and "penalty" not in resolved[0]
+
+
+def test_resolved_params_leave_out_what_optuna_chooses(tmp_path):
+    """OPTUNA's cells search lr, hidden and init; penalty (OPEN's) is filled in elsewhere,
+    pretrain_lr (OINIT's) likewise, and no key Optuna chooses appears."""
+    cells = cells_of(tmp_path, OPTUNA)
+    resolved = resolved_params("synthetic", cells)
+    assert all(not set(c.optuna_space) & set(p) for c, p in zip(cells, resolved, strict=True))
+    assert {(p["variant"], p["penalty"], p["pretrain_lr"]) for p in resolved} == {
+        ("plain", 0.0, 0.1), ("open", 1.0, 0.1), ("open", 0.1, 0.1), ("oinit", 0.0, 0.1)}
 
 
 def test_a_malformed_resolved_text_names_the_field():
