@@ -22,7 +22,7 @@ import os
 import re
 import socket
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +200,56 @@ def _order(key: str) -> tuple[int, int]:
     if key in SEEDS:
         return 4, SEEDS.index(key)
     return 2, 0
+
+
+LABELS = (*WORDS, *TRAILING)
+"""Keys a run name shows by their value alone (the variant, direction, task, dataset): a key
+that comes with one of them, set by its groups and left at its default by the others, is
+told by it (:func:`varying_keys`)."""
+
+
+def varying_keys(cells: Iterable[Any],
+                 resolved: Sequence[Mapping[str, Any]] | None = None) -> tuple[str, ...]:
+    """The config keys that vary within a sweep of ``cells`` (``sweeps.spec.Cell``, with
+    ``params`` and ``optuna_space``), in the order they first appear.
+
+    With ``resolved``, each cell's params as the trainer resolves them
+    (:func:`sweeps.spec.resolved_params`), a key also varies when those differ (``task:
+    adding`` in one group, the default temporal order in another), unless it is not one of
+    :data:`LABELS` and the labels that vary tell its values apart (each combination of them
+    has one value of it: the paper profile's ``penalty_form: unsquared`` comes with OPEN,
+    ``length_jitter: true`` with adding)."""
+    cells = list(cells)
+    values: dict[str, set[str]] = {}
+    searched: set[str] = set()
+    for cell in cells:
+        for key, value in cell.params.items():
+            values.setdefault(key, set()).add(repr(value))
+        searched.update(cell.optuna_space)
+        for key in cell.optuna_space:
+            values.setdefault(key, set())
+    written = {k for k, seen in values.items() if len(seen) > 1 or k in searched}
+    if resolved is None:
+        return tuple(k for k in values if k in written)
+    if len(resolved) != len(cells):
+        raise ValueError(f"{len(resolved)} resolved params for {len(cells)} cells")
+
+    def differs(key: str) -> bool:
+        return len({repr(p[key]) for p in resolved if key in p}) > 1
+
+    labels = [k for k in values if k in LABELS and (k in written or differs(k))]
+
+    def told(key: str) -> bool:
+        """Whether each combination of the varying labels has one value of ``key``."""
+        seen: dict[tuple[str, ...], str] = {}
+        for p in resolved:
+            if key in p and seen.setdefault(tuple(repr(p.get(k)) for k in labels),
+                                            repr(p[key])) != repr(p[key]):
+                return False
+        return True
+
+    return tuple(k for k in values if k in written or (
+        differs(k) and (k in LABELS or not told(k))))
 
 
 def run_name(params: Mapping[str, Any], keys: Iterable[str]) -> str:

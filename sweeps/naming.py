@@ -3,11 +3,12 @@ config keys that vary within its sweep, in the papers' symbols (DESIGN.md "Names
 ``OPEN α=0.01 λ=1 Temporal Order``; the trial key stays a tag (``ortho.trial_key``).
 
 - A key varies when the cells that set it give it two or more values, or when Optuna chooses
-  it in some cell (:func:`varying_keys`), or when the cells as the trainer resolves them do
-  (a key one group sets and another leaves at a different default: ``task: adding`` in one
-  group only), unless the variant, direction, task or dataset already tells its values
-  apart (the paper profile's OPEN ``penalty_form``, adding's ``length_jitter``). A key that
-  only some groups set (``penalty`` of OPEN) is named where it is set and nowhere else.
+  it in some cell (:func:`sweeps.contract.varying_keys`), or when the cells as the trainer
+  resolves them do (a key one group sets and another leaves at a different default: ``task:
+  adding`` in one group only), unless the variant, direction, task or dataset already tells
+  its values apart (the paper profile's OPEN ``penalty_form``, adding's ``length_jitter``). A
+  key that only some groups set (``penalty`` of OPEN) is named where it is set and nowhere
+  else.
 - Words come first (the variant, the descent direction), then the symbols in the order of
   :data:`sweeps.contract.SYMBOLS`, then other keys as ``key=value``, then the task and
   dataset, then ``seed``/``data_seed``: repeats that differ only by seed read ``seed=N``.
@@ -30,60 +31,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sweeps.contract import TRAILING, WORDS, run_name
+from sweeps.contract import run_name
 
 KEY_CHARS = 6
 """Characters of the trial key that tell apart configurations whose names are alike."""
-
-
-LABELS = (*WORDS, *TRAILING)
-"""Keys a run name shows by their value alone (the variant, direction, task, dataset): a key
-that comes with one of them, set by its groups and left at its default by the others, is
-told by it (:func:`varying_keys`)."""
-
-
-def varying_keys(cells: Iterable[Any],
-                 resolved: Sequence[Mapping[str, Any]] | None = None) -> tuple[str, ...]:
-    """The config keys that vary within a sweep of ``cells`` (``sweeps.spec.Cell``, with
-    ``params`` and ``optuna_space``), in the order they first appear.
-
-    With ``resolved``, each cell's params as the trainer resolves them
-    (:func:`sweeps.spec.resolved_params`), a key also varies when those differ (``task:
-    adding`` in one group, the default temporal order in another), unless it is not one of
-    :data:`LABELS` and the labels that vary tell its values apart (each combination of them
-    has one value of it: the paper profile's ``penalty_form: unsquared`` comes with OPEN,
-    ``length_jitter: true`` with adding)."""
-    cells = list(cells)
-    values: dict[str, set[str]] = {}
-    searched: set[str] = set()
-    for cell in cells:
-        for key, value in cell.params.items():
-            values.setdefault(key, set()).add(repr(value))
-        searched.update(cell.optuna_space)
-        for key in cell.optuna_space:
-            values.setdefault(key, set())
-    written = {k for k, seen in values.items() if len(seen) > 1 or k in searched}
-    if resolved is None:
-        return tuple(k for k in values if k in written)
-    if len(resolved) != len(cells):
-        raise ValueError(f"{len(resolved)} resolved params for {len(cells)} cells")
-
-    def differs(key: str) -> bool:
-        return len({repr(p[key]) for p in resolved if key in p}) > 1
-
-    labels = [k for k in values if k in LABELS and (k in written or differs(k))]
-
-    def told(key: str) -> bool:
-        """Whether each combination of the varying labels has one value of ``key``."""
-        seen: dict[tuple[str, ...], str] = {}
-        for p in resolved:
-            if key in p and seen.setdefault(tuple(repr(p.get(k)) for k in labels),
-                                            repr(p[key])) != repr(p[key]):
-                return False
-        return True
-
-    return tuple(k for k in values if k in written or (
-        differs(k) and (k in LABELS or not told(k))))
 
 
 def _telling(group: Sequence[Mapping[str, Any]]) -> list[str]:

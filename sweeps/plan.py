@@ -38,7 +38,7 @@ from typing import Any
 
 from ortho_core import experiments
 from ortho_core.config import from_dict
-from sweeps import naming
+from sweeps import contract, naming
 from sweeps.spec import Cell, ResolvedSpec, resolved_params, trial_key
 
 
@@ -200,7 +200,7 @@ def build_plan(spec: ResolvedSpec, finished: Mapping[str, Any] | None = None,
         raise ValueError("pack_size auto: settle it before planning (sweeps.pack_size)")
     finished = finished or {}
     module = experiments.get(spec.experiment)
-    varying = naming.varying_keys(spec.cells(),
+    varying = contract.varying_keys(spec.cells(),
                                   resolved_params(spec.experiment, spec.cells()))
     optuna_cells: dict[int, Cell] = {}
     keyed: list[tuple[int, str, Cell]] = []

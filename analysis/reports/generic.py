@@ -27,8 +27,14 @@ from analysis.groups import matching
 from analysis.load import Histories, SweepRuns, param_values
 from analysis.report import Report, provenance
 from analysis.tables import Cell, Table
-from sweeps.contract import DEFAULTED, SEARCHED, TRIALS, is_optuna_cell, run_name
-from sweeps.naming import varying_keys
+from sweeps.contract import (
+    DEFAULTED,
+    SEARCHED,
+    TRIALS,
+    is_optuna_cell,
+    run_name,
+    varying_keys,
+)
 
 
 def ranked(runs: SweepRuns) -> pd.DataFrame:
@@ -70,7 +76,7 @@ def missing(runs: SweepRuns) -> list[str]:
     """A name per configuration of the spec's cells that no run holds (an Optuna cell's
     missing trials under one name, "… (2 of 5 trials)"), in the spec's order, named as its
     run would be (:func:`sweeps.contract.run_name`, from the keys that vary across the cells,
-    :func:`sweeps.naming.varying_keys`, shown where the cell's groups set them); none for a
+    :func:`sweeps.contract.varying_keys`, shown where the cell's groups set them); none for a
     sweep tracked without its expected cells. A key other cells set and a cell's groups
     leave unset is compared by the trainer's default the cell holds for it (its
     ``defaulted`` keys), which is what a run logs; in the cells of a sweep tracked before
@@ -109,7 +115,7 @@ def missing(runs: SweepRuns) -> list[str]:
 
 @dataclass(frozen=True)
 class _Written:
-    """An expected cell as :func:`sweeps.naming.varying_keys` reads a cell: the params its
+    """An expected cell as :func:`sweeps.contract.varying_keys` reads a cell: the params its
     groups set and the keys its Optuna search chooses."""
 
     params: dict[str, Any]

@@ -89,18 +89,18 @@ def test_a_defaulted_key_that_comes_with_a_variant_or_task_is_told_by_it():
     plain = {"variant": "plain"}
     cells = [_Cell(plain), _Cell({"variant": "open", "penalty_form": "unsquared"})]
     resolved = [{**plain, "penalty_form": "squared"}, cells[1].params]
-    assert naming.varying_keys(cells) == ("variant",)
-    assert naming.varying_keys(cells, resolved) == ("variant",)
+    assert contract.varying_keys(cells) == ("variant",)
+    assert contract.varying_keys(cells, resolved) == ("variant",)
     cells.append(_Cell({"variant": "open"}))
     resolved.append({"variant": "open", "penalty_form": "squared"})
-    assert naming.varying_keys(cells, resolved) == ("variant", "penalty_form")
+    assert contract.varying_keys(cells, resolved) == ("variant", "penalty_form")
     labelled = [_Cell({"max_iters": 50}), _Cell({"max_iters": 100, "task": "adding"})]
     told = [{"max_iters": 50, "task": "temporal_order"}, {"max_iters": 100, "task": "adding"}]
-    assert naming.varying_keys(labelled) == ("max_iters",)
-    assert naming.varying_keys(labelled, told) == ("max_iters", "task")
+    assert contract.varying_keys(labelled) == ("max_iters",)
+    assert contract.varying_keys(labelled, told) == ("max_iters", "task")
     # a key the cells resolve alike (a group writes out the default) does not vary
     same = [_Cell({"variant": "open"}), _Cell({"variant": "oinit", "pretrain_lr": 0.1})]
-    assert naming.varying_keys(same, [{"variant": "open", "pretrain_lr": 0.1},
+    assert contract.varying_keys(same, [{"variant": "open", "pretrain_lr": 0.1},
                                       {"variant": "oinit", "pretrain_lr": 0.1}]) == ("variant",)
 
 
