@@ -26,7 +26,6 @@ store, pandas, matplotlib and MLflow are imported by the command that runs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import signal
@@ -37,7 +36,7 @@ from pathlib import Path
 
 from analysis.reports import REPORTS
 from analysis.tables import FORMATS
-from sweeps.contract import database_url, redact
+from sweeps.contract import database_url, redact, unwritable
 
 HELP = {
     "report": """\
@@ -81,32 +80,16 @@ def _help(name: str) -> dict[str, object]:
 
 
 def out_folder(text: str) -> Path:
-    """``--out``: a folder, or a path where one can be made. Checked when the command line is
-    read, since ``reproduce`` writes its pages only after every sweep has run: by making the
-    folders it lacks and removing them again (only the kernel knows: ``/proc``, a read-only
-    mount, root's rights), so that a command that stops before its work leaves none."""
-    path = Path(text).expanduser()
-    nearest = path.resolve()
-    while not nearest.exists():
-        nearest = nearest.parent
-    if not nearest.is_dir():
+    """``--out``: a folder this user can write in, or a path where one can be made. Checked
+    when the command line is read, since ``reproduce`` writes its pages only after every
+    sweep has run, by making what it lacks and removing it again
+    (:func:`sweeps.contract.unwritable`), so that a command that stops before its work
+    leaves nothing."""
+    why = unwritable(text)
+    if why is not None:
         raise argparse.ArgumentTypeError(f"expected a folder, or a path where one can be made "
-                                         f"(got {text!r}: {nearest} is a file)")
-    if not os.access(nearest, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"expected a folder this user can write in (got "
-                                         f"{text!r}: {nearest} is not writable)")
-    missing = [p for p in (path.resolve(), *path.resolve().parents) if not p.exists()]
-    try:
-        for folder in reversed(missing):
-            folder.mkdir()
-    except OSError as err:
-        raise argparse.ArgumentTypeError(f"expected a folder, or a path where one can be made "
-                                         f"(got {text!r}: {err.strerror or err})") from err
-    finally:
-        for folder in missing:
-            with contextlib.suppress(OSError):  # not made, or no longer empty
-                folder.rmdir()
-    return path
+                                         f"(got {text!r}: {why})")
+    return Path(text).expanduser()
 
 
 def port_number(text: str) -> int:

@@ -365,6 +365,7 @@ def reproduce(paper_key: str, profile: str, where: Where, out: Path,
     """``ortho reproduce``: see the module docstring; the exit status."""
     papers = list(PAPERS.values()) if paper_key == ALL else [PAPERS[paper_key]]
     start = time.monotonic()
+    contract.check_places(contract.home_dir(where.home), where.uri())  # before any child
     again = shlex.join(["ortho", "reproduce", paper_key, "--profile", profile,
                         *where.options(),
                         *([] if out.resolve() == DEFAULT_OUT.resolve() else ["--out", str(out)])])

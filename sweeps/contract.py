@@ -17,11 +17,13 @@ configuration (:data:`ROLE` = :data:`ROLE_CONFIGURATION`, :data:`PARENT`,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import socket
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -289,6 +291,56 @@ def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
         raise LocationError("home", "a folder (or a path where one can be made), not a file",
                             str(path))
     return path
+
+
+def unwritable(folder: str | os.PathLike[str]) -> str | None:
+    """Why no folder this process can write in can be at ``folder`` (a few words: ``/x is a
+    file``, ``cannot make /proc/x: no such file or directory``, ``cannot write in /mnt/ro:
+    read-only file system``), or None when one can. Only the kernel knows (``/proc``, a
+    read-only mount, root's rights), so the folders it lacks are made and a file is written
+    in it, then all of it is removed again: a command that stops before its work leaves
+    nothing."""
+    path = Path(folder).expanduser().resolve()
+    nearest = path
+    while not nearest.is_dir():
+        if os.path.lexists(nearest):
+            return f"{nearest} is {'a file' if nearest.is_file() else 'not a folder'}"
+        nearest = nearest.parent
+    missing = [p for p in (path, *path.parents) if p != nearest and p.is_relative_to(nearest)]
+    made: list[Path] = []
+    step = "make"
+    try:
+        for part in reversed(missing):
+            step = f"make {part}"
+            part.mkdir()
+            made.append(part)
+        step = f"write in {path}"
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        return f"cannot {step}: {(err.strerror or str(err)).lower()}"
+    finally:
+        for part in reversed(made):
+            with contextlib.suppress(OSError):  # no longer empty: another process uses it
+                part.rmdir()
+    return None
+
+
+def check_places(home: Path, uri: str) -> None:
+    """Refuse a sweeps' ``home`` (:func:`home_dir`), and the folder of a SQLite store
+    ``uri`` elsewhere, that this process cannot make or write in (:func:`unwritable`):
+    :class:`LocationError` naming ``home`` or ``tracking_uri``. A command that runs sweeps
+    (``ortho sweep run``, ``resume``, ``ortho reproduce``) asks before any work, since the
+    store, Tune's state (by default) and a database store's artifacts are written there."""
+    why = unwritable(home)
+    if why is not None:
+        raise LocationError("home", f"a folder this user can write in, or a path where one "
+                            f"can be made ({why})", str(home))
+    db = sqlite_path(uri)
+    why = None if db is None or db.parent == home else unwritable(db.parent)
+    if why is not None:
+        raise LocationError("tracking_uri", f"a SQLite file in a folder this user can write "
+                            f"in, or where one can be made ({why})", uri)
 
 
 def store_options(home: Path, uri: str) -> list[str]:

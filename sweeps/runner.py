@@ -67,12 +67,18 @@ from sweeps.ray_session import (
 from sweeps.spec import ResolvedSpec, load_spec, resolve
 from sweeps.status import Progress, count, format_line, from_mlflow, studies_line
 from sweeps.tracking.liveness import check_server
-from sweeps.tune_run import FitEnd, backfill_failures, execute, storage_path
+from sweeps.tune_run import FitEnd, backfill_failures, check_storage, execute, storage_path
 
 __all__ = ["PROJECT_ROOT", "resume_sweep", "run_sweep"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 """The code the sweeps run (its provenance: :mod:`sweeps.provenance`)."""
+
+
+def is_ray_client(address: str | None) -> bool:
+    """Whether ``address`` is a Ray Client address (``ray://``), through which Tune runs on
+    the cluster, not in this process."""
+    return bool(address and address.startswith("ray://"))
 
 
 def refuse_ray_client(address: str | None, uri: str, spec: ResolvedSpec) -> None:
@@ -89,7 +95,7 @@ def refuse_ray_client(address: str | None, uri: str, spec: ResolvedSpec) -> None
       callback, which runs there too from a copy, so their runs would stay RUNNING here,
       the sweep would end interrupted, and every resume would train them again.
     """
-    if not (address and address.startswith("ray://")):
+    if not is_ray_client(address):
         return
     if tracking.sqlite_path(uri) is not None:
         raise ConfigError("address", "a cluster address the driver runs on (`auto` on the "
@@ -217,7 +223,9 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
 
     Everything the user can get wrong (the spec, the profile, a cell's values, a sweep with
     Optuna cells and no Optuna storage: :func:`sweeps.studies.storage_url`; on the embedded
-    Ray, a missing or corrupt dataset: :mod:`sweeps.preflight`) raises ``ConfigError``
+    Ray, a missing or corrupt dataset: :mod:`sweeps.preflight`; a home that cannot be made
+    or written: :func:`sweeps.contract.check_places`; a ``storage`` Tune could not write:
+    :func:`sweeps.tune_run.check_storage`) raises ``ConfigError`` (or ``LocationError``)
     before Ray starts or MLflow is touched. Prints the sweep id first and
     the live progress to ``stream`` (default stdout: a bar on a terminal, else one line at a
     time); returns the final :class:`Progress` (``state`` finished or interrupted).
@@ -227,7 +235,9 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     spec = resolve(load_spec(spec_ref), profile)
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
+    contract.check_places(home_path, uri)
     refuse_ray_client(address, uri, spec)
+    check_storage(storage, home_path, here=not is_ray_client(address))
     preflight.check_data(spec, address)  # a missing or corrupt dataset: before Ray starts
     check_server(uri)  # seconds, not MLflow's minutes of retries, before Ray starts
     check_address(address)  # likewise, not Ray's minute of retries
@@ -317,7 +327,9 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     # Every check before anything is discarded; a finished sweep needs no cluster (an Optuna
     # cell's budget left is its study's, below).
     if record.status != "FINISHED" or plan.n_todo:
+        contract.check_places(home_path, uri)
         refuse_ray_client(address, uri, spec)
+        check_storage(storage, home_path, here=not is_ray_client(address))
         check_address(address)
     preflight.check_data(spec, address, finished=values)
     studies = study_url = None

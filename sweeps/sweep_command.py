@@ -16,7 +16,10 @@ sweep runs on an embedded Ray bound to 127.0.0.1 and tracks into ``./ortho-runs/
 configuration ended, 1 when some failed (``resume`` retries them), 130 when interrupted
 (Ctrl-C, or SIGTERM, which stops a sweep as Ctrl-C does; ``resume`` continues).
 ``--storage`` takes a local path or an object store's URI (``s3://bucket/ray``,
-``gs://...``), which is passed to Tune unchanged.
+``gs://...``), which is passed to Tune unchanged; a folder this user cannot make or write in,
+or a URI pyarrow cannot open, is bad input (exit 2) before Ray starts
+(:func:`sweeps.tune_run.check_storage`; ``submit`` checks a URI's form only, the cluster
+being the one that opens it).
 
 ``resume`` refuses (exit 2) a sweep whose driver is still alive (``status`` shows it
 ``running``; a driver that was killed leaves it ``interrupted``) unless given ``--force``.
@@ -425,8 +428,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from sweeps.runner import PROJECT_ROOT
     from sweeps.spec import load_spec, resolve
     from sweeps.tracking import redact
+    from sweeps.tune_run import check_storage
 
     resolve(load_spec(args.spec), args.profile)  # the spec's errors, before anything ships
+    if args.storage:  # the cluster's: only an unknown scheme or a malformed URI is known here
+        check_storage(args.storage, Path(args.home), here=False)
     quiet_environment()
     request = job_request(args, PROJECT_ROOT)
     check_job_server(args.address)

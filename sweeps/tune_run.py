@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ortho_core.errors import ConfigError
 from sweeps import tracking
 from sweeps.plan import Member, Plan
 from sweeps.ray_session import trial_environment
@@ -58,6 +59,85 @@ def storage_path(storage: str | None, home: Path) -> str:
     if URI_SCHEME.match(storage):
         return storage
     return str(Path(storage).expanduser().resolve())
+
+
+STORAGE_TIMEOUT_S = 20.0
+"""Seconds :func:`check_storage` waits for pyarrow to open an object store (an S3 URI asks
+the bucket's region of the network; a host that cannot be resolved answers in about 7 s)."""
+SCHEME_TIMEOUT_S = 2.0
+"""Seconds it waits where only the URI's form is checked (a cluster's storage): pyarrow
+refuses an unknown scheme or a malformed URI at once, before any network."""
+
+
+def check_storage(storage: str | None, home: Path, here: bool = True) -> None:
+    """Refuse, before Ray starts, a ``storage`` (:func:`storage_path`) Tune could not write:
+    ``ConfigError`` naming ``storage``.
+
+    The driver is the only writer of Tune's state, on the embedded Ray and on a cluster it
+    joins (``--address``; cluster/README.md: Tune's storage need not be shared), so with
+    ``here`` (this process is the driver) the check is complete: a local path (``HOME/ray``
+    by default) must be a folder this process can make and write in
+    (:func:`sweeps.contract.unwritable`); a URI must be one pyarrow opens here
+    (``pyarrow.fs.FileSystem.from_uri``, as Tune does) within :data:`STORAGE_TIMEOUT_S`
+    (an object store this machine cannot reach would fail the sweep once Ray runs). Where
+    Tune runs on the cluster (through Ray Client, ``ray://``, or a job ``ortho sweep
+    submit`` starts), which sees other disks and may reach stores this machine does not,
+    only a URI's form is checked: an unknown scheme, a malformed URI."""
+    from sweeps.contract import unwritable
+
+    path = storage_path(storage, home)
+    if not URI_SCHEME.match(path):
+        why = unwritable(path) if here else None
+        if why is not None:
+            raise ConfigError("storage", "a folder this user can write in or a path where "
+                              "one can be made, or an object store's URI such as "
+                              f"s3://bucket/ray ({why})", storage or path)
+        return
+    timeout = STORAGE_TIMEOUT_S if here else SCHEME_TIMEOUT_S
+    opened = _opened(path, timeout)
+    if path.lower().startswith("file://"):
+        if not isinstance(opened, tuple):
+            raise ConfigError("storage", f"a file URI of an absolute path "
+                              f"({_why(opened, timeout)})", storage)
+        why = unwritable(opened[1]) if here else None
+        if why is not None:
+            raise ConfigError("storage", f"a folder this user can write in or a path where "
+                              f"one can be made ({why})", storage)
+    elif isinstance(opened, ValueError) or (here and not isinstance(opened, tuple)):
+        raise ConfigError("storage", f"a folder, or the URI of an object store pyarrow can "
+                          f"open {'here' if here else 'there'}, such as s3://bucket/ray or "
+                          f"gs://bucket/ray ({_why(opened, timeout)})", storage)
+
+
+def _opened(uri: str, timeout: float) -> tuple[Any, str] | Exception | None:
+    """``pyarrow.fs.FileSystem.from_uri(uri)`` (file system, path), the exception it raised,
+    or None when it did not answer within ``timeout`` seconds (it is left to finish in a
+    thread of its own: it cannot be interrupted)."""
+    import threading
+
+    from pyarrow import fs
+
+    answer: list[Any] = []
+
+    def open_it() -> None:
+        try:
+            answer.append(fs.FileSystem.from_uri(uri))
+        except Exception as err:  # pyarrow's ArrowInvalid is a ValueError; others OSError
+            answer.append(err)
+
+    opener = threading.Thread(target=open_it, name="ortho-storage-check", daemon=True)
+    opener.start()
+    opener.join(timeout)
+    return answer[0] if answer else None
+
+
+def _why(answer: Exception | None, timeout: float) -> str:
+    """What pyarrow said (its first line), or that it said nothing within ``timeout``."""
+    if answer is None:
+        return f"no answer within {timeout:g} s"
+    text = next((line.strip() for line in str(answer).splitlines() if line.strip()),
+                type(answer).__name__)
+    return text[0].lower() + text[1:]
 
 
 def staged_trials(n_trials: int, max_concurrent: int | None) -> int:

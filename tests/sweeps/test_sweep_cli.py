@@ -119,6 +119,136 @@ def test_a_home_that_is_a_file_is_bad_input(argv, tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir()] == ["home"]
 
 
+@pytest.fixture
+def no_ray(monkeypatch):
+    """Fail the test if a sweep gets as far as opening its store beside Ray's start."""
+    from sweeps import runner
+
+    def started(*args: object) -> None:
+        pytest.fail("the store was opened and Ray started")
+
+    monkeypatch.setattr(runner, "beside_ray_start", started)
+    monkeypatch.setattr(runner, "ray_session", started)
+
+
+@pytest.mark.parametrize("home", ["/proc/ortho-home", "{tmp}/a-file/home"])
+@pytest.mark.parametrize("argv", [["sweep", "run", "synthetic-max-length", "--profile", "smoke"],
+                                  ["reproduce", "manchev", "--profile", "smoke"]])
+def test_a_home_that_cannot_be_made_is_bad_input(argv, home, tmp_path, monkeypatch, capsys,
+                                                 no_ray):
+    """``/proc``: root may write anywhere, yet no folder can be made there. Refused before
+    any work, not with ``FileNotFoundError`` from the store's lock (``reproduce``: before
+    its first child, and no page written)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    home = home.format(tmp=tmp_path)
+    assert main([*argv, "--home", home]) == 2
+    err = capsys.readouterr().err
+    command = " ".join(["ortho", *argv[:2 if argv[0] == "sweep" else 1]])
+    why = ("cannot make /proc/ortho-home: no such file or directory" if home.startswith("/proc")
+           else f"{tmp_path / 'a-file'} is a file")
+    assert err == (f"{command}: invalid home: expected a folder this user can write in, or a "
+                   f"path where one can be made ({why}) (got '{home}')\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["a-file"]  # no reports/, no ortho-runs/
+
+
+def test_a_sqlite_store_whose_folder_cannot_be_made_is_bad_input(tmp_path, capsys, no_ray):
+    home = tmp_path / "home"
+    assert main(["sweep", "run", "synthetic-max-length", "--profile", "smoke", "--home",
+                 str(home), "--tracking-uri", "sqlite:////proc/ortho-store/mlflow.db"]) == 2
+    assert capsys.readouterr().err == (
+        "ortho sweep run: invalid tracking_uri: expected a SQLite file in a folder this user "
+        "can write in, or where one can be made (cannot make /proc/ortho-store: no such file "
+        "or directory) (got 'sqlite:////proc/ortho-store/mlflow.db')\n")
+    assert not home.exists()
+
+
+@pytest.mark.parametrize(("storage", "why"), [
+    ("/proc/ortho-ray", "cannot make /proc/ortho-ray: no such file or directory"),
+    ("{tmp}/a-file", "{tmp}/a-file is a file"),
+    ("{tmp}/a-file/ray", "{tmp}/a-file is a file"),
+    ("file:///proc/ortho-ray", "cannot make /proc/ortho-ray: no such file or directory"),
+    ("bogus://x/ray", "unrecognized filesystem type in URI: bogus://x/ray"),
+    ("file:relative/ray", None),  # a folder of that name here, made and removed again
+])
+def test_a_storage_tune_could_not_write_is_bad_input_before_ray(storage, why, tmp_path,
+                                                                monkeypatch, capsys, no_ray):
+    """Ray's FileNotFoundError or pyarrow's ArrowInvalid came once the sweep was tracked,
+    leaving it interrupted; now nothing is tracked and Ray does not start."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    storage = storage.format(tmp=tmp_path)
+    home = tmp_path / "home"
+    argv = ["sweep", "run", "synthetic-max-length", "--profile", "smoke", "--home", str(home),
+            "--storage", storage]
+    if why is None:
+        with pytest.raises(pytest.fail.Exception, match="Ray started"):
+            main(argv)
+    else:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("ortho sweep run: invalid storage: expected a folder"), err
+        assert err.endswith(f" ({why.format(tmp=tmp_path)}) (got '{storage}')\n"), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # no home, nothing tracked
+
+
+def test_an_object_store_this_machine_cannot_open_is_bad_input(tmp_path, monkeypatch, capsys,
+                                                               no_ray):
+    """What pyarrow says (here without the network it would ask), or that it said nothing in
+    time; through Ray Client only an unknown scheme is refused here, the cluster opening the
+    storage (and its local paths being the cluster's)."""
+    from sweeps import tune_run
+
+    home = tmp_path / "home"
+    argv = ["sweep", "run", "synthetic-max-length", "--profile", "smoke", "--home", str(home),
+            "--storage", "s3://ortho-bucket/ray"]
+    answers: list[object] = [OSError("When resolving region for bucket 'ortho-bucket': AWS "
+                                     "Error NETWORK_CONNECTION\nmore"), None]
+    monkeypatch.setattr(tune_run, "_opened", lambda uri, timeout: answers.pop(0))
+    for why in ("when resolving region for bucket 'ortho-bucket': AWS Error NETWORK_CONNECTION",
+                f"no answer within {tune_run.STORAGE_TIMEOUT_S:g} s"):
+        assert main(argv) == 2
+        assert capsys.readouterr().err == (
+            "ortho sweep run: invalid storage: expected a folder, or the URI of an object store "
+            "pyarrow can open here, such as s3://bucket/ray or gs://bucket/ray "
+            f"({why}) (got 's3://ortho-bucket/ray')\n")
+    assert not home.exists()
+    monkeypatch.setattr(tune_run, "_opened", lambda uri, timeout: OSError("unreachable"))
+    tune_run.check_storage("s3://ortho-bucket/ray", home, here=False)
+    tune_run.check_storage("/proc/ortho-ray", home, here=False)
+    monkeypatch.undo()
+    with pytest.raises(ConfigError, match="unrecognized filesystem type"):
+        tune_run.check_storage("bogus://x/ray", home, here=False)
+    with pytest.raises(ConfigError, match=r"^storage: expected a file URI of an absolute path"):
+        tune_run.check_storage("file://relative", home, here=False)
+
+
+def test_a_storage_that_can_be_made_is_accepted_and_left_as_it_was(tmp_path):
+    from sweeps.tune_run import check_storage
+
+    check_storage(str(tmp_path / "new" / "ray"), tmp_path / "home")
+    check_storage(None, tmp_path / "home")  # HOME/ray
+    check_storage((tmp_path / "file-uri").as_uri(), tmp_path / "home")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "ray").write_text("")
+    with pytest.raises(ConfigError, match=f"is a file\\) \\(got '{tmp_path}/home/ray'\\)"):
+        check_storage(None, tmp_path / "home")
+
+
+def test_submit_refuses_an_unknown_storage_scheme_before_it_ships(monkeypatch, capsys):
+    _fake_cluster(monkeypatch, _FakeJobClient)
+    _FakeJobClient.submitted = {}
+    assert main(["sweep", "submit", "synthetic-max-length", "--profile", "smoke", "--address",
+                 "http://head:8265", "--storage", "bogus://x/ray", "--no-wait"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "ortho sweep submit: invalid storage: expected a folder, or the URI of an object store "
+        "pyarrow can open there")
+    assert _FakeJobClient.submitted == {}
+    assert main(["sweep", "submit", "synthetic-max-length", "--profile", "smoke", "--address",
+                 "http://head:8265", "--storage", "/proc/the-heads-disk", "--no-wait"]) == 0
+
+
 def test_bad_spec_file_names_field_and_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     spec = tmp_path / "broken.yaml"
@@ -204,6 +334,41 @@ def test_resume_refuses_a_sweep_that_is_still_running(tmp_path, capsys):
     assert capsys.readouterr().out.startswith(
         "sweep 20261121-100000-bbbb toy/smoke: 0/2 done, interrupted (its driver lost) after "
         "at least ")
+
+
+def _resumable_sweep(home: Path, sweep_id: str) -> tracking.SweepRef:
+    """A sweep of synthetic-max-length/smoke with one configuration run in flight, whose
+    driver is gone: what ``ortho sweep resume`` continues (no Ray needed to make it)."""
+    from sweeps.spec import load_spec, resolve
+
+    spec = resolve(load_spec("synthetic-max-length"), "smoke")
+    t = store(home)
+    tags = tracking.sweep_tags(spec=spec.name, profile="smoke", spec_sha256=spec.sha256,
+                               code={tracking.GIT_SHA: "unknown"}, metric=spec.metric,
+                               mode=spec.mode, n_configs=8)
+    texts = {tracking.RESOLVED_ARTIFACT: spec.text,
+             f"{tracking.SPEC_ARTIFACT_DIR}/{Path(spec.source).name}":
+                 Path(spec.source).read_text()}
+    ref = t.start_sweep(t.experiment_id(spec.name, home), sweep_id, tags, texts)
+    t.claim(ref, "k", {}, {})
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    drive_from(t, ref, f"{socket.gethostname()}:{dead.pid}")
+    return ref
+
+
+@pytest.mark.parametrize("storage", ["/proc/ortho-ray", "bogus://x/ray"])
+def test_resume_refuses_a_storage_tune_could_not_write_before_ray(storage, tmp_path, capsys,
+                                                                  no_ray):
+    home = new_home(tmp_path)
+    ref = _resumable_sweep(home, "20261121-100000-bbbb")
+    assert main(["sweep", "resume", "--home", str(home), "--storage", storage]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ortho sweep resume: invalid storage: expected a folder"), err
+    assert err.endswith(f" (got '{storage}')\n")
+    [run] = store(home).configurations(ref)  # nothing deleted, the sweep not reopened
+    assert run.info.status == "RUNNING"
+    assert store(home).find_sweep(ref.sweep_id).status == "RUNNING"
 
 
 def _submit_args(**kw: object) -> argparse.Namespace:
