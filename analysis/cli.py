@@ -106,13 +106,27 @@ def port_number(text: str) -> int:
 def spec_name(text: str) -> str:
     """The name a spec's sweeps are tracked under: a spec file's stem (``my-runs.yaml`` ->
     ``my-runs``, as ``ortho sweep run`` names the experiment), else the name as given, which
-    must be one a spec file can have (no blanks, separators or control characters)."""
+    must be one a spec file can have (no blanks, separators or control characters). A file
+    must exist, as ``ortho sweep run`` requires: a missing one is a mistyped path, not the
+    name of a spec the store may lack."""
     path = Path(text)
-    name = path.stem if path.suffix in (".yaml", ".yml") else text
+    is_file = path.suffix in (".yaml", ".yml")
+    name = path.stem if is_file else text
     if not name or not name.isprintable() or any(c in name for c in " /\\"):
         raise argparse.ArgumentTypeError(f"expected a spec's name or its .yaml file "
                                          f"(got {text!r})")
+    if is_file and not _is_file(path):
+        raise argparse.ArgumentTypeError(f"expected an existing YAML file (got {text!r})")
     return name
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file; False for a name the system cannot look up (too
+    long, or holding a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def register_report(sub: argparse._SubParsersAction) -> None:

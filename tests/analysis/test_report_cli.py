@@ -130,6 +130,21 @@ def test_exit_2_names_what_exists(uri: str, tmp_path: Path, capsys) -> None:
     assert "invalid tracking_uri" in err and "holds none" in err and uri in err
 
 
+def test_a_spec_file_that_does_not_exist_is_named_so(uri: str, tmp_path: Path, capsys) -> None:
+    """Not taken for the name of a spec the store lacks (``expected a spec with sweeps in
+    this store ... (got 'nonexist')``): the path was mistyped, as ``ortho sweep run`` says."""
+    missing = tmp_path / "nonexist.yaml"
+    with pytest.raises(SystemExit) as exit_:
+        main(["report", str(missing), "--tracking-uri", uri])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (
+        f"ortho report: error: argument spec: expected an existing YAML file (got '{missing}') "
+        "(see ortho report --help)\n")
+    (tmp_path / f"{SPEC}.yml").write_text("")  # an existing file's stem names its sweeps
+    assert main(["report", str(tmp_path / f"{SPEC}.yml"), "--tracking-uri", uri]) == 0
+    assert capsys.readouterr().out.startswith("### M Table I")
+
+
 def test_ui_runs_mlflow_on_loopback_with_one_worker(store: Store, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture) -> None:
