@@ -26,6 +26,7 @@ store, pandas, matplotlib and MLflow are imported by the command that runs.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import signal
@@ -281,8 +282,9 @@ def run_ui(args: argparse.Namespace) -> int:
 
 def check_listen(host: str, port: int) -> None:
     """``ConfigError`` naming ``host`` or ``port`` where the UI could not listen (MLflow's
-    server prints a traceback there and exits 0): the address must resolve and the port be
-    free there now."""
+    server prints a traceback there and exits 0): the address must resolve to one of this
+    machine's (else ``host``, as ``ortho sweep studies`` names it) and the port be free
+    there now and open to this user (else ``port``)."""
     from ortho_core.errors import ConfigError
 
     try:
@@ -294,9 +296,12 @@ def check_listen(host: str, port: int) -> None:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
         try:
             probe.bind(address)
-        except OSError as err:
+        except OSError as err:  # in use, or privileged: the port; any other: the host
             why = (err.strerror or str(err)).lower()
-            raise ConfigError("port", f"a port free on {host} ({why})", port) from err
+            if err.errno in (errno.EADDRINUSE, errno.EACCES):
+                raise ConfigError("port", f"a port free on {host} ({why})", port) from err
+            raise ConfigError("host", f"an address or name of this machine ({why})",
+                              host) from err
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:

@@ -221,6 +221,11 @@ def test_ui_refuses_where_it_cannot_listen_before_starting_mlflow(
     assert main(["ui", "--tracking-uri", store.uri, "--host", "no-such-host.invalid"]) == 2
     assert "invalid host: expected an address or name of this machine" in \
         capsys.readouterr().err
+    # an address no machine has (TEST-NET-1): the host is wrong, whatever the port
+    assert main(["ui", "--tracking-uri", store.uri, "--host", "192.0.2.1"]) == 2
+    assert capsys.readouterr().err == (
+        "ortho ui: invalid host: expected an address or name of this machine (cannot assign "
+        "requested address) (got '192.0.2.1')\n")
 
 
 @pytest.mark.parametrize("command", [["report", "orth-pretrain-convergence"],
