@@ -212,8 +212,8 @@ def missing_data_error(again: str, entries: Sequence[dict], others: bool) -> Dat
     by_hand = sorted({name for e in entries for name, cmd in e["datasets"].items()
                       if cmd is None})
     todo = (f"; fetch them with `{' && '.join(fetch)}`" if fetch else "") + (
-        f"; copy {', '.join(by_hand)} from the project's data folder into the data directory "
-        "(`ortho data` cannot fetch them)" if by_hand else "") + (
+        f"; put the files of {', '.join(by_hand)} where the lines above say (`ortho data` "
+        "cannot fetch them)" if by_hand else "") + (
         f", or run the other specs now with `{again} --skip-missing-data`" if others else "")
     return DataError(entries[0]["file"], "the datasets of " + ", ".join(
         f"{e['spec']} ({_datasets(e)})" for e in entries) + todo)

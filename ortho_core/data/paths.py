@@ -55,8 +55,9 @@ def how_to_get(dataset: str, published: Published, root: Path) -> str:
     """Words telling a user how to obtain ``published`` (used in the loaders' errors)."""
     command = f"`ortho data download {dataset} --data-dir {root}`"
     archive = published.archive
-    if archive is not None:
-        return (f"download and extract {archive.urls[0]} (md5 {archive.md5}) into {root}, "
-                f"or run {command} (downloads, checks and extracts it)")
+    if archive is not None:  # it holds the folder the loader reads, e.g. cifar-10-batches-py
+        made = root / Path(published.relpath).parts[0]
+        return (f"download {archive.urls[0]} (md5 {archive.md5}) and extract it into {root}, "
+                f"making {made}, or run {command} (downloads, checks and extracts it)")
     folder = (root / published.relpath).parent
     return f"download {published.urls[0]} into {folder}, or run {command}"

