@@ -44,6 +44,8 @@ def test_a_users_spec_is_ranked_by_its_metric_best_first(uri: str, tmp_path: Pat
                                                          capsys) -> None:
     assert SPEC not in REPORTS
     spec_file = tmp_path / "specs" / f"{SPEC}.yaml"  # named by its file, as sweep run takes it
+    spec_file.parent.mkdir()
+    spec_file.write_text(f"name: {SPEC}\n")  # the report reads the name only
     assert main(["report", str(spec_file), "--tracking-uri", uri]) == 0
     out = capsys.readouterr().out
     header, *rows = md_rows(out)
