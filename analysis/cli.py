@@ -37,7 +37,7 @@ from pathlib import Path
 
 from analysis.reports import REPORTS
 from analysis.tables import FORMATS
-from sweeps.contract import database_url, redact, unwritable
+from sweeps.contract import database_url, is_file, redact, unwritable
 
 HELP = {
     "report": """\
@@ -111,23 +111,14 @@ def spec_name(text: str) -> str:
     must exist, as ``ortho sweep run`` requires: a missing one is a mistyped path, not the
     name of a spec the store may lack."""
     path = Path(text)
-    is_file = path.suffix in (".yaml", ".yml")
-    name = path.stem if is_file else text
+    a_file = path.suffix in (".yaml", ".yml")
+    name = path.stem if a_file else text
     if not name or not name.isprintable() or any(c in name for c in " /\\"):
         raise argparse.ArgumentTypeError(f"expected a spec's name or its .yaml file "
                                          f"(got {text!r})")
-    if is_file and not _is_file(path):
+    if a_file and not is_file(path):
         raise argparse.ArgumentTypeError(f"expected an existing YAML file (got {text!r})")
     return name
-
-
-def _is_file(path: Path) -> bool:
-    """Whether ``path`` is a regular file; False for a name the system cannot look up (too
-    long, or holding a NUL byte)."""
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
-        return False
 
 
 def register_report(sub: argparse._SubParsersAction) -> None:

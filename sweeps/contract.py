@@ -293,6 +293,15 @@ def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
     return path
 
 
+def is_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file; False for a name the system cannot look up (too
+    long, or holding a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def unwritable(folder: str | os.PathLike[str]) -> str | None:
     """Why no folder this process can write in can be at ``folder`` (a few words: ``/x is a
     file``, ``cannot make /proc/x: no such file or directory``, ``cannot write in /mnt/ro:

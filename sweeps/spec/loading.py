@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ortho_core.errors import ConfigError
+from sweeps.contract import is_file
 from sweeps.spec.profiles import (
     Effective,
     check_levels,
@@ -32,26 +33,17 @@ def available_specs() -> list[str]:
                   if p.name.endswith(".yaml"))
 
 
-def _is_file(path: Path) -> bool:
-    """Whether ``path`` is a regular file; False for a name the system cannot look up (too
-    long, or holding a NUL byte)."""
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
-        return False
-
-
 def _locate(name_or_path: str) -> tuple[Path, str]:
     """The file of a spec name or path, and the name messages show."""
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
         path = Path(name_or_path)
-        if not _is_file(path):
+        if not is_file(path):
             raise ConfigError("spec", "an existing YAML file", name_or_path)
         return path, name_or_path
     shipped = SPEC_DIR / f"{name_or_path}.yaml"
-    if not _is_file(Path(str(shipped))):
+    if not is_file(Path(str(shipped))):
         here = f"{name_or_path}.yaml"  # a spec of one's own in this folder, named by its name
-        hint = f"; to run the one here, pass ./{here}" if _is_file(Path(here)) else ""
+        hint = f"; to run the one here, pass ./{here}" if is_file(Path(here)) else ""
         raise ConfigError("spec", "the name of a shipped spec (" + ", ".join(available_specs())
                           + f") or a path to a YAML file{hint}", name_or_path)
     return Path(str(shipped)), shipped.name
