@@ -52,10 +52,10 @@ class InFlight:
 
 
 def in_flight(rows: Sequence[tuple[str, str | None, int | None]]) -> InFlight | None:
-    """:class:`InFlight` of the running runs ``rows`` (:meth:`sweeps.tracking.Tracker.
-    running_steps`: id, :data:`~sweeps.contract.BUDGET` tag, largest step logged); None when
-    none of them has the tag (none running, or all claimed before the tag existed). A run
-    that has logged nothing yet is at step 0."""
+    """:class:`InFlight` of the running runs ``rows``
+    (:meth:`sweeps.tracking.Tracker.running_steps`: id, :data:`~sweeps.contract.BUDGET` tag,
+    largest step logged); None when none of them has the tag (none running, or all claimed
+    before the tag existed). A run that has logged nothing yet is at step 0."""
     shares: list[float] = []
     early = False
     for _, budget, step in rows:
