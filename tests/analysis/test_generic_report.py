@@ -5,6 +5,7 @@ the runs MLflow holds."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow import MlflowClient
@@ -68,6 +69,20 @@ def test_a_value_no_spec_could_be_named_is_refused_naming_spec(value: str, tmp_p
     assert not (tmp_path / "home").exists()
 
 
+
+def _my_grid(tmp_path: Path, text: str, sweep_id: str) -> tuple[Any, str, tracking.Tracker, Any]:
+    """Spec ``my-grid`` written from ``text`` and resolved with the cpu profile, a store, and
+    sweep ``sweep_id`` of it started there: the resolved spec, the store's URI, its tracker
+    and the sweep's ref."""
+    path = tmp_path / "my-grid.yaml"
+    path.write_text(text)
+    resolved = resolve(load_spec(str(path)), "cpu")
+    uri = sqlite_store(tmp_path)
+    t = tracking.tracker(uri)
+    ref = start_sweep(t, "my-grid", sweep_id, profile="cpu", resolved_text=resolved.text,
+                      metric="max_seq_len_solved", mode="max")
+    return resolved, uri, t, ref
+
 USER_SPEC = """\
 name: my-grid
 experiment: synthetic
@@ -87,13 +102,8 @@ def _interrupted(tmp_path: Path, search: str, lr: str, held: list[tuple[dict, st
     """A store holding a sweep of a user's spec (``search``, ``lr`` and ``groups`` filled in),
     ended ``status`` with the configurations ``held`` (params, how each ended) tracked and the
     rest never started."""
-    path = tmp_path / "my-grid.yaml"
-    path.write_text(USER_SPEC.replace("SEARCH", search).replace("LR", lr) + groups)
-    resolved = resolve(load_spec(str(path)), "cpu")
-    uri = sqlite_store(tmp_path)
-    t = tracking.tracker(uri)
-    ref = start_sweep(t, "my-grid", "mine-2", profile="cpu", resolved_text=resolved.text,
-                      metric="max_seq_len_solved", mode="max")
+    text = USER_SPEC.replace("SEARCH", search).replace("LR", lr) + groups
+    resolved, uri, t, ref = _my_grid(tmp_path, text, "mine-2")
     for i, (params, end) in enumerate(held):
         track(t, ref, f"k{i}", {**resolved.cells()[0].params, **params}, end=end,
               result=Result(Outcome.SOLVED, {"max_seq_len_solved": 10.0}))
@@ -166,13 +176,7 @@ def test_a_key_one_group_fixes_is_compared_by_value_where_another_leaves_it_defa
     """Runs log their whole Config, so the first group's runs hold task temporal_order: with
     all four tracked nothing is missing; with the first group's two only, the adding ones
     are, named as their runs would be."""
-    path = tmp_path / "my-grid.yaml"
-    path.write_text(GROUP_DEFAULT_SPEC)
-    resolved = resolve(load_spec(str(path)), "cpu")
-    uri = sqlite_store(tmp_path)
-    t = tracking.tracker(uri)
-    ref = start_sweep(t, "my-grid", "mine-5", profile="cpu", resolved_text=resolved.text,
-                      metric="max_seq_len_solved", mode="max")
+    resolved, uri, t, ref = _my_grid(tmp_path, GROUP_DEFAULT_SPEC, "mine-5")
     config = experiments.get("synthetic").Config
     for i, cell in enumerate(resolved.cells()[:tracked]):
         track(t, ref, f"k{i}", to_dict(from_dict(config, cell.params)),
@@ -206,13 +210,7 @@ def test_an_optuna_cell_s_runs_count_though_another_group_sets_the_key_it_search
         tmp_path: Path, capsys) -> None:
     """Group 1 searches lr, which group 0 sets: its cell leaves lr out, and its runs, whose
     lr Optuna chose, are its trials, not runs of a group that leaves lr unset."""
-    path = tmp_path / "my-grid.yaml"
-    path.write_text(MIXED_SPEC)
-    resolved = resolve(load_spec(str(path)), "cpu")
-    uri = sqlite_store(tmp_path)
-    t = tracking.tracker(uri)
-    ref = start_sweep(t, "my-grid", "mine-3", profile="cpu", resolved_text=resolved.text,
-                      metric="max_seq_len_solved", mode="max")
+    resolved, uri, t, ref = _my_grid(tmp_path, MIXED_SPEC, "mine-3")
     base = resolved.cells()[1].params
     track(t, ref, "k0", resolved.cells()[0].params,
           result=Result(Outcome.SOLVED, {"max_seq_len_solved": 10.0}))
@@ -232,13 +230,8 @@ def test_an_optuna_cell_of_one_trial_is_told_from_a_grid_cell(tmp_path: Path, ca
     """With ``n_trials: 1`` an Optuna cell stands for one configuration as a grid cell does:
     its ``searched`` keys tell it apart, so its run, whose lr Optuna chose, is its trial, and
     once the sweep FINISHED it misses nothing though its point had no run (repeated)."""
-    path = tmp_path / "my-grid.yaml"
-    path.write_text(MIXED_SPEC.replace("n_trials: 2", "n_trials: 1"))
-    resolved = resolve(load_spec(str(path)), "cpu")
-    uri = sqlite_store(tmp_path)
-    t = tracking.tracker(uri)
-    ref = start_sweep(t, "my-grid", "mine-4", profile="cpu", resolved_text=resolved.text,
-                      metric="max_seq_len_solved", mode="max")
+    text = MIXED_SPEC.replace("n_trials: 2", "n_trials: 1")
+    resolved, uri, t, ref = _my_grid(tmp_path, text, "mine-4")
     track(t, ref, "k0", resolved.cells()[0].params,
           result=Result(Outcome.SOLVED, {"max_seq_len_solved": 10.0}))
     if status == "KILLED":
