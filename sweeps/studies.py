@@ -47,7 +47,7 @@ from ortho_core.errors import ConfigError
 from sweeps import contract
 from sweeps.contract import first_line
 from sweeps.plan import Plan
-from sweeps.spec import ChoiceDim, OptunaSettings
+from sweeps.spec import ChoiceDim, OptunaSettings, resolved_params
 from sweeps.tracking import redact
 
 STORAGE_ENV = "ORTHO_OPTUNA_STORAGE"
@@ -57,7 +57,10 @@ KEY_ATTR = "ortho.trial_key"
 REPEAT_ATTR = "ortho.repeat"
 """User attribute of a trial whose point was already known or in flight (told, not trained)."""
 CELL_ATTR = "ortho.cell_params"
-"""User attribute of a study: the config keys its cell fixes."""
+"""User attribute of a study: the config keys any Optuna cell of its sweep fixes, at the values
+its trainer runs this cell with (:func:`sweeps.spec.resolved_params`: a key another cell sets
+and this one leaves to the trainer holds the trainer's default). Studies created before
+2026-12-06 hold only the keys their cell sets."""
 INTERRUPTED_ATTR = "ortho.interrupted"
 """User attribute of a trial told FAIL because its configuration's training was cut short (a
 Ctrl-C, a killed driver: no FINISHED or FAILED run), not because it failed; a resume asks its
@@ -201,15 +204,17 @@ def _seed(settings: OptunaSettings, cell: int, n_past: int) -> int:
 
 def create_studies(url: str | None, sweep_id: str, plan: Plan, settings: OptunaSettings,
                    mode: str) -> Studies:
-    """A new study for each Optuna cell of ``plan`` in the storage ``url``."""
+    """A new study for each Optuna cell of ``plan`` in the storage ``url``, holding its
+    cell's fixed params as the trainer resolves them (:data:`CELL_ATTR`)."""
     storage = _storage(url)
     by_cell = {}
-    for index, cell in plan.optuna_cells.items():
+    cells = resolved_params(plan.experiment, list(plan.optuna_cells.values()))
+    for (index, cell), params in zip(plan.optuna_cells.items(), cells, strict=True):
         study = optuna.create_study(
             storage=storage, study_name=study_name(sweep_id, index),
             direction="maximize" if mode == "max" else "minimize",
             sampler=make_sampler(settings, cell.optuna_space, _seed(settings, index, 0)))
-        study.set_user_attr(CELL_ATTR, dict(cell.params))
+        study.set_user_attr(CELL_ATTR, params)
         by_cell[index] = study
     return Studies(by_cell=by_cell)
 

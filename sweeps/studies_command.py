@@ -38,6 +38,12 @@ STATE_WORDS = {"COMPLETE": "complete", "RUNNING": "running", "WAITING": "queued"
 ``repeated``)."""
 
 
+UNRECORDED = "(default)"
+"""How a summary shows a key another cell sets and this cell's study does not record: a study
+created before the studies held their cells' resolved params (:data:`CELL_ATTR`) recorded only
+the keys its own cell sets, so the trainer ran it at that key's default."""
+
+
 @dataclass
 class StudySummary:
     """One cell's study, as ``ortho sweep studies`` prints it."""
@@ -81,7 +87,7 @@ def load_summaries(url: str, sweep_id: str) -> list[StudySummary]:
     cells = [s.user_attrs.get(CELL_ATTR, {}) for s in studies]
     varying = [k for k in dict.fromkeys(k for c in cells for k in c)
                if len({json.dumps(c.get(k), sort_keys=True) for c in cells}) > 1]
-    return [StudySummary(study.study_name, {k: cell.get(k) for k in varying},
+    return [StudySummary(study.study_name, {k: cell.get(k, UNRECORDED) for k in varying},
                          _states(study), *_best(study))
             for study, cell in zip(studies, cells, strict=True)]
 

@@ -24,8 +24,10 @@ import pytest
 
 from sweeps import tracking
 from sweeps.cli import main
+from sweeps.plan import build_plan
 from sweeps.runner import run_sweep
-from sweeps.studies import INTERRUPTED_ATTR, KEY_ATTR, REPEAT_ATTR
+from sweeps.spec import load_spec, resolve
+from sweeps.studies import CELL_ATTR, INTERRUPTED_ATTR, KEY_ATTR, REPEAT_ATTR, create_studies
 from sweeps.studies_command import load_summaries, summary_line
 from tests.browser import WAIT_MS
 from tests.servers import START_TIMEOUT, _wait_until
@@ -137,6 +139,25 @@ def test_a_tie_for_the_best_value_is_told(tmp_path):
     [summary] = load_summaries(url, "20261127-000000-abcd")
     assert summary_line(summary, "score").startswith(
         "  cell-0: 9 trials (6 complete, 1 failed, 1 interrupted, 1 repeated); ")
+
+
+def test_a_key_one_cell_leaves_to_the_trainer_shows_the_trainer_s_default(tmp_path):
+    """Groups ``{task: adding}`` and ``{}``: the second cell's study records the task its
+    runs train (synthetic's default, temporal order), not None; a study that recorded only
+    its own cell's keys (before 2026-12-06) shows such a key as ``(default)``."""
+    path = write_spec(tmp_path, name="grouped", experiment="synthetic",
+                      metric={"name": "val_error", "mode": "min"}, fixed={"max_iters": 10},
+                      space={"lr": {"low": 1e-4, "high": 1e-2, "log": True}},
+                      groups=[{"fixed": {"task": "adding"}}, {}],
+                      search={"kind": "optuna", "sampler": "tpe", "n_trials": 2, "seed": 0})
+    spec = resolve(load_spec(str(path)), "smoke")
+    url, sweep_id = f"sqlite:///{tmp_path}/optuna.db", "20261206-000000-abcd"
+    studies = create_studies(url, sweep_id, build_plan(spec), spec.optuna, spec.mode)
+    assert [s.cell for s in load_summaries(url, sweep_id)] == [
+        {"task": "adding"}, {"task": "temporal_order"}]
+    studies.by_cell[1].set_user_attr(CELL_ATTR, {"max_iters": 10, "data_seed": 0, "seed": 0})
+    line = summary_line(load_summaries(url, sweep_id)[1], "val_error")
+    assert line == "  cell-1 task=(default): 0 trials; none complete yet"
 
 
 def _get(url: str) -> Any:
