@@ -285,7 +285,8 @@ SUMMARY: dict[str, str] = {
     "best_epoch": "epochs trained at the evaluation of best_test_accuracy (a fraction with "
                   "eval_every mid-epoch)",
     "best_samples": "training samples seen at the evaluation of best_test_accuracy",
-    "train_loss": "the last epoch's mean training loss",
+    "train_loss": "the mean training loss of the last epoch the member completed (NaN if it "
+                  "diverged in its first)",
     "epochs": "epochs trained",
     "baseline_accuracy": "accuracy of always answering the test set's commonest class",
     "wall_time": "seconds the pack trained",
@@ -381,12 +382,13 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
             window_batches += 1
             if evaluates:
                 _evaluate(model, data.x_test, data.y_test, active, tally, samples)
+                window_loss = window_sum / window_batches
                 norms = torch.stack([member_norm([loss_grads[i]]) for i in weight_index])
                 errors = torch.stack([ortho_error(w.detach()) for w in weights]).mean(dim=0)
                 for member in active.nonzero().flatten().tolist():
                     metrics = {"epoch": samples / per_epoch,
                                "samples": float(samples),
-                               "train_loss": float(window_sum[member]) / window_batches,
+                               "train_loss": float(window_loss[member]),
                                "test_accuracy": float(tally.accuracy[member]),
                                "ortho_error": float(errors[member]),
                                "grad_norm": float(norms[:, member].norm())}
@@ -396,7 +398,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
                                     metrics=metrics))
                 window_sum, window_batches = torch.zeros(k, device=device), 0
         epochs_run += active
-        last_loss = epoch_sum / (per_epoch // cfg.batch_size)
+        last_loss = torch.where(active, epoch_sum / (per_epoch // cfg.batch_size), last_loss)
         if not bool(active.any()):
             break
     wall = time.monotonic() - started

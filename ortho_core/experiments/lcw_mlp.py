@@ -229,7 +229,8 @@ SUMMARY: dict[str, str] = {
                            "the training curve; epochs after a divergence count 0)",
     "test_accuracy": "test accuracy after the last epoch",
     "best_test_accuracy": "best test accuracy over the epochs",
-    "train_loss": "the last epoch's training loss",
+    "train_loss": "the mean training loss of the last epoch the member completed (NaN if it "
+                  "diverged in its first)",
     "seconds_per_epoch": "mean seconds per epoch of the pack",
     "pack_size": "members in the pack",
     "epochs": "epochs trained",
@@ -309,6 +310,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     sum_train = torch.zeros(k, dtype=torch.float64, device=device)
     best_test = torch.zeros(k, dtype=torch.float64, device=device)
     epochs_run = torch.zeros(k, dtype=torch.long, device=device)
+    last_loss = torch.full((k,), torch.nan, device=device)
     epoch_times = []
     step = 0
     batches = n // cfg.batch_size
@@ -337,14 +339,16 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
         best_train = torch.where(active, torch.maximum(best_train, train_acc), best_train)
         sum_train += torch.where(active, train_acc, 0.0)
         best_test = torch.where(active, torch.maximum(best_test, test_acc), best_test)
+        mean_loss = loss_sum / batches
+        last_loss = torch.where(active, mean_loss, last_loss)
         for member in active.nonzero().flatten().tolist():
             reporter(Report(member=member, step=step, metrics={
                 "epoch": float(epoch), "lr": float(lr[member]),
-                "train_loss": float(loss_sum[member]) / batches,
+                "train_loss": float(mean_loss[member]),
                 "train_accuracy": float(train_acc[member]),
                 "test_accuracy": float(test_acc[member]),
                 "epoch_time": epoch_times[-1]}))
-        last = (loss_sum / batches, train_acc, test_acc)
+        last_acc = (train_acc, test_acc)
         if not bool(active.any()):
             break
     model.train()
@@ -356,12 +360,12 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     baseline = float(torch.bincount(data.y_train).max()) / n
     results = []
     for member, c in enumerate(configs):
-        summary = {"train_accuracy": float(last[1][member]),
+        summary = {"train_accuracy": float(last_acc[0][member]),
                    "best_train_accuracy": float(best_train[member]),
                    "mean_train_accuracy": float(sum_train[member]) / cfg.epochs,
-                   "test_accuracy": float(last[2][member]),
+                   "test_accuracy": float(last_acc[1][member]),
                    "best_test_accuracy": float(best_test[member]),
-                   "train_loss": float(last[0][member]),
+                   "train_loss": float(last_loss[member]),
                    "seconds_per_epoch": sum(epoch_times) / len(epoch_times),
                    "pack_size": float(k),
                    "epochs": float(epochs_run[member]),

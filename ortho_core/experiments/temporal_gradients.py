@@ -121,7 +121,7 @@ def planned_steps(config: Config) -> int:
 SUMMARY: dict[str, str] = {
     "first_norm": "temporal-gradient norm over all of θ at the first time step",
     "last_norm": "temporal-gradient norm over all of θ at the last time step",
-    "grad_norm": "norm of the loss's gradient with respect to W_hh",
+    "grad_norm": "norm of the loss's gradient over all of θ (the sum over t, G eq. 3.2)",
     "loss": "the loss at initialisation",
     "initial_spectral_radius": "spectral radius of the initial W_hh",
     "wall_time": "seconds the pack ran",

@@ -6,6 +6,8 @@ default configurations unchanged), and bad inputs."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -131,6 +133,7 @@ def test_a_diverging_member_stops_and_leaves_the_others_alone():
     reports, (bad, good) = collect([exploding, healthy])
     _, (alone,) = collect([healthy])
     assert bad.outcome is Outcome.DIVERGED and bad.summary["epochs"] == 0
+    assert math.isnan(bad.summary["train_loss"])  # no epoch completed: no loss, not 0
     assert all(r.member == 1 for r in reports)
     assert good.outcome is alone.outcome
     for key in ("test_accuracy", "train_loss"):
@@ -162,6 +165,9 @@ def test_summary_and_metrics_names():
     assert {"epoch", "samples", "train_loss", "test_accuracy", "ortho_error", "grad_norm",
             "grad_norm_layer1", "grad_norm_layer4"} <= set(reports[0].metrics)
     assert reports[0].step == 200 // 20
+    # evaluated once an epoch: the summary's loss is the curve's last point to the bit, so
+    # the tracker writes no second point at that step
+    assert reports[-1].metrics["train_loss"] == result.summary["train_loss"]
 
 
 def test_eval_every_evaluates_at_m_s_checkpoints_across_epochs():

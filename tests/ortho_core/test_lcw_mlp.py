@@ -99,7 +99,8 @@ def test_schedule_summary_and_artifacts():
 
 def test_epochs_after_a_divergence_count_zero_in_the_mean_training_accuracy():
     """ReLU MLP_LCW explodes (K §5.2): at α = 0.01 in its second epoch here, at 10⁻⁴ not at
-    all. The mean over the 3 scheduled epochs counts only the epochs before the divergence."""
+    all. The mean over the 3 scheduled epochs counts only the epochs before the divergence;
+    the final training loss is that of the last epoch each member completed."""
     reports, results = collect([small(variant="lcw", activation="relu", layers=20, hidden=64,
                                       epochs=3, lr=lr, seed=1) for lr in (1e-2, 1e-4)])
     assert [r.outcome for r in results] == [Outcome.DIVERGED, Outcome.UNSOLVED]
@@ -107,6 +108,11 @@ def test_epochs_after_a_divergence_count_zero_in_the_mean_training_accuracy():
     for member, result in enumerate(results):
         curve = [r.metrics["train_accuracy"] for r in reports if r.member == member]
         assert result.summary["mean_train_accuracy"] == pytest.approx(sum(curve) / 3)
+        # train_loss: the last epoch the member completed, the last point of its curve to the
+        # bit (so the tracker writes no second point at that step); not the 0 that the
+        # epochs after a divergence add
+        last = [r.metrics["train_loss"] for r in reports if r.member == member][-1]
+        assert result.summary["train_loss"] == last > 0
 
 
 def test_angle_bias_in_deep_sigmoid_layers_and_its_removal_by_lcw():
