@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from analysis.reports import REPORTS
 from analysis.tables import FORMATS
@@ -249,11 +250,13 @@ def run_ui(args: argparse.Namespace) -> int:
     from analysis.store import open_store, resolve_tracking_uri
 
     uri = resolve_tracking_uri(args.tracking_uri, args.home)
-    open_store(uri)
+    client = open_store(uri)
     check_listen(args.host, args.port)
     argv, env = ui_command(uri, args.host, args.port)
-    print(f"MLflow UI on http://{args.host}:{args.port} for {redact(uri)} (Ctrl-C stops it)",
-          file=sys.stderr)
+    base = f"http://{args.host}:{args.port}"
+    print(f"MLflow UI on {base} for {redact(uri)} (Ctrl-C stops it)", file=sys.stderr)
+    for line in spec_links(client, base):
+        print(line, file=sys.stderr)
     previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM,
                                                                      signal.SIGHUP)}
     server = None
@@ -269,6 +272,17 @@ def run_ui(args: argparse.Namespace) -> int:
         if server is not None and server.poll() is None:
             server.terminate()
             server.wait(timeout=30)
+
+
+def spec_links(client: Any, base: str) -> list[str]:
+    """A line per experiment (a spec's sweeps) that holds runs: its name and the address of
+    its runs in MLflow's model-training view (:func:`analysis.mlflow_ui.experiment_url`),
+    which the UI does not open by itself."""
+    from analysis.mlflow_ui import experiment_url
+
+    return [f"  {e.name}: {experiment_url(e.experiment_id, base)}"
+            for e in sorted(client.search_experiments(), key=lambda e: e.name)
+            if client.search_runs([e.experiment_id], max_results=1)]
 
 
 def check_listen(host: str, port: int) -> None:

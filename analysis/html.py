@@ -3,8 +3,7 @@
 Everything is inline: the style sheet, each figure as a base64 PNG (``data:`` URI), no
 script, no font, no external resource. The only addresses in the page are the links
 (``<a href>``) that open a sweep's runs in ``ortho ui``, the MLflow UI on
-:data:`DEFAULT_UI` (its run page: ``#/experiments/<experiment id>/runs/<run id>``, the route
-of MLflow 3's single-page app).
+:data:`analysis.mlflow_ui.DEFAULT_UI` (:func:`analysis.mlflow_ui.run_url`).
 
 A page is built from sections so that a paper's page can gather several specs:
 :func:`render_section` turns one :class:`~analysis.report.Report` into a ``<section>``
@@ -27,11 +26,9 @@ import pandas as pd
 from analysis.claims import Claim
 from analysis.figures import Figure
 from analysis.load import SweepRuns
+from analysis.mlflow_ui import run_url
 from analysis.report import Report, search
 from analysis.tables import Cell, Table
-
-DEFAULT_UI = "http://127.0.0.1:5000"
-"""Where ``ortho ui`` serves the MLflow UI by default."""
 
 FIGURE_DPI = 110
 """Resolution of the embedded PNGs (a page of many figures stays a few MB)."""
@@ -60,12 +57,6 @@ figure{margin:1em 0}figure img{max-width:100%;border:1px solid #ddd}
 figcaption{font-size:.85em;color:#444}dl.prov{display:grid;grid-template-columns:max-content auto;
  gap:.1em 1em}dl.prov dt{font-weight:600}dl.prov dd{margin:0}
 """
-
-
-def run_url(experiment_id: str, run_id: str) -> str:
-    """The address of run ``run_id`` in the MLflow UI that ``ortho ui`` serves by default
-    (:data:`DEFAULT_UI`)."""
-    return f"{DEFAULT_UI}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def _cell_class(cell: Cell, numeric: bool, paper: bool) -> str:

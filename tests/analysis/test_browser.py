@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,10 +87,16 @@ def test_the_mlflow_ui_shows_a_sweep_by_readable_run_names(browser, tmp_path: Pa
         url = f"http://127.0.0.1:{port}"
         _wait_until(lambda: _http_ok(f"{url}/health"), "ortho ui", lambda: ui.poll() is None,
                     log, START_TIMEOUT)
+        # the address `ortho ui` prints for the spec's runs opens MLflow's model-training
+        # view, not the GenAI view a fresh browser gets (its "Evaluation runs")
+        printed = re.search(rf"^  {SPEC}: (\S+)$", log.read_text(), re.MULTILINE)
+        assert printed is not None and printed[1].startswith(
+            f"{url}/#/experiments/{experiment_id}/runs?"), log.read_text()
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
-        page.goto(f"{url}/#/experiments/{experiment_id}/runs")
+        page.goto(printed[1])
         parent = page.get_by_role("link", name=f"{SPEC} · smoke · ab12", exact=True)
         _inside_page(parent)
+        expect(page.get_by_text("Evaluation runs", exact=True)).to_have_count(0)
         # the configurations are nested under their parent: expand it as a reader would
         page.get_by_role("row").filter(has=parent).locator(
             "button[data-component-id*=runnamecellrenderer]").click(timeout=WAIT_MS)

@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from analysis import claims as cl
-from analysis.html import DEFAULT_UI, _duration, render_page, render_section, run_url, runs_html
+from analysis.html import _duration, render_page, render_section, runs_html
+from analysis.mlflow_ui import DEFAULT_UI, run_url
 from analysis.published.manchev import TABLE_I, TABLE_II
 from analysis.report import build_report
 from analysis.reports import max_length, pixel_mnist
@@ -112,7 +113,8 @@ def test_page_embeds_one_png_per_figure_and_fetches_nothing(html_report) -> None
                for tag, key, value in parsed.sources)
     addresses = re.findall(r"https?://[^\s\"'<>)]+", page)
     assert addresses and len(addresses) == len(parsed.links)
-    run_page = re.compile(re.escape(DEFAULT_UI) + r"/#/experiments/\d+/runs/[0-9a-f]{32}")
+    run_page = re.compile(re.escape(DEFAULT_UI) + r"/#/experiments/\d+/runs/[0-9a-f]{32}"
+                          r"\?workflowType=machine_learning")  # MLflow's training view
     assert all(run_page.fullmatch(a) for a in addresses)
     assert "<script" not in page and "@import" not in page and "url(" not in page
 
