@@ -21,7 +21,7 @@ config keys that vary within its sweep, in the papers' symbols (DESIGN.md "Names
 The driver names the grid when it plans (:func:`sweeps.plan.build_plan`, from every cell of
 the spec, finished ones included, so a resume gives the same names) and the Optuna members
 when it asks their points (:mod:`sweeps.searcher`); a trial hands the name to the claim as
-:data:`sweeps.contract.RUN_NAME`. A parent run is named ``spec · profile · <id>``
+:data:`sweeps.contract.RUN_NAME`. A parent run is named ``profile · <id>``
 (:func:`sweep_name`), with :func:`sweep_note` as its description.
 """
 
@@ -72,9 +72,12 @@ def optuna_name(params: Mapping[str, Any], keys: Iterable[str], key: str) -> str
     return f"{run_name(params, keys)} [{key[:KEY_CHARS]}]"
 
 
-def sweep_name(spec: str, profile: str, sweep_id: str) -> str:
-    """A parent run's name: ``spec · profile · <last part of the sweep id>``."""
-    return f"{spec} · {profile} · {sweep_id.rsplit('-', 1)[-1]}"
+def sweep_name(profile: str, sweep_id: str) -> str:
+    """A parent run's name: ``profile · <last part of the sweep id>``. The spec is the
+    experiment's name, which MLflow shows above the runs; leading with it, as the name did
+    before 2026-12-06, left the sweeps of one spec alike in the runs table's first
+    characters."""
+    return f"{profile} · {sweep_id.rsplit('-', 1)[-1]}"
 
 
 def sweep_note(description: str, profile: str, sweep_id: str) -> str:

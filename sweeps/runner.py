@@ -257,7 +257,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
                                    code=code.tags(), metric=spec.metric,
                                    mode=spec.mode, n_configs=plan.n_configs,
                                    note=naming.sweep_note(spec.description, profile, sweep_id),
-                                   name=naming.sweep_name(spec.name, profile, sweep_id)) | sized
+                                   name=naming.sweep_name(profile, sweep_id)) | sized
         studies = None
         if study_url is not None:
             from sweeps.studies import create_studies

@@ -2,7 +2,7 @@
 (:mod:`tests.browser`).
 
 - ``ortho ui``'s runs page of a sweep shows its runs by their readable names: the parent as
-  ``spec · profile · <id>`` with its description, and, expanded, every configuration's name.
+  ``profile · <id>`` with its description, and, expanded, every configuration's name.
 - ``ortho report SPEC --format html`` renders every table and every figure visibly: each
   image decoded (``naturalWidth`` > 0) and laid out with a non-empty box inside the page.
 """
@@ -61,7 +61,7 @@ def _smoke_sweep(home: Path) -> tuple[str, list[str]]:
     tags = tracking.sweep_tags(
         spec=SPEC, profile="smoke", code={}, metric=spec.metric, mode=spec.mode,
         note=naming.sweep_note(spec.description, "smoke", SWEEP_ID),
-        name=naming.sweep_name(SPEC, "smoke", SWEEP_ID))
+        name=naming.sweep_name("smoke", SWEEP_ID))
     ref = tracker.start_sweep(tracker.experiment_id(SPEC), SWEEP_ID, tags, {})
     members = [m for pack in plan.packs for m in pack]
     for m in members:
@@ -94,7 +94,7 @@ def test_the_mlflow_ui_shows_a_sweep_by_readable_run_names(browser, tmp_path: Pa
             f"{url}/#/experiments/{experiment_id}/runs?"), log.read_text()
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.goto(printed[1])
-        parent = page.get_by_role("link", name=f"{SPEC} · smoke · ab12", exact=True)
+        parent = page.get_by_role("link", name="smoke · ab12", exact=True)
         _inside_page(parent)
         expect(page.get_by_text("Evaluation runs", exact=True)).to_have_count(0)
         # the configurations are nested under their parent: expand it as a reader would

@@ -155,7 +155,7 @@ def test_mlflow_shows_the_names_and_a_resume_keeps_them(tmp_path):
     """A toy sweep (x ∈ {0.1, 0.4}; x = 0.4 fails at its first attempt, by a key only its
     group sets, which the other leaves at its default 0): each child run is named by x, and
     x = 0.4 by that key too (it varies by value), the trial key stays a tag, the parent is
-    ``toy · smoke · <id>``, described by the spec's description, profile and sweep id; the
+    ``smoke · <id>``, described by the spec's description, profile and sweep id; the
     resume's new run of the failed configuration carries the same name."""
     counters = tmp_path / "counters"
     counters.mkdir()
@@ -172,7 +172,7 @@ def test_mlflow_shows_the_names_and_a_resume_keeps_them(tmp_path):
     record = tracker.find_sweep(first.sweep_id)
     assert record is not None
     parent = tracker.client.get_run(record.ref.parent_run_id)
-    assert parent.info.run_name == f"toy · smoke · {first.sweep_id.rsplit('-', 1)[1]}"
+    assert parent.info.run_name == f"smoke · {first.sweep_id.rsplit('-', 1)[1]}"
     assert parent.data.tags[contract.NOTE] == (
         f"toy sweep: x against seed\n\nprofile `smoke`, sweep `{first.sweep_id}`")
 
