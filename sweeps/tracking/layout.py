@@ -382,15 +382,16 @@ class Tracker:
             found = self._runs_of(ref, keys)
             for (key, _, tags), params in zip(items, texts, strict=True):
                 runs = found.get(key, [])
-                done = [r for r in runs if r.status == "FINISHED"]
-                for r in runs:
+                active = [r for r in runs if not r.deleted]
+                done = [r for r in active if r.status == "FINISHED"]
+                for r in active:
                     if not done or r is not done[0]:
                         self.retire(r.run_id, r.status)
                 if done:
                     claims[key] = Claim(done[0].run_id, stored_result(done[0].tags))
                     continue
                 attempt = 1 + max((int(r.tags.get(contract.ATTEMPT, "1")) for r in runs),
-                                  default=0)
+                                  default=0)  # the trash's runs too: a resume discards some
                 new.append((key, tags.get(contract.RUN_NAME, key),
                             {**tags, contract.PARENT: ref.parent_run_id,
                              contract.SWEEP_ID: ref.sweep_id, contract.TRIAL_KEY: key,
@@ -420,24 +421,27 @@ class Tracker:
         return run_id
 
     def _runs_of(self, ref: SweepRef, keys: Sequence[str]) -> dict[str, list[TaggedRun]]:
-        """The active runs of each configuration of ``keys`` in the sweep that has any,
-        oldest first, with the tags a claim reads: from the tables in two queries, else by a
-        ``search_runs`` per key."""
+        """The runs of each configuration of ``keys`` in the sweep that has any, those in
+        the trash included (they count in ``ortho.attempt``), oldest first, with the tags a
+        claim reads: from the tables in two queries, else by a ``search_runs`` per key."""
+        from mlflow.entities import ViewType
+
         sweep = {contract.SWEEP_ID: ref.sweep_id, contract.ROLE: contract.ROLE_CONFIGURATION}
         read = (contract.ATTEMPT, contract.SUMMARY, contract.OUTCOME)
         if self.tables is not None:
             return self.call(self.tables.tagged_runs, ref.experiment_id, sweep,
-                             contract.TRIAL_KEY, keys, read)
+                             contract.TRIAL_KEY, keys, read, with_deleted=True)
         found: dict[str, list[TaggedRun]] = {}
         for key in keys:
             query = " and ".join(f"tags.`{k}` = {quote(v)}"
                                  for k, v in {**sweep, contract.TRIAL_KEY: key}.items())
             runs = self.call(self.client.search_runs, [ref.experiment_id], query,
-                             order_by=["attributes.start_time ASC"])
+                             run_view_type=ViewType.ALL, order_by=["attributes.start_time ASC"])
             if runs:
                 found[key] = [TaggedRun(r.info.run_id, r.info.status,
                                         {k: v for k, v in r.data.tags.items() if k in read},
-                                        contract.epoch_seconds(r.info.end_time))
+                                        contract.epoch_seconds(r.info.end_time),
+                                        r.info.lifecycle_stage == "deleted")
                               for r in runs]
         return found
 

@@ -153,6 +153,8 @@ class TaggedRun:
     """Those of its tags that were asked for."""
     end_time: float | None = None
     """When it ended, in seconds since the epoch (None while it runs)."""
+    deleted: bool = False
+    """In MLflow's trash (a run replaced by a later attempt, or discarded by a resume)."""
 
 
 class StoreTables:
@@ -284,10 +286,12 @@ class StoreTables:
     # -- reads --------------------------------------------------------------------------
 
     def tagged_runs(self, experiment_id: str, tags: Mapping[str, str], key: str,
-                    values: Sequence[str], read: Sequence[str]) -> dict[str, list[TaggedRun]]:
-        """The active runs of experiment ``experiment_id`` that have every tag of ``tags``
-        (name -> value) and one of ``values`` as tag ``key``: for each value that has any,
-        its runs, oldest first, with their tags among ``read``. Two queries, where MLflow's
+                    values: Sequence[str], read: Sequence[str],
+                    with_deleted: bool = False) -> dict[str, list[TaggedRun]]:
+        """The active runs of experiment ``experiment_id`` (and those in the trash too, with
+        ``with_deleted``) that have every tag of ``tags`` (name -> value) and one of
+        ``values`` as tag ``key``: for each value that has any, its runs, oldest first, with
+        their tags among ``read``. Two queries, where MLflow's
         ``search_runs`` would take one per value and load every tag, param and latest metric
         of every run it finds (at tens of thousands of runs in the store, a few hundred
         milliseconds each)."""
@@ -295,11 +299,14 @@ class StoreTables:
 
         runs = self.runs.c
         wanted = self.tags.alias()
-        query = sa.select(wanted.c.value, runs.run_uuid, runs.status, runs.end_time).join(
+        query = sa.select(wanted.c.value, runs.run_uuid, runs.status, runs.end_time,
+                          runs.lifecycle_stage).join(
             self.runs, runs.run_uuid == wanted.c.run_uuid).where(
             wanted.c.key == key, wanted.c.value.in_(list(values)),
-            runs.experiment_id == int(experiment_id), runs.lifecycle_stage == "active"
+            runs.experiment_id == int(experiment_id)
         ).order_by(runs.start_time, runs.run_uuid)
+        if not with_deleted:
+            query = query.where(runs.lifecycle_stage == "active")
         for name, value in tags.items():
             tag = self.tags.alias()
             query = query.where(sa.exists().where(tag.c.run_uuid == runs.run_uuid,
@@ -315,9 +322,9 @@ class StoreTables:
                                self.tags.c.key.in_(list(read)))):
                     held[run_id][name] = value
         out: dict[str, list[TaggedRun]] = {}
-        for value, run_id, status, end in found:
+        for value, run_id, status, end, stage in found:
             out.setdefault(value, []).append(
-                TaggedRun(run_id, status, held[run_id], epoch_seconds(end)))
+                TaggedRun(run_id, status, held[run_id], epoch_seconds(end), stage == "deleted"))
         return out
 
     def running_steps(self, experiment_id: str, tags: Mapping[str, str],

@@ -310,4 +310,7 @@ def test_tagged_runs_are_the_active_runs_of_the_experiment_with_every_tag_oldest
                         "k3": [(deleted, "RUNNING", {}, None)]}
     tracker.client.delete_run(deleted)
     assert list(tagged()) == ["k2"]
+    [in_trash] = tables.tagged_runs(exp, sweep, "ortho.trial_key", ["k3"], read=[],
+                                    with_deleted=True)["k3"]
+    assert (in_trash.run_id, in_trash.deleted) == (deleted, True)
     tables.close()

@@ -115,6 +115,18 @@ def tracking_cells(text: str) -> list[dict]:
     return read_expected_cells(expected_cells_json(text))
 
 
+def test_an_attempt_discarded_by_a_resume_still_counts(store):
+    """A resume deletes a sweep's unfinished runs before it trains their configurations
+    again; the next run of such a configuration is its second attempt, not its first."""
+    t, ref = _sweep(store)
+    first = t.claim(ref, "k1", {"lr": 0.1}, {})
+    t.fail(first.run_id, "Traceback: boom")
+    assert t.discard_unfinished(t.states(ref)) == 1
+    again = t.claim(ref, "k1", {"lr": 0.1}, {})
+    assert t.client.get_run(again.run_id).data.tags[tracking.ATTEMPT] == "2"
+    assert [r.info.run_id for r in t.configurations(ref)] == [again.run_id]
+
+
 def test_claim_skips_finished_and_replaces_failed_runs(store):
     t, ref = _sweep(store)
     first = t.claim(ref, "k1", {"lr": 0.1, "widths": (3, 4)}, {})
