@@ -225,11 +225,15 @@ class Tracker:
         self.call(self.client.set_tag, ref.parent_run_id, contract.HEARTBEAT, _now())
 
     def end_sweep(self, ref: SweepRef, status: str, metrics: Mapping[str, float]) -> None:
-        """End the parent run with ``status`` (FINISHED or KILLED) and summary ``metrics``."""
+        """End the parent run with ``status`` (FINISHED or KILLED) and summary ``metrics``,
+        logged at step n for the sweep's n-th ending before this one (0 for its first run,
+        1 after its first resume...), so that each of its runs is a point of its own."""
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+        step = max((len(self.call(self.client.get_metric_history, ref.parent_run_id, k))
+                    for k in metrics), default=0)
+        batch = [Metric(k, float(v), now, step) for k, v in metrics.items()]
         self.call(self.client.log_batch, ref.parent_run_id, metrics=batch)
         self.call(self.client.set_terminated, ref.parent_run_id, status)
 

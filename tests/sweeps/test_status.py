@@ -291,6 +291,10 @@ def test_an_ended_sweep_is_finished_or_interrupted(sweep):
     t.end_sweep(ref, "FINISHED", {contract.CONFIGS_PER_HOUR: 2057.4})  # a resume's, later
     assert state_of(t.find_sweep("s")) == "finished"
     assert format_line(from_mlflow(t, t.find_sweep("s"))).endswith(", 2,057 configurations/h")
+    t.end_sweep(ref, "FINISHED", {contract.CONFIGS_PER_HOUR: 7.0})  # a third
+    assert format_line(from_mlflow(t, t.find_sweep("s"))).endswith(", 7 configurations/h")
+    history = t.client.get_metric_history(ref.parent_run_id, contract.CONFIGS_PER_HOUR)
+    assert sorted((m.step, m.value) for m in history) == [(0, 40.0), (1, 2057.4), (2, 7.0)]
     assert os.getpid() == int(t.find_sweep("s").driver.rpartition(":")[2])
 
 
