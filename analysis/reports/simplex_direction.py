@@ -2,7 +2,8 @@
 iterations until convergence on the adding problem, mean over the runs of each descent
 direction (the anti-gradient, the simplex direction, the simplex direction with conditional
 switching), beside the published means (:data:`analysis.published.galvan.TABLE_4_1`); and
-G Fig. 4.2, the validation loss against iterations, one line per direction.
+G Fig. 4.2, the validation loss against iterations per direction, the directions drawn on
+the same seeds (:func:`loss_curves`).
 
 A run *converged* when the trainer's outcome is ``solved`` (validation error < 1 %, G §4.1);
 its iterations are the summary ``iters_to_solve``. The mean is over the converged runs; runs
@@ -30,7 +31,7 @@ from matplotlib.figure import Figure as MplFigure
 from analysis.claims import Claim, judge
 from analysis.figures import Figure
 from analysis.groups import group, protocol_notes
-from analysis.load import DONE, Histories, SweepRuns, numeric_values
+from analysis.load import DONE, Histories, SweepRuns, numeric_values, param_values
 from analysis.published.galvan import (
     FIG_4_2_ORDER,
     SYNTHETIC_PROTOCOL,
@@ -166,48 +167,85 @@ def simplex_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Table:
                  rows=rows, provenance=provenance(runs), notes=notes)
 
 
-def _median_run(runs: pd.DataFrame) -> str | None:
-    """The run with the median iterations (non-converged runs last), lower median on ties."""
+def _finished_by_seed(runs: pd.DataFrame) -> dict[int, pd.Series]:
+    """Seed -> the run of that seed that trained to its end (runs without a seed left out)."""
     done = runs[runs["outcome"].isin(DONE)]
-    if done.empty:
+    seeds = param_values(done, "seed")
+    return {int(seed): run for seed, (_, run) in zip(seeds, done.iterrows(), strict=True)
+            if isinstance(seed, (int, float)) and seed == seed}
+
+
+def _iterations(run: pd.Series) -> float:
+    """A finished run's iterations to converge; infinity when it did not converge."""
+    iters = run.get(f"metrics.{ITERS}")
+    return float(iters) if run["outcome"] == "solved" and pd.notna(iters) else math.inf
+
+
+def shown_seed(gradient: dict[int, pd.Series], seeds: list[int]) -> int | None:
+    """The seed Fig. 4.2 draws bold for every direction: among ``seeds`` (those every
+    direction finished), the one whose anti-gradient run is the median by iterations to
+    converge (unconverged runs last, ties to the lower seed), the lower median. Chosen on the
+    baseline alone, so that no direction picks the seed that suits it; None without seeds."""
+    if not seeds:
         return None
-    iters = done.get(f"metrics.{ITERS}", pd.Series(math.nan, index=done.index))
-    key = iters.where(done["outcome"] == "solved").fillna(math.inf)
-    order = done.assign(_key=key).sort_values(["_key", "run_id"], kind="stable")
-    return str(order.iloc[(len(order) - 1) // 2]["run_id"])
+    order = sorted(seeds, key=lambda s: (_iterations(gradient[s]), s))
+    return order[(len(order) - 1) // 2]
 
 
 def loss_curves(runs: SweepRuns, histories: Histories) -> Figure:
-    """G Fig. 4.2: validation loss against iterations, one line per direction (its median
-    run by iterations to converge), log scale."""
-    rows, notes = [], []
-    for direction, name in DIRECTIONS.items():
-        run_id = _median_run(group(runs, {"direction": direction}).runs)
-        if run_id is None:
-            notes.append(f"No {name} run trained to its end.")
-            continue
-        history = histories.get(run_id, LOSS)
-        rows.append(pd.DataFrame({"direction": direction, "run_id": run_id,
-                                  "step": history["step"], "loss": history["value"]}))
-    columns = ["direction", "run_id", "step", "loss"]
+    """G Fig. 4.2: validation loss against iterations per direction, log scale. The
+    directions are compared on the same seeds (the same initial weights; all runs share the
+    data and β): every seed that each direction finished is drawn, :func:`shown_seed` bold
+    and labelled with its seed, the others faint, so that the spread between seeds stands
+    beside the difference between directions."""
+    finished = {d: _finished_by_seed(group(runs, {"direction": d}).runs) for d in DIRECTIONS}
+    notes = [f"No {name} run trained to its end." for d, name in DIRECTIONS.items()
+             if not finished[d]]
+    seeds = sorted(set.intersection(*(set(f) for f in finished.values())))
+    left = sorted(set().union(*(set(f) for f in finished.values())) - set(seeds))
+    if left:
+        notes.append(f"Seed{'s' if len(left) > 1 else ''} {', '.join(map(str, left))} left "
+                     "out: not every direction finished it.")
+    shown = shown_seed(finished["gradient"], seeds)
+    rows = []
+    for direction in DIRECTIONS:
+        for seed in seeds:
+            run_id = str(finished[direction][seed]["run_id"])
+            history = histories.get(run_id, LOSS)
+            rows.append(pd.DataFrame({"direction": direction, "seed": seed, "shown":
+                                      seed == shown, "run_id": run_id, "step": history["step"],
+                                      "loss": history["value"]}))
+    columns = ["direction", "seed", "shown", "run_id", "step", "loss"]
     data = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
+    if shown is not None:
+        others = [s for s in seeds if s != shown]
+        notes.insert(0, f"Bold: seed {shown} for every direction, the seed whose anti-gradient "
+                        "run is the median by iterations to converge (unconverged runs last, "
+                        "ties to the lower seed) among the seeds every direction finished"
+                        + (f"; faint: seed{'s' if len(others) > 1 else ''} "
+                           f"{', '.join(map(str, others))}" if others else "")
+                        + ". Lines of one seed start from the same weights.")
 
     def draw(data: pd.DataFrame, fig: MplFigure) -> None:
         ax = fig.add_subplot()
-        for direction, name in DIRECTIONS.items():
-            series = data[data["direction"] == direction]
-            if len(series):
-                ax.plot(series["step"], series["loss"], label=name)
+        for i, (direction, name) in enumerate(DIRECTIONS.items()):
+            mine = data[data["direction"] == direction]
+            for seed, series in mine.groupby("seed", sort=True):
+                if series["shown"].iloc[0]:
+                    ax.plot(series["step"], series["loss"], color=f"C{i}", linewidth=1.8,
+                            label=f"{name} (seed {seed})", zorder=3)
+                else:
+                    ax.plot(series["step"], series["loss"], color=f"C{i}", linewidth=0.8,
+                            alpha=0.35)
         if len(data) and (data["loss"] > 0).all():
             ax.set_yscale("log")
         ax.set_xlabel("iteration")
         ax.set_ylabel("validation loss (MSE)")
-        ax.legend(fontsize=8)
+        if len(data):
+            ax.legend(fontsize=8)
 
     sweep = runs.sweep
-    return Figure(name="simplex-loss", data=data[columns], draw=draw,
-                  notes=["Each line is the direction's median run by iterations to "
-                         "converge.", *notes],
+    return Figure(name="simplex-loss", data=data[columns], draw=draw, notes=notes,
                   title=f"G Fig. 4.2 — validation loss per descent direction · {sweep.spec} · "
                         f"{sweep.profile} · sweep {sweep.sweep_id}")
 

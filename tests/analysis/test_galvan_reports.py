@@ -178,20 +178,20 @@ groups:
 repeats: 3
 seed: 0
 """
-SD_RUNS = [  # run_id, direction, outcome, iterations
-    ("g0", "gradient", "solved", 3000), ("g1", "gradient", "solved", 5000),
-    ("g2", "gradient", "unsolved", None),
-    ("s0", "simplex", "solved", 4000), ("s1", "simplex", "solved", 8000),
-    ("s2", "simplex", "solved", 6000),
-    ("w0", "simplex_switch", "solved", 2000), ("w1", "simplex_switch", "solved", 3000),
+SD_RUNS = [  # run_id, direction, seed, outcome, iterations; run ids do not follow seeds
+    ("g0", "gradient", 2, "solved", 3000), ("g1", "gradient", 0, "solved", 5000),
+    ("g2", "gradient", 1, "unsolved", None),
+    ("s0", "simplex", 0, "solved", 4000), ("s1", "simplex", 1, "solved", 8000),
+    ("s2", "simplex", 2, "solved", 6000),
+    ("w0", "simplex_switch", 1, "solved", 2000), ("w1", "simplex_switch", 2, "solved", 3000),
 ]
 
 
 def sd_runs():
     frame = runs_frame([
         {"run_id": r, "outcome": o, "params.direction": d, "params.seq_len": 10,
-         "params.switch_norm": 5.0 if d == "simplex_switch" else None,
-         "metrics.iters_to_solve": i} for r, d, o, i in SD_RUNS])
+         "params.switch_norm": 5.0 if d == "simplex_switch" else None, "params.seed": seed,
+         "metrics.iters_to_solve": i} for r, d, seed, o, i in SD_RUNS])
     return frame_runs(frame, "simplex-direction", SD_SPEC)
 
 
@@ -260,14 +260,52 @@ class SDHistories:
         return pd.DataFrame({"step": [500, 1000], "value": [start, start / 2]})
 
 
-def test_fig_4_2_draws_each_direction_s_median_run(tmp_path: Path):
+def test_fig_4_2_compares_the_directions_on_the_same_seeds(tmp_path: Path):
+    """Every direction is drawn on the seeds all of them finished, the same seed bold for
+    each: the anti-gradient's median one by iterations (seed 2: 3,000; seed 1 unconverged),
+    whichever run ids the runs have; seed 0, which the switching variant lacks, is left out
+    rather than compared with another seed."""
     figure = simplex_direction.loss_curves(sd_runs(), SDHistories())
-    chosen = figure.data.groupby("direction")["run_id"].first().to_dict()
-    # gradient: 3000, 5000, not converged -> 5000; simplex: 4000, 6000, 8000 -> 6000;
-    # switching: 2000, 3000 -> the lower median, 2000
-    assert chosen == {"gradient": "g1", "simplex": "s2", "simplex_switch": "w0"}
+    bold = figure.data[figure.data["shown"]].groupby("direction")["run_id"].first().to_dict()
+    assert bold == {"gradient": "g0", "simplex": "s2", "simplex_switch": "w1"}
+    faint = figure.data[~figure.data["shown"]].groupby("direction")["run_id"].first().to_dict()
+    assert faint == {"gradient": "g2", "simplex": "s1", "simplex_switch": "w0"}
+    assert set(figure.data["seed"]) == {1, 2}
     assert figure.data[figure.data["run_id"] == "s2"]["loss"].tolist() == [6.0, 3.0]
+    assert figure.notes[0].startswith("Bold: seed 2 for every direction, the seed whose "
+                                      "anti-gradient run is the median")
+    assert "faint: seed 1." in figure.notes[0]
+    assert "Seed 0 left out: not every direction finished it." in figure.notes
+    legend = figure.render().axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "anti-gradient (seed 2)", "simplex (seed 2)", "simplex with switching (seed 2)"]
     assert figure.save(tmp_path).read_bytes().startswith(b"\x89PNG")
+
+
+def test_fig_4_2_s_seed_does_not_depend_on_run_ids():
+    """With no run converged (the smoke profile), the bold seed is the lower median seed, the
+    same under any naming of the runs."""
+    runs = sd_runs()
+    runs.runs["outcome"] = "unsolved"
+    runs.runs["metrics.iters_to_solve"] = None
+    shown = []
+    for names in (list(runs.runs["run_id"]), [f"z{9 - i}" for i in range(len(runs.runs))]):
+        renamed = runs.runs.assign(run_id=names, trial_key=names)
+        histories = {n: pd.DataFrame({"step": [1], "value": [1.0]}) for n in names}
+        figure = simplex_direction.loss_curves(
+            frame_runs(renamed, "simplex-direction", SD_SPEC), _Fixed(histories))
+        shown.append(set(figure.data.loc[figure.data["shown"], "seed"]))
+    assert shown == [{1}, {1}]
+
+
+class _Fixed:
+    """Histories from a dict of run id -> frame."""
+
+    def __init__(self, histories: dict[str, pd.DataFrame]):
+        self.histories = histories
+
+    def get(self, run_id: str, key: str) -> pd.DataFrame:
+        return self.histories[run_id]
 
 
 # --- synthetic-max-length: the two penalty forms ----------------------------------------
