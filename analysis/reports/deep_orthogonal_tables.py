@@ -16,6 +16,7 @@ from analysis.published.nosarzewski import (
     F1_RELU_MIN_ERROR,
     F1_RELU_VANISH_DEPTH,
     F3_SPREAD_LIMIT,
+    F4_HIDDEN,
     F4_INTERNAL,
     PAPER_PROTOCOL,
 )
@@ -284,7 +285,9 @@ def f4_verdict(rows: dict[str, dict[str, Any]]) -> str:
 
 
 def f4_table(runs: SweepRuns) -> Table:
-    """N-F4: MNIST, 4 hidden units, standard against orthogonal net of the same depth."""
+    """N-F4: MNIST, 4 hidden units, standard against orthogonal net of the same depth; the
+    title states N's depths (the standard net 50 layers, the orthogonal net 50 internal
+    layers and a first and last matrix) beside those the sweep measured."""
     rows_by = f4_rows(runs)
     rows = []
     for variant, r in rows_by.items():
@@ -306,7 +309,12 @@ def f4_table(runs: SweepRuns) -> Table:
              " layers deep cannot be trained; the orthogonal net (first and last layer a "
              f"matrix with sign-flip, {F4_INTERNAL} internal orthogonal layers) learns.",
              *_protocol_notes(runs)]
-    return Table(name="n-f4-mnist", title="N Fig. 4 — MNIST, 4 hidden units, 52 layers",
+    mnist = runs.runs[param_values(runs.runs, "dataset") == "mnist"]
+    depths = ", ".join(map(str, numeric_values(mnist, "layers", int)))
+    title = (f"N Fig. 4 — MNIST, {F4_HIDDEN} hidden units: N's standard net {F4_INTERNAL} "
+             f"layers deep, its orthogonal net {F4_INTERNAL} + 2; "
+             + (f"measured at L = {depths}" if depths else "no MNIST run"))
+    return Table(name="n-f4-mnist", title=title,
                  columns=["net", "L", "test error %", "median %", "train %", "spread",
                           "majority %", "paper", "configurations"],
                  rows=rows, provenance=provenance(runs), notes=notes)

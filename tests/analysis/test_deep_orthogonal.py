@@ -13,6 +13,7 @@ from mlflow.tracking import MlflowClient
 from analysis.load import load_sweep
 from analysis.reports import deep_orthogonal_tables as report
 from sweeps.cli import main
+from tests.analysis.conftest import frame_runs
 
 
 @pytest.mark.slow
@@ -82,6 +83,30 @@ def test_f1_verdict_needs_the_relu_nets_of_every_depth_to_fail() -> None:
     cells.loc[4, "best"] = 10.0  # the orthogonal net no better than 10 %
     assert report.f1_verdict(cells).startswith("Verdict: differs from N")
     assert report.f1_verdict(cells[cells["variant"] == "relu"]).startswith("Verdict: none")
+
+
+DO_SPEC = """\
+name: deep-orthogonal
+fixed: {dataset: mnist, hidden: 4, layers: 6}
+space: {variant: [orth, relu]}
+repeats: 1
+seed: 0
+"""
+
+
+def test_f4_table_title_states_n_s_depths_and_the_measured_one() -> None:
+    """N's standard net is 50 layers deep and its orthogonal net 50 + 2; the smoke profile
+    measures L = 6, which the title says rather than 52."""
+    frame = pd.DataFrame.from_records([
+        {"run_id": f"r-{v}", "trial_key": f"r-{v}", "status": "FINISHED",
+         "outcome": "unsolved", "params.dataset": "mnist", "params.hidden": 4,
+         "params.layers": 6, "params.variant": v, "params.seed": 0,
+         "metrics.best_test_error": e, "metrics.baseline_error": 0.89}
+        for v, e in (("orth", 0.6), ("relu", 0.89))])
+    table = report.f4_table(frame_runs(frame, "deep-orthogonal", DO_SPEC))
+    assert table.title == ("N Fig. 4 — MNIST, 4 hidden units: N's standard net 50 layers "
+                           "deep, its orthogonal net 50 + 2; measured at L = 6")
+    assert [row[1].text() for row in table.rows] == ["6", "6"]
 
 
 def test_f1_vanish_verdict_needs_stable_gradients_below_depth_10_and_vanished_from_it() -> None:
