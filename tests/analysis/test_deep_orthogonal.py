@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from analysis.claims import NOT_MEASURED, from_verdict
 from analysis.load import load_sweep
 from analysis.reports import deep_orthogonal_tables as report
 from sweeps.cli import main
@@ -74,15 +75,35 @@ def test_f1_verdict_needs_the_relu_nets_of_every_depth_to_fail() -> None:
     cells = _f1([12.0, 11.0, 50.0, 49.0, 2.0], [0.2, 0.7, 30.0, 30.0, 0.0])
     assert report.f1_verdict(cells) == (
         "Verdict: as N — every ReLU net errs on more than 10 %: lowest ReLU error 11.0 % "
-        "(L = 4), orthogonal net 2.0 % (N: 1 %).")
+        "(L = 4), orthogonal net 2.0 % (L = 20; N: 1 % at L = 20).")
     cells.loc[0, "best"] = 7.0  # a shallow net N says errs on more than 10 %
     assert report.f1_verdict(cells) == (
         "Verdict: differs from N — lowest ReLU error 7.0 % (L = 2), orthogonal net 2.0 % "
-        "(N: 1 %); ReLU nets at most 10 % at L = 2.")
+        "(L = 20; N: 1 % at L = 20); ReLU nets at most 10 % at L = 2.")
     cells.loc[0, "best"] = 12.0
     cells.loc[4, "best"] = 10.0  # the orthogonal net no better than 10 %
     assert report.f1_verdict(cells).startswith("Verdict: differs from N")
     assert report.f1_verdict(cells[cells["variant"] == "relu"]).startswith("Verdict: none")
+
+
+def test_f1_verdict_names_the_orthogonal_depth_and_judges_n_s_20_layers_alone() -> None:
+    """An orthogonal net of another depth than N's 20 (the smoke profile's L = 6) does not
+    bear out N's 1 % of the 20-layer net: not measured, its depth named; ReLU nets under
+    10 % still contradict N whatever the orthogonal depth."""
+    cells = _f1([12.0, 11.0, 50.0, 49.0, 2.0], [0.2, 0.7, 30.0, 30.0, 0.0])
+    cells.loc[4, "layers"] = 6
+    verdict = report.f1_verdict(cells)
+    assert verdict == (
+        "Verdict: none — no orthogonal net of N's 20 layers ran: lowest ReLU error 11.0 % "
+        "(L = 4), orthogonal net 2.0 % (L = 6; N: 1 % at L = 20).")
+    assert from_verdict("N-F1", "claim", verdict).status == NOT_MEASURED
+    cells.loc[0, "best"] = 7.0
+    assert report.f1_verdict(cells).startswith("Verdict: differs from N — lowest ReLU error "
+                                               "7.0 % (L = 2), orthogonal net 2.0 % (L = 6;")
+    both = pd.concat([cells, cells.iloc[[4]].assign(layers=20, best=30.0)], ignore_index=True)
+    both.loc[0, "best"] = 12.0  # a 20-layer net beside: it alone is judged
+    assert report.f1_verdict(both).startswith("Verdict: differs from N — lowest ReLU error "
+                                              "11.0 % (L = 4), orthogonal net 30.0 % (L = 20;")
 
 
 DO_SPEC = """\
