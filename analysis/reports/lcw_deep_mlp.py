@@ -27,8 +27,11 @@ from analysis.reports.lcw_tables import MODELS, angle_bias_table, chosen, fig12_
 TRAINS = 0.5
 """A network *trains* when its best training accuracy reaches this (chance: 0.1)."""
 STUCK = 0.2
-"""A network *does not train* (stays near chance, or explodes) when its best training accuracy
-stays at or below this."""
+"""A network *does not train* (stays near chance) when its best training accuracy stays at or
+below this."""
+EXPLODES = "explodes after a few updates"
+"""K §5.2's statement on ReLU MLP_LCW(20, 256), judged on the run's outcome (:func:`_explodes`),
+not on its accuracy."""
 
 ACCURACIES: dict[str, str] = {"best_train_accuracy": "best train accuracy",
                               "mean_train_accuracy": "mean train accuracy over the epochs"}
@@ -50,11 +53,33 @@ def _accuracy(runs: SweepRuns, shape: Shape, variant: str,
     return value, g.partial, f"{name} {100 * value:.1f} %{outcome}"
 
 
+def _explodes(runs: SweepRuns, shape: Shape, variant: str) -> tuple[bool | None, bool, str]:
+    """Whether the chosen configuration exploded, whether its group is partial, and the
+    evidence text.
+
+    K §5.2: "the output values of the network exploded". That holds only for a run whose
+    outcome is ``diverged`` (its training loss became NaN or inf); a run that stays near
+    chance with a finite loss stalled, it did not explode. "After a few updates" is not
+    judged: the trainer records the epochs a member completed, not the update it diverged
+    at."""
+    g, best = chosen(runs, shape, variant)
+    name = f"{MODELS[variant]}({shape[1]}, {shape[2]})"
+    if best is None:
+        return None, g.partial, f"{name} not measured" + (
+            f" (profile {runs.sweep.profile} does not run it)" if g.runs.empty else "")
+    outcome = str(best["outcome"])
+    text = f"{name} outcome {outcome}"
+    loss = best.get("metrics.train_loss")
+    if outcome != "diverged" and loss is not None and loss == loss:
+        text += f", final train loss {float(loss):.3g}"
+    return outcome == "diverged", g.partial, text
+
+
 def lcw_claims(runs: SweepRuns) -> list[Claim]:
     """K's statements per network and model (:data:`PUBLISHED`) judged on the chosen
-    configuration's best training accuracy (trains: ≥ :data:`TRAINS`; does not train or
-    explodes: ≤ :data:`STUCK`), LCW against BN where K says LCW is faster, and Fig. 13's
-    gradient growth of ReLU MLP_LCW(20, 256).
+    configuration's best training accuracy (trains: ≥ :data:`TRAINS`; does not train:
+    ≤ :data:`STUCK`) or, for :data:`EXPLODES`, its outcome (:func:`_explodes`), LCW against BN
+    where K says LCW is faster, and Fig. 13's gradient growth of ReLU MLP_LCW(20, 256).
 
     "Faster" is K's "higher rate of increase in the training accuracy" (K §5.1, Fig. 12 (a),
     (d), (g)): MLP_LCW's mean training accuracy over the scheduled epochs (the trainer's
@@ -65,10 +90,13 @@ def lcw_claims(runs: SweepRuns) -> list[Claim]:
     for (activation, layers, hidden, variant), said in PUBLISHED.items():
         shape = (activation, layers, hidden)
         source = "K-F13" if shape == FIG13_SHAPE else "K-F12"
-        value, partial, text = _accuracy(runs, shape, variant)
         claim = f"{activation} {MODELS[variant]}({layers}, {hidden}): {said}"
-        trains = said.startswith("trains")
-        ok = None if value is None else value >= TRAINS if trains else value <= STUCK
+        if said == EXPLODES:
+            ok, partial, text = _explodes(runs, shape, variant)
+        else:
+            value, partial, text = _accuracy(runs, shape, variant)
+            trains = said.startswith("trains")
+            ok = None if value is None else value >= TRAINS if trains else value <= STUCK
         claims.append(judge(source, claim, ok, text, partial))
         if "faster than BN" in said:
             lcw, lcw_partial, lcw_text = _accuracy(runs, shape, "lcw", "mean_train_accuracy")

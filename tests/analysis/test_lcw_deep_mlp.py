@@ -276,3 +276,18 @@ def test_fig13_gradient_growth_shows_in_the_smoke_sweep(smoke_home: Path) -> Non
     assert ratio["MLP_LCW grad ratio"] > 10 * ratio["MLP grad ratio"]
     measured = [c for c in claims if c.status != NOT_MEASURED]
     assert {c.source for c in measured} == {"K-F13"} and len(measured) == 3
+
+
+@pytest.mark.parametrize(("outcome", "loss", "status"), [("diverged", float("nan"), HOLDS),
+                                                         ("unsolved", 5.2, FAILS)])
+def test_relu_lcw_explodes_only_when_its_loss_diverged(outcome, loss, status):
+    """K §5.2: ReLU MLP_LCW(20, 256)'s "output values exploded". A run near chance with a
+    finite loss (the smoke profile's: unsolved, training accuracy 10 %) stalled, it did not
+    explode; only a diverged run (a loss that became NaN or inf) bears the claim out."""
+    runs = sweep_runs()
+    row = (runs.runs["params.activation"] == "relu") & (runs.runs["params.variant"] == "lcw")
+    runs.runs.loc[row, "outcome"] = outcome
+    runs.runs.loc[row, "metrics.train_loss"] = loss
+    [explodes] = [c for c in lcw_deep_mlp.lcw_claims(runs) if "explodes" in c.text]
+    assert explodes.status == status
+    assert explodes.evidence.startswith(f"MLP_LCW(20, 256) outcome {outcome}")
