@@ -65,9 +65,19 @@ def _metric(row: pd.Series | None, name: str) -> float | None:
     return None if value is None or value != value else float(value)
 
 
-def _seconds(row: pd.Series | None) -> float | None:
+def seconds_per_epoch(row: pd.Series | None) -> float | None:
+    """A run's training seconds per epoch and configuration: its pack's time over the pack's
+    size (None when not measured)."""
     seconds, pack = _metric(row, "seconds_per_epoch"), _metric(row, "pack_size")
     return None if seconds is None else seconds / (pack or 1.0)
+
+
+def device(row: pd.Series) -> str:
+    """The ``device`` a run was configured with (``cpu``, ``cuda``, ``cuda:N`` or ``auto``,
+    which does not record where it ran); ``cpu``, the trainer's default, when it logged
+    none."""
+    value = row.get("params.device")
+    return value if isinstance(value, str) else "cpu"
 
 
 def _dataset_notes(runs: SweepRuns) -> list[str]:
@@ -113,13 +123,13 @@ def fig12_table(runs: SweepRuns) -> Table:
     shown: set[tuple[str, int, int, str]] = set()
     for shape in shapes(runs):
         activation, layers, hidden = shape
-        plain_time = _seconds(chosen(runs, shape, "plain")[1])
+        plain_time = seconds_per_epoch(chosen(runs, shape, "plain")[1])
         for variant, name in MODELS.items():
             g, best = chosen(runs, shape, variant)
             if g.runs.empty and not g.n_expected:
                 continue
             partial = g.partial
-            seconds = _seconds(best)
+            seconds = seconds_per_epoch(best)
             overhead = None if seconds is None or not plain_time or variant == "plain" \
                 else f"{100 * (seconds / plain_time - 1):+.0f} %"
             percent = {k: None if _metric(best, k) is None else 100 * _metric(best, k)

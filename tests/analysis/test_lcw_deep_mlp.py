@@ -291,3 +291,65 @@ def test_relu_lcw_explodes_only_when_its_loss_diverged(outcome, loss, status):
     [explodes] = [c for c in lcw_deep_mlp.lcw_claims(runs) if "explodes" in c.text]
     assert explodes.status == status
     assert explodes.evidence.startswith(f"MLP_LCW(20, 256) outcome {outcome}")
+
+
+def _claim(runs: SweepRuns, start: str) -> Claim:
+    [claim] = [c for c in lcw_deep_mlp.lcw_claims(runs) if c.text.startswith(start)]
+    return claim
+
+
+def test_a_statement_holds_only_if_each_of_its_parts_does():
+    """K: MLP_LCW(100, 128) "trains, faster than BN; time ≈ +55 %". An LCW net that trains
+    (best 91 %) but whose training accuracy rises slower than BN's (mean 60 % vs 62 %) does
+    not bear the statement out, whatever its time; the evidence names each part's numbers."""
+    runs = sweep_runs()
+    runs.runs["params.device"] = "cuda"
+    runs.runs.loc[runs.runs["run_id"] == "b", "metrics.mean_train_accuracy"] = 0.60
+    lcw = _claim(runs, "sigmoid MLP_LCW(100, 128): trains")
+    assert lcw.status == FAILS
+    assert lcw.evidence == (
+        "trains holds (MLP_LCW(100, 128) best train accuracy 91.0 %, solved); "
+        "faster than BN does not hold (MLP_LCW(100, 128) mean train accuracy over the epochs "
+        "60.0 %, solved; MLP_BN(100, 128) mean train accuracy over the epochs 62.0 %, solved); "
+        "time ≈ +55 % holds (MLP_LCW(100, 128) +55 % vs plain, 15.50 vs 10.00 s / epoch on "
+        "cuda)")
+    assert _claim(runs, "sigmoid MLP_LCW(100, 128) trains faster than MLP_BN").status == FAILS
+
+
+@pytest.mark.parametrize(("device", "seconds", "status", "time"), [
+    ("cuda", 15.5, HOLDS, "holds (MLP_LCW(100, 128) +55 % vs plain, 15.50 vs 10.00 s / epoch "
+                          "on cuda)"),
+    ("cuda:1", 11.6, FAILS, "does not hold (MLP_LCW(100, 128) +16 % vs plain, 11.60 vs 10.00 "
+                            "s / epoch on cuda:1)"),
+    ("cpu", 15.5, NOT_MEASURED, "not comparable (MLP_LCW(100, 128) +55 % vs plain, 15.50 vs "
+                                "10.00 s / epoch on cpu; K's +55 % is a GPU's)"),
+    ("auto", 11.6, NOT_MEASURED, "not comparable (MLP_LCW(100, 128) +16 % vs plain, 11.60 vs "
+                                 "10.00 s / epoch on auto; K's +55 % is a GPU's)"),
+])
+def test_lcw_overhead_is_judged_against_ks_gpu_time_only_on_a_gpu(device, seconds, status,
+                                                                  time):
+    """K measured MLP_LCW(100, 128)'s +55 % over the plain MLP on a GPU. On a GPU (a run
+    whose ``device`` names CUDA) it is judged (±20 points); elsewhere (the CPU, or ``auto``,
+    which does not record where it ran) the measured overhead is shown as not comparable and
+    the statement, whose other parts hold here, is not borne out: not measured."""
+    runs = sweep_runs()
+    runs.runs["params.device"] = device
+    runs.runs.loc[runs.runs["run_id"] == "b", "metrics.seconds_per_epoch"] = seconds
+    lcw = _claim(runs, "sigmoid MLP_LCW(100, 128): trains")
+    assert lcw.status == status
+    assert lcw.evidence.endswith(f"; time ≈ +55 % {time}")
+
+
+@pytest.mark.parametrize(("bn_seconds", "status"), [(40.0, HOLDS), (30.0, FAILS)])
+def test_bn_time_above_lcws_is_judged(bn_seconds, status):
+    """K: MLP_BN(100, 128) "trains; time above LCW's". BN's time per epoch and configuration
+    (a pack of 2: half its pack's) is compared with LCW's on the same device, a CPU too: it is
+    K's argument that BN computes more than LCW (§4), not a GPU's number."""
+    runs = sweep_runs()
+    runs.runs.loc[runs.runs["run_id"] == "c", "metrics.seconds_per_epoch"] = bn_seconds
+    bn = _claim(runs, "sigmoid MLP_BN(100, 128): trains")
+    assert bn.status == status
+    assert bn.evidence == (
+        "trains holds (MLP_BN(100, 128) best train accuracy 80.0 %, solved); time above "
+        f"LCW's {status} (MLP_BN(100, 128) {bn_seconds / 2:.2f} s / epoch, MLP_LCW(100, 128) "
+        "15.50 s / epoch, on cpu)")
