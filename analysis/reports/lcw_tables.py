@@ -3,10 +3,10 @@ and the choice of the configuration shown per network and model that its figures
 
 - ``k-fig12``: per shape MLP(L, M), nonlinearity and model (plain, LCW, BN, WN): final, best
   and mean training accuracy (the mean over the epochs: K's "rate of increase"), final test
-  accuracy, seconds per epoch and the overhead over the plain
-  MLP of the same shape, beside what K §5 states (:mod:`analysis.published.kutsuna`). The
-  dataset a sweep used is named in a note (the ``cpu`` profile trains on MNIST, the paper on
-  CIFAR-10).
+  accuracy (a diverged run's final accuracies, of the net frozen at its divergence, are not
+  shown), seconds per epoch and the overhead over the plain MLP of the same shape, beside
+  what K §5 states (:mod:`analysis.published.kutsuna`). The dataset a sweep used is named in
+  a note (the ``cpu`` profile trains on MNIST, the paper on CIFAR-10).
 - ``k-angle-bias``: the initial diagnostics at a glance per shape and model: activation spread
   over samples in the first and last hidden layer, the spread of the neurons' mean angles θ in
   the last hidden layer and the ratio of the first to the last hidden layer's weight-gradient
@@ -80,6 +80,35 @@ def device(row: pd.Series) -> str:
     return value if isinstance(value, str) else "cpu"
 
 
+ACCURACY_COLUMNS = ("train_accuracy", "best_train_accuracy", "mean_train_accuracy",
+                    "test_accuracy")
+"""The trainer's accuracies the table shows, in its column order."""
+FINAL = ("train_accuracy", "test_accuracy")
+"""The accuracies after the last epoch, which a diverged run's row leaves out."""
+DIVERGED_NOTE = ("diverged: the training loss became NaN or inf and the net was frozen there; "
+                 "its train % and test % after the last epoch (of the frozen net) are not "
+                 "shown, and its best and mean count the epochs from the one it diverged in "
+                 "as 0.")
+"""The note of a table that shows a diverged run."""
+
+
+def _accuracy_cells(row: pd.Series | None, partial: bool) -> list[Cell]:
+    """The row's accuracies in % (:data:`ACCURACY_COLUMNS`), with a diverged run's final
+    ones (:data:`FINAL`) as ``–``.
+
+    The trainer counts a diverged member's epochs from its divergence on as 0 in its best and
+    mean, while its final accuracies are of the net frozen at the divergence (NaN outputs pick
+    one class): shown, the row would read a best below its final accuracy. The summaries
+    stay as the trainer wrote them (other code and stored runs depend on them)."""
+    diverged = row is not None and row["outcome"] == "diverged"
+    cells = []
+    for name in ACCURACY_COLUMNS:
+        value = _metric(row, name)
+        cells.append(Cell() if diverged and name in FINAL else
+                     Cell(None if value is None else 100 * value, ".1f", partial))
+    return cells
+
+
 def _dataset_notes(runs: SweepRuns) -> list[str]:
     used = sorted({v for v in param_values(runs.runs, "dataset") if isinstance(v, str)})
     names = ", ".join(DATASET_NAMES.get(d, d) for d in used) or "unknown"
@@ -120,6 +149,7 @@ def fig12_table(runs: SweepRuns) -> Table:
     """Accuracies, time per epoch and overhead over plain per shape and model; a row of
     K's statements that the profile does not run is marked as such."""
     rows = []
+    diverged = False
     shown: set[tuple[str, int, int, str]] = set()
     for shape in shapes(runs):
         activation, layers, hidden = shape
@@ -132,15 +162,10 @@ def fig12_table(runs: SweepRuns) -> Table:
             seconds = seconds_per_epoch(best)
             overhead = None if seconds is None or not plain_time or variant == "plain" \
                 else f"{100 * (seconds / plain_time - 1):+.0f} %"
-            percent = {k: None if _metric(best, k) is None else 100 * _metric(best, k)
-                       for k in ("train_accuracy", "best_train_accuracy",
-                                 "mean_train_accuracy", "test_accuracy")}
+            diverged |= best is not None and best["outcome"] == "diverged"
             shown.add((*shape, variant))
             rows.append([f"MLP({layers}, {hidden})", activation, name,
-                         Cell(percent["train_accuracy"], ".1f", partial),
-                         Cell(percent["best_train_accuracy"], ".1f", partial),
-                         Cell(percent["mean_train_accuracy"], ".1f", partial),
-                         Cell(percent["test_accuracy"], ".1f", partial),
+                         *_accuracy_cells(best, partial),
                          Cell(seconds, ".2f", partial),
                          Cell(overhead, "", partial and variant != "plain"),
                          "" if best is None else str(best["outcome"]),
@@ -158,6 +183,7 @@ def fig12_table(runs: SweepRuns) -> Table:
              "vs plain: relative to the plain MLP of the same shape. K §5.1 measured "
              f"+{100 * LCW_OVERHEAD:.0f} % for MLP_LCW(100, 128) on a GPU.",
              "paper: what K §5 states for CIFAR-10 (Fig. 12, §5.2).",
+             *([DIVERGED_NOTE] if diverged else []),
              *_dataset_notes(runs), *_protocol_notes(runs), *_timing_notes(runs)]
     return Table(name="k-fig12", title="K Fig. 12 — deep MLPs: accuracy and time per epoch",
                  columns=["network", "f", "model", "train %", "best train %", "mean train %",

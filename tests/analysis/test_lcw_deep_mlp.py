@@ -353,3 +353,28 @@ def test_bn_time_above_lcws_is_judged(bn_seconds, status):
         "trains holds (MLP_BN(100, 128) best train accuracy 80.0 %, solved); time above "
         f"LCW's {status} (MLP_BN(100, 128) {bn_seconds / 2:.2f} s / epoch, MLP_LCW(100, 128) "
         "15.50 s / epoch, on cpu)")
+
+
+def test_a_diverged_runs_final_accuracies_are_not_shown():
+    """A diverged member's best and mean count 0 from its divergence on (the trainer's
+    summaries), while its final train and test accuracy are of the model frozen there (NaN
+    outputs: the first class's share, 9.8 % of MNIST). The table shows neither final
+    accuracy, so that no row reads a best below its final; a note says why."""
+    runs = sweep_runs()
+    row = runs.runs["run_id"] == "e"
+    runs.runs.loc[row, ["metrics.train_accuracy", "metrics.test_accuracy"]] = 0.098
+    runs.runs.loc[row, ["metrics.best_train_accuracy", "metrics.mean_train_accuracy"]] = 0.0
+    table = lcw_tables.fig12_table(runs)
+    rows = {(r[0].text(), r[2].text()): [c.marked() for c in r] for r in table.rows}
+    assert rows[("MLP(20, 256)", "MLP_LCW")][3:7] == ["–", "0.0", "0.0", "–"]
+    assert rows[("MLP(20, 256)", "MLP")][3:7] == ["30.0", "30.0", "20.0", "30.0"]
+    assert any(n.startswith("diverged: ") for n in table.notes)
+    # in a partial row the final accuracies are still not shown, not "missing"
+    runs.expected_cells = expected_cells(SPEC_TEXT.replace("space: {variant: [plain, lcw]}\n  -",
+                                                           "space: {variant: [plain, lcw], "
+                                                           "lr: [0.1, 0.01]}\n  -", 1))
+    [partial] = [[c.marked() for c in r] for r in lcw_tables.fig12_table(runs).rows
+                 if (r[0].text(), r[2].text()) == ("MLP(20, 256)", "MLP_LCW")]
+    assert partial[3:7] == ["–", "0.0†", "0.0†", "–"]
+    runs.runs.loc[row, "outcome"] = "unsolved"
+    assert not any(n.startswith("diverged: ") for n in lcw_tables.fig12_table(runs).notes)
