@@ -166,9 +166,8 @@ def _overhead_as_published(runs: SweepRuns, shape: Shape, variant: str) -> Part:
     K measured it on a GPU (§5.1: the GPU vendor's BN, their own LCW layers), so it is judged
     only where both runs name a CUDA device. Elsewhere the measured overhead is shown, marked
     ``not comparable``, and not judged: on a CPU the layers' relative costs differ from a
-    GPU's (and the plain MLP's time depends on subnormal arithmetic), and ``auto`` does not
-    record where a run went. A statement with such a part does not hold: it is not measured,
-    unless another part fails."""
+    GPU's (and the plain MLP's time depends on subnormal arithmetic). A statement with such
+    a part does not hold: it is not measured, unless another part fails."""
     timed = _timed(runs, shape, (variant, "plain"))
     if isinstance(timed, Part):
         return timed

@@ -73,9 +73,9 @@ def seconds_per_epoch(row: pd.Series | None) -> float | None:
 
 
 def device(row: pd.Series) -> str:
-    """The ``device`` a run was configured with (``cpu``, ``cuda``, ``cuda:N`` or ``auto``,
-    which does not record where it ran); ``cpu``, the trainer's default, when it logged
-    none."""
+    """The ``device`` a run trained on (``cpu``, ``cuda`` or ``cuda:N``: a sweep's trial logs
+    ``auto`` resolved to the device it holds, ``sweeps.trial.resolve_device``); ``cpu``, the
+    trainer's default, when it logged none."""
     value = row.get("params.device")
     return value if isinstance(value, str) else "cpu"
 
