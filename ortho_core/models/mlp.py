@@ -116,7 +116,7 @@ class PackedMLP(nn.Module):
             PackedBatchNorm(members, sizes[i + 1], dtype=dtype, device=device)
             for i in range(n_layers - 1)) if batch_norm else None
 
-    def _apply(self, index: int, a: Tensor) -> tuple[Tensor, Tensor]:
+    def _layer(self, index: int, a: Tensor) -> tuple[Tensor, Tensor]:
         """(z, f(z)) of layer ``index``, two-dimensional for a one-member pack."""
         z = self.layers[index](a)
         if index == len(self.layers) - 1:
@@ -128,7 +128,7 @@ class PackedMLP(nn.Module):
     def layer_forward(self, index: int, a: Tensor) -> tuple[Tensor, Tensor]:
         """(z, f(z)) of layer ``index`` on its input ``a``, each (K, B, out); the output layer
         returns (z, z)."""
-        z, h = self._apply(index, a)
+        z, h = self._layer(index, a)
         return packed(z), packed(h)
 
     def forward(self, x: Tensor) -> Tensor:

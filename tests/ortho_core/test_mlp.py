@@ -220,3 +220,29 @@ def test_weight_norm_data_init_standardises_every_layer_on_its_batch():
     weight_norm_data_init(alone, x, [torch.Generator().manual_seed(1)])
     for a, p in zip(alone.parameters(), model.parameters(), strict=True):
         torch.testing.assert_close(a[0], p[1])
+
+
+@pytest.mark.parametrize("batch_norm", [False, True])
+def test_dtype_and_device_moves_convert_every_parameter(batch_norm):
+    """``.double()`` and ``.to(device, dtype)`` reach every parameter and buffer (the pack's
+    layer helper must not shadow ``nn.Module._apply``), and the float64 net computes the float32
+    net's logits."""
+    torch.manual_seed(2)
+    model = PackedMLP(SIZES, K, "tanh", batch_norm=batch_norm)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p))
+    x = torch.randn(B, SIZES[0])
+    logits32 = model(x)
+    moved = model.to("cpu", torch.float64)
+    assert moved is model
+    assert {p.dtype for p in model.parameters()} == {torch.float64}
+    float_buffers = [b for b in model.buffers() if b.is_floating_point()]
+    assert {b.dtype for b in float_buffers} <= {torch.float64}
+    logits64 = model(x.double())
+    assert logits64.dtype == torch.float64
+    torch.testing.assert_close(logits64.float(), logits32, rtol=1e-5, atol=1e-5)
+    model.float()
+    model.double()
+    assert {p.dtype for p in model.parameters()} == {torch.float64}
+    torch.testing.assert_close(model(x.double()), logits64)
