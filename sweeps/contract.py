@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import socket
@@ -450,6 +451,15 @@ def tracking_uri(uri: str | None, home: Path) -> str:
                             "postgresql://USER@HOST/DB, mysql://..., or a tracking server's "
                             "http(s)://HOST:PORT", redact(uri))
     return absolute_sqlite(uri) if kind == "sqlite" else uri
+
+
+def finite_or_none(value: Any) -> float | None:
+    """``value`` as a float if it is a finite real number, else None: a reported metric that
+    is missing, diverged (NaN, ±inf) or not a number. A bool is not a number here, though
+    Python counts it an int."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 def epoch_seconds(millis: int | None) -> float | None:

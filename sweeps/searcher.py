@@ -38,7 +38,6 @@ budget.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from typing import Any
 
@@ -46,6 +45,7 @@ import optuna
 from ray.tune import Callback
 from ray.tune.search import Searcher
 
+from sweeps.contract import finite_or_none
 from sweeps.naming import optuna_name
 from sweeps.plan import Member, Plan
 from sweeps.spec import trial_key
@@ -163,7 +163,7 @@ class SweepSearcher(Searcher):
             prefix = f"{MEMBER_VALUES}/"
             for name, value in (result or {}).items() if not error else ():
                 if name.startswith(prefix) and name[len(prefix):] in self._grid:
-                    self._known[name[len(prefix):]] = _finite(value)
+                    self._known[name[len(prefix):]] = finite_or_none(value)
             return
         cell, batch = self._live.pop(trial_id)
         if error:
@@ -171,7 +171,7 @@ class SweepSearcher(Searcher):
             return
         for asked, member in batch:
             value = result.get(f"{MEMBER_VALUES}/{member.key}") if result else None
-            self._known[member.key] = _finite(value)
+            self._known[member.key] = finite_or_none(value)
             self._tell(cell, asked, self._known[member.key])
 
     @staticmethod
@@ -180,11 +180,6 @@ class SweepSearcher(Searcher):
             cell.study.tell(asked, state=optuna.trial.TrialState.FAIL)
         else:
             cell.study.tell(asked, value)
-
-
-def _finite(value: Any) -> float | None:
-    """A member's reported metric as a study is told it: None unless a finite number."""
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 class TrialStarts(Callback):

@@ -129,13 +129,12 @@ class Progress:
 
     def offer(self, value: Any) -> None:
         """Keep ``value`` as the best so far if it is finite and better."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return
-        if not math.isfinite(value):
+        value = contract.finite_or_none(value)
+        if value is None:
             return
         if (self.best is None or (value > self.best if self.mode == "max"
                                   else value < self.best)):
-            self.best = float(value)
+            self.best = value
 
 
 FALLBACK_SIZE = (80, 24)

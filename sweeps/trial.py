@@ -199,7 +199,7 @@ def best(values: Sequence[float | None], mode: str) -> float:
     """The best finite value under ``mode``, or NaN if there is none: a diverged member's NaN
     or ±inf, or a member without a value (None), never wins, and the NaN of a pack without
     one reads as no value to the searcher and the progress line."""
-    finite = [v for v in values if v is not None and math.isfinite(v)]
+    finite = [v for v in map(contract.finite_or_none, values) if v is not None]
     if not finite:
         return math.nan
     return max(finite) if mode == "max" else min(finite)

@@ -4,7 +4,6 @@ configuration, and a finished configuration's result."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from sweeps.contract import (
     SUMMARY,
     SWEEP_ID,
     epoch_seconds,
+    finite_or_none,
 )
 from sweeps.tracking.liveness import driver_alive
 
@@ -128,7 +128,4 @@ def stored_result(tags: Mapping[str, str]) -> Result:
 
 def metric_value(summary: Mapping[str, Any], metric: str) -> float | None:
     """``summary[metric]`` as a finite float, or None when absent or not finite."""
-    value = summary.get(metric)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+    return finite_or_none(summary.get(metric))

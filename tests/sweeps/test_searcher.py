@@ -227,3 +227,19 @@ def test_an_optuna_point_that_is_a_grid_configuration_is_told_not_trained(
         assert (repeat.state, repeat.value) == (STATE.COMPLETE, pytest.approx(2.5))
     else:
         assert repeat.state == STATE.FAIL
+
+
+def test_a_member_is_told_only_a_finite_number(tmp_path):
+    """A member whose reported value is not a finite number (a diverged NaN, or a bool, which
+    Python counts as an int) fails its Optuna trial rather than being told 1.0 or NaN."""
+    spec = _spec(tmp_path, {"low": 0.0, "high": 1.0}, n_trials=3, steps=[1], pack_size=3)
+    searcher, studies = _searcher(spec)
+    members = searcher.suggest("a")["members"]
+    searcher.on_trial_start("a")
+    reported = dict(zip((m["key"] for m in members), (True, float("nan"), 0.5), strict=True))
+    searcher.on_trial_complete("a", {"score": 0.5, **{f"{MEMBER_VALUES}/{k}": v
+                                                     for k, v in reported.items()}})
+    told = {t.user_attrs[KEY_ATTR]: (t.state, t.value) for t in studies.by_cell[0].get_trials()}
+    keys = [m["key"] for m in members]
+    assert told == {keys[0]: (STATE.FAIL, None), keys[1]: (STATE.FAIL, None),
+                    keys[2]: (STATE.COMPLETE, 0.5)}
