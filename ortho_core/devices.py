@@ -1,4 +1,5 @@
-"""The ``device`` field every Config carries: ``cpu``, ``cuda``, ``cuda:N`` or ``auto``."""
+"""The ``device`` field every Config carries: ``cpu``, ``cuda``, ``cuda:N`` or ``auto``; and
+the check of the runtime fields, ``device`` and ``subnormals``, that every Config shares."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import re
 
 import torch
 
-from ortho_core.config import require
+from ortho_core.config import one_of, require
+from ortho_core.subnormals import SUBNORMAL_MODES
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
 """Training precisions by the name a Config's ``dtype`` key takes."""
@@ -19,6 +21,14 @@ def check_device(name: str) -> None:
     ``ConfigError`` naming the field ``device`` otherwise."""
     require(isinstance(name, str) and _PATTERN.fullmatch(name) is not None, "device",
             "cpu, cuda, cuda:N or auto", name)
+
+
+def check_runtime(device: str, subnormals: str) -> None:
+    """Require a Config's runtime fields to be valid: ``device`` of the accepted forms and
+    ``subnormals`` one of :data:`~ortho_core.subnormals.SUBNORMAL_MODES`; ``ConfigError``
+    naming the field otherwise."""
+    check_device(device)
+    one_of(subnormals, SUBNORMAL_MODES, "subnormals")
 
 
 def resolve_device(name: str) -> torch.device:

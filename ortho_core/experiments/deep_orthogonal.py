@@ -52,14 +52,14 @@ from ortho_core.config import (
 )
 from ortho_core.data.datasets import DATASETS
 from ortho_core.data.planar import PLANAR, planar
-from ortho_core.devices import check_device, resolve_device
+from ortho_core.devices import check_runtime, resolve_device
 from ortho_core.experiments.data_check import DataFile, image_files
 from ortho_core.experiments.feedforward import load_splits
 from ortho_core.models.mlp import member_correct, member_cross_entropy, packed
 from ortho_core.models.orthogonal_net import OrthogonalNet, layer_plan
 from ortho_core.reporting import Outcome, Report, Reporter, Result
 from ortho_core.riemannian import EuclideanMomentum, GeodesicMomentum, orthogonality_error
-from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals, honours_subnormals
+from ortho_core.subnormals import Subnormals, honours_subnormals
 
 VARIANTS = ("relu", "orth", "orth_relu")
 """N's nets: plain ReLU, purely orthogonal, alternating Orth/ReLU blocks."""
@@ -155,8 +155,7 @@ class Config:
                             info.n_train if self.dataset == "mnist" else self.n_points)
         optional_integer_in(self.train_size, "train_size", 1, info.n_train)
         optional_integer_in(self.test_size, "test_size", 1, info.n_test)
-        check_device(self.device)
-        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
+        check_runtime(self.device, self.subnormals)
 
 
 PACK_FIELDS: tuple[str, ...] = (

@@ -60,7 +60,7 @@ from ortho_core.config import (
 )
 from ortho_core.data.datasets import DATASETS
 from ortho_core.data.mnist import PREPROCESSINGS
-from ortho_core.devices import check_device, resolve_device
+from ortho_core.devices import check_runtime, resolve_device
 from ortho_core.experiments import PROBE_PRETRAIN_TOL
 from ortho_core.experiments.data_check import DataFile, image_files
 from ortho_core.experiments.feedforward import load_splits, train_step
@@ -69,7 +69,7 @@ from ortho_core.metrics import member_norm
 from ortho_core.models.mlp import PackedMLP, member_accuracy
 from ortho_core.penalty import ortho_error
 from ortho_core.reporting import Outcome, Report, Reporter, Result
-from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals, honours_subnormals
+from ortho_core.subnormals import Subnormals, honours_subnormals
 
 VARIANTS = ("plain", "open", "oinit")
 """M's feedforward models: FF, FF+OPEN, FF+OINIT."""
@@ -171,8 +171,7 @@ class Config:
                     f"{self.batch_size}..{samples} (the samples of the run)", self.eval_every)
         require(isinstance(self.shuffle, bool), "shuffle", "true or false", self.shuffle)
         one_of(self.preprocessing, PREPROCESSINGS, "preprocessing")
-        check_device(self.device)
-        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
+        check_runtime(self.device, self.subnormals)
 
 
 PACK_FIELDS: tuple[str, ...] = (

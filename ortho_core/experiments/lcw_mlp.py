@@ -56,7 +56,7 @@ from ortho_core.config import (
     require,
 )
 from ortho_core.data.datasets import DATASETS, dataset_info
-from ortho_core.devices import check_device, resolve_device
+from ortho_core.devices import check_runtime, resolve_device
 from ortho_core.diagnostics import angle_diagnostics, glance, gradient_diagnostics
 from ortho_core.experiments.data_check import DataFile, image_files
 from ortho_core.experiments.feedforward import load_splits, train_step
@@ -65,7 +65,7 @@ from ortho_core.models.lcw import BASES, apply_lcw
 from ortho_core.models.mlp import PackedMLP, member_accuracy, member_correct
 from ortho_core.models.normalization import PackedWeightNorm
 from ortho_core.reporting import Outcome, Report, Reporter, Result
-from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals, honours_subnormals
+from ortho_core.subnormals import Subnormals, honours_subnormals
 
 VARIANTS = ("plain", "lcw", "bn", "wn")
 """K's models: MLP, MLP_LCW, MLP_BN, MLP_WN."""
@@ -153,8 +153,7 @@ class Config:
         optional_integer_in(self.train_size, "train_size", self.batch_size, info.n_train)
         optional_integer_in(self.test_size, "test_size", 1, info.n_test)
         fraction(self.solved_accuracy, "solved_accuracy")
-        check_device(self.device)
-        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
+        check_runtime(self.device, self.subnormals)
 
 
 PACK_FIELDS: tuple[str, ...] = (

@@ -17,10 +17,10 @@ from ortho_core.config import (
 )
 from ortho_core.data.datasets import DATASETS
 from ortho_core.data.mnist import N_PIXELS, PREPROCESSINGS
-from ortho_core.devices import DTYPES, check_device
+from ortho_core.devices import DTYPES, check_runtime
 from ortho_core.experiments import PROBE_PRETRAIN_TOL
 from ortho_core.penalty import PENALTY_FORMS
-from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals
+from ortho_core.subnormals import Subnormals
 
 VARIANTS = ("plain", "open", "oinit")
 """M Table II's networks: SRNN, SRNN+OPEN, SRNN+OINIT."""
@@ -132,8 +132,7 @@ class Config:
         fraction(self.rmsprop_rho, "rmsprop_rho")
         fraction(self.learned_margin, "learned_margin")
         optional_integer_in(self.test_size, "test_size", 1, DATASETS["mnist"].n_test)
-        check_device(self.device)
-        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
+        check_runtime(self.device, self.subnormals)
 
 
 PACK_FIELDS: tuple[str, ...] = (

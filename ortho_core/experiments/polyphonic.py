@@ -60,7 +60,7 @@ from ortho_core.config import (
     require,
 )
 from ortho_core.data.music import CUTS, FORMATS, N_NOTES, Songs, cut, load_music, music_dataset
-from ortho_core.devices import DTYPES, check_device, resolve_device
+from ortho_core.devices import DTYPES, check_runtime, resolve_device
 from ortho_core.errors import DataError
 from ortho_core.experiments.data_check import DataFile, music_files
 from ortho_core.experiments.polyphonic_eval import marginal_nll, pad, split_nll
@@ -69,7 +69,7 @@ from ortho_core.models.note_rnn import init_note_rnn, lead_frames, next_frame_pa
 from ortho_core.models.srnn import SRNNInit
 from ortho_core.optim import clip_factors, sgd_step
 from ortho_core.reporting import Outcome, Report, Reporter, Result
-from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals, honours_subnormals
+from ortho_core.subnormals import Subnormals, honours_subnormals
 
 SPLIT_NAMES = ("train", "valid", "test")
 """The splits evaluated, in the order of the metric names."""
@@ -161,8 +161,7 @@ class Config:
         optional_integer_in(self.train_size, "train_size", 1, info.songs[0])
         integer_at_least(self.seed, "seed", 0)
         integer_at_least(self.data_seed, "data_seed", 0)
-        check_device(self.device)
-        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
+        check_runtime(self.device, self.subnormals)
         one_of(self.dtype, tuple(DTYPES), "dtype")
 
 

@@ -29,10 +29,10 @@ import torch
 from torch import Tensor
 
 from ortho_core.config import check_pack, integer_at_least, one_of, positive, require
-from ortho_core.devices import check_device, resolve_device
+from ortho_core.devices import check_runtime, resolve_device
 from ortho_core.init import orthogonal_pretrain
 from ortho_core.reporting import Outcome, Report, Reporter, Result
-from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals, honours_subnormals
+from ortho_core.subnormals import Subnormals, honours_subnormals
 
 DISTRIBUTIONS = ("normal", "uniform")
 """Where the matrices are drawn from: N(0, σ²) or U(−b, b)."""
@@ -89,8 +89,7 @@ class Config:
         positive(self.pretrain_tol, "pretrain_tol")
         integer_at_least(self.seed, "seed", 0)
         integer_at_least(self.data_seed, "data_seed", 0)
-        check_device(self.device)
-        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
+        check_runtime(self.device, self.subnormals)
 
 
 PACK_FIELDS: tuple[str, ...] = (

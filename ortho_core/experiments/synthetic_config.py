@@ -19,11 +19,11 @@ from ortho_core.config import (
     require,
 )
 from ortho_core.data.synthetic import DEFAULT_ERROR_THRESHOLD, get_task
-from ortho_core.devices import DTYPES, check_device
+from ortho_core.devices import DTYPES, check_runtime
 from ortho_core.directions import DIRECTIONS
 from ortho_core.experiments import PROBE_PRETRAIN_TOL
 from ortho_core.penalty import PENALTY_FORMS
-from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals
+from ortho_core.subnormals import Subnormals
 
 VARIANTS = ("plain", "open", "oinit")
 """M's recurrent models: SRNN, SRNN+OPEN, SRNN+OINIT."""
@@ -191,8 +191,7 @@ class Config:
                 self.warm_start)
         integer_at_least(self.seed, "seed", 0)
         integer_at_least(self.data_seed, "data_seed", 0)
-        check_device(self.device)
-        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
+        check_runtime(self.device, self.subnormals)
         one_of(self.dtype, tuple(DTYPES), "dtype")
 
 

@@ -41,12 +41,12 @@ import torch
 
 from ortho_core.config import check_pack, integer_at_least, one_of, positive
 from ortho_core.data.synthetic import get_task
-from ortho_core.devices import DTYPES, check_device, resolve_device
+from ortho_core.devices import DTYPES, check_runtime, resolve_device
 from ortho_core.experiments.synthetic_stage import TRAIN_STREAM, stream_seed
 from ortho_core.metrics import member_norm, spectral_radius
 from ortho_core.models.srnn import SRNNInit, init_srnn
 from ortho_core.reporting import Outcome, Report, Reporter, Result
-from ortho_core.subnormals import SUBNORMAL_MODES, Subnormals, honours_subnormals
+from ortho_core.subnormals import Subnormals, honours_subnormals
 from ortho_core.temporal import PARAMETERS, temporal_sq_norms
 
 STEP_METRICS = ("temporal_grad_norm", "temporal_grad_norm_whh")
@@ -101,8 +101,7 @@ class Config:
             positive(self.spectral_radius, "spectral_radius")
         integer_at_least(self.seed, "seed", 0)
         integer_at_least(self.data_seed, "data_seed", 0)
-        check_device(self.device)
-        one_of(self.subnormals, SUBNORMAL_MODES, "subnormals")
+        check_runtime(self.device, self.subnormals)
         one_of(self.dtype, tuple(DTYPES), "dtype")
 
 
