@@ -96,15 +96,15 @@ def _check_present(path: Path, published: Published, dataset: str, root: Path,
         raise DataError(str(path), f"the {dataset} batch {path.name}; {hint}", "no such file")
 
 
-def load_cifar(name: str, split: str, *, flatten: bool = True, data_dir: PathLike | None = None,
+def load_cifar(name: str, split: str, *, data_dir: PathLike | None = None,
                verify_md5: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """CIFAR-10 or CIFAR-100 ``split`` (``"train"``: 50,000 images, ``"test"``: 10,000).
 
     ``name`` is ``"cifar10"`` or ``"cifar100"`` (fine labels). Returns float32 images in
-    [0, 1], ``value / 255``, of shape (N, 3, 32, 32) or, with ``flatten``, (N, 3072) in the
-    files' channel-major order; and int64 labels of shape (N,). Batches are concatenated
-    in file order. ``verify_md5=False`` skips the md5 check for files in the same format
-    that are not the published ones (the structure is always checked).
+    [0, 1], ``value / 255``, of shape (N, 3072) in the files' channel-major order; and int64
+    labels of shape (N,). Batches are concatenated in file order. ``verify_md5=False`` skips
+    the md5 check for files in the same format that are not the published ones (the
+    structure is always checked).
     """
     if name not in _FILES:
         raise ConfigError("dataset", "cifar10 or cifar100", name)
@@ -119,6 +119,4 @@ def load_cifar(name: str, split: str, *, flatten: bool = True, data_dir: PathLik
         pixels.append(data)
         labels.append(batch_labels)
     x = torch.from_numpy(np.concatenate(pixels)).to(torch.float32).div_(255.0)
-    if not flatten:
-        x = x.reshape(len(x), 3, 32, 32)
     return x, torch.from_numpy(np.concatenate(labels))

@@ -27,7 +27,8 @@ class DatasetInfo:
     name: str
     """The DESIGN.md ``dataset`` value."""
     image_shape: tuple[int, int, int]
-    """(channels, height, width) of one image, the shape of ``flatten=False`` items."""
+    """(channels, height, width) of one image, which a loaded split holds flattened,
+    channel-major, in :attr:`n_features` columns."""
     n_classes: int
     """Number of classes; labels are 0..n_classes-1."""
     n_train: int
@@ -58,13 +59,13 @@ def dataset_info(name: str) -> DatasetInfo:
     return DATASETS[name]
 
 
-def load_dataset(name: str, split: str, *, flatten: bool = True,
-                 preprocessing: Preprocessing = "unit", data_dir: PathLike | None = None,
+def load_dataset(name: str, split: str, *, preprocessing: Preprocessing = "unit",
+                 data_dir: PathLike | None = None,
                  verify_md5: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """``(x, y)`` of dataset ``name``'s ``split`` (``"train"`` or ``"test"``).
 
-    ``x`` is float32 of shape (N, n_features) with ``flatten``, else (N, *image_shape): in
-    [0, 1] with ``preprocessing="unit"``, standardised per pixel over the split with
+    ``x`` is float32 of shape (N, n_features), each image flattened channel-major: in [0, 1]
+    with ``preprocessing="unit"``, standardised per pixel over the split with
     ``"standardise"`` (MNIST only); ``y`` is int64 of shape (N,). ``data_dir`` defaults to
     ``$ORTHO_DATA_DIR``, then ``~/.cache/ortho-sweeps/data``. Errors: ``ConfigError`` for
     an unknown name, split or preprocessing, or ``standardise`` for a dataset other than
@@ -73,11 +74,11 @@ def load_dataset(name: str, split: str, *, flatten: bool = True,
     """
     dataset_info(name)
     if name == "mnist":
-        return load_mnist(split, flatten=flatten, preprocessing=preprocessing,
-                          data_dir=data_dir, verify_md5=verify_md5)
+        return load_mnist(split, preprocessing=preprocessing, data_dir=data_dir,
+                          verify_md5=verify_md5)
     if preprocessing != "unit":
         raise ConfigError("preprocessing", f"unit for {name} (standardise is implemented "
                           "for mnist only, as M's code uses it)", preprocessing)
     if name == "svhn":
-        return load_svhn(split, flatten=flatten, data_dir=data_dir, verify_md5=verify_md5)
-    return load_cifar(name, split, flatten=flatten, data_dir=data_dir, verify_md5=verify_md5)
+        return load_svhn(split, data_dir=data_dir, verify_md5=verify_md5)
+    return load_cifar(name, split, data_dir=data_dir, verify_md5=verify_md5)

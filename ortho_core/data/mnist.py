@@ -18,11 +18,10 @@ Preprocessing (``preprocessing``, float32 either way):
   (``train_size``, ``test_size``) keeps the full split's statistics. (M's ``SRNN_MNIST.py``
   can subsample before scaling, but M's runs load the whole splits.)
 
-Layouts: ``flatten=True`` gives (N, 784) in row-major pixel order; ``sequence=True`` gives
-(N, 784, 1), one pixel per time step (M's pixel-by-pixel MNIST, EXPERIMENTS.md M-T2);
-``flatten=False`` gives (N, 1, 28, 28). ``permutation_seed`` applies one fixed pixel
-permutation to every image (permuted MNIST): pixel ``j`` of the output is pixel
-``pixel_permutation(seed)[j]`` of the original.
+Layouts: (N, 784) in row-major pixel order; ``sequence=True`` gives (N, 784, 1), one pixel
+per time step (M's pixel-by-pixel MNIST, EXPERIMENTS.md M-T2). ``permutation_seed`` applies
+one fixed pixel permutation to every image (permuted MNIST): pixel ``j`` of the output is
+pixel ``pixel_permutation(seed)[j]`` of the original.
 """
 
 from __future__ import annotations
@@ -122,31 +121,26 @@ def standardise(pixels: torch.Tensor) -> torch.Tensor:
     return x.sub_(mean).div_(torch.where(std > 0, std, 1.0)).to(torch.float32)
 
 
-def load_mnist(split: str, *, flatten: bool = True, sequence: bool = False,
-               permutation_seed: int | None = None,
+def load_mnist(split: str, *, sequence: bool = False, permutation_seed: int | None = None,
                preprocessing: Preprocessing = "unit", data_dir: PathLike | None = None,
                verify_md5: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """MNIST ``split`` (``"train"``: 60,000 images, ``"test"``: 10,000) as tensors.
 
-    Returns ``(images, labels)``: float32 images of shape (N, 784) (``flatten``),
-    (N, 784, 1) (``sequence``) or (N, 1, 28, 28) (neither), and int64 labels 0..9 of
-    shape (N,). Both are fresh tensors the caller may modify. ``preprocessing`` is
-    ``"unit"`` (values in [0, 1]) or ``"standardise"`` (M's: zero mean and unit variance
-    per pixel over this split); the permutation of ``permutation_seed`` is applied after it
-    (per-pixel statistics move with their pixel, so the order does not change the result).
-    ``verify_md5=False`` skips the md5 check (for IDX files that are not the published
-    ones); the IDX structure is always checked. A missing or corrupt file raises
-    :class:`~ortho_core.errors.DataError` naming the file and its expected md5; a bad
-    argument raises :class:`~ortho_core.errors.ConfigError` naming it.
+    Returns ``(images, labels)``: float32 images of shape (N, 784), or (N, 784, 1) with
+    ``sequence``, and int64 labels 0..9 of shape (N,). Both are fresh tensors the caller may
+    modify. ``preprocessing`` is ``"unit"`` (values in [0, 1]) or ``"standardise"`` (M's:
+    zero mean and unit variance per pixel over this split); the permutation of
+    ``permutation_seed`` is applied after it (per-pixel statistics move with their pixel, so
+    the order does not change the result). ``verify_md5=False`` skips the md5 check (for IDX
+    files that are not the published ones); the IDX structure is always checked. A missing
+    or corrupt file raises :class:`~ortho_core.errors.DataError` naming the file and its
+    expected md5; a bad argument raises :class:`~ortho_core.errors.ConfigError` naming it.
     """
     if split not in ("train", "test"):
         raise ConfigError("split", "train or test", split)
     if preprocessing not in PREPROCESSINGS:
         raise ConfigError("preprocessing", "one of " + ", ".join(PREPROCESSINGS),
                           preprocessing)
-    if sequence and not flatten:
-        raise ConfigError("sequence", "flatten=True with sequence=True (pixel sequences "
-                          "are flat)", sequence)
     root = paths.data_dir(data_dir)
     image_file, label_file = MNIST[f"{split}-images"], MNIST[f"{split}-labels"]
     images = _load_idx(root / image_file.relpath, image_file, (28, 28), _IMAGES_MAGIC, root,
@@ -168,6 +162,4 @@ def load_mnist(split: str, *, flatten: bool = True, sequence: bool = False,
         x = x[:, pixel_permutation(permutation_seed)]
     if sequence:
         x = x.unsqueeze(-1)
-    elif not flatten:
-        x = x.reshape(len(x), 1, 28, 28)
     return x, labels.to(torch.int64)

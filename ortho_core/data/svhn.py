@@ -19,14 +19,14 @@ from ortho_core.data.paths import PathLike, how_to_get
 from ortho_core.errors import ConfigError, DataError
 
 
-def load_svhn(split: str, *, flatten: bool = True, data_dir: PathLike | None = None,
+def load_svhn(split: str, *, data_dir: PathLike | None = None,
               verify_md5: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """SVHN ``split`` (``"train"``: 73,257 digits, ``"test"``: 26,032) as tensors.
 
-    Returns float32 images in [0, 1], ``value / 255``, of shape (N, 3, 32, 32) or, with
-    ``flatten``, (N, 3072) channel-major (all red, then green, then blue, each row-major:
-    the CIFAR layout), and int64 labels 0..9 of shape (N,). ``verify_md5=False`` skips the
-    md5 check for files in the same format that are not the published ones.
+    Returns float32 images in [0, 1], ``value / 255``, of shape (N, 3072) channel-major (all
+    red, then green, then blue, each row-major: the CIFAR layout), and int64 labels 0..9 of
+    shape (N,). ``verify_md5=False`` skips the md5 check for files in the same format that
+    are not the published ones.
     """
     import scipy.io
     from scipy.io.matlab import MatReadError
@@ -64,7 +64,5 @@ def load_svhn(split: str, *, flatten: bool = True, data_dir: PathLike | None = N
                         f"{labels.min()}..{labels.max()}")
     labels[labels == 10] = 0
     pixels = np.ascontiguousarray(images.transpose(3, 2, 0, 1))
-    x = torch.from_numpy(pixels).to(torch.float32).div_(255.0)
-    if flatten:
-        x = x.reshape(n, -1)
+    x = torch.from_numpy(pixels).to(torch.float32).div_(255.0).reshape(n, -1)
     return x, torch.from_numpy(labels)

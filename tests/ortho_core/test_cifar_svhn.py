@@ -25,6 +25,12 @@ from ortho_core.errors import ConfigError, DataError
 _RECONSTRUCT = np.ndarray((0,), np.uint8).__reduce__()[0]
 
 
+def as_images(x: torch.Tensor, name: str) -> torch.Tensor:
+    """A loaded split's flat rows as (N, channels, height, width), read channel-major as the
+    loaders flatten them."""
+    return x.reshape(len(x), *DATASETS[name].image_shape)
+
+
 class Py2Pickler(pickle._Pickler):
     """Pickles as Python 2's cPickle wrote the CIFAR batches: every str and bytes (keys,
     file names, the arrays' raw data) as a py2 ``str`` (BINSTRING opcodes), and numpy's
@@ -92,20 +98,18 @@ def cifar100(tmp_path: Path) -> tuple[Path, dict[str, dict]]:
 
 def test_cifar10_reproduces_pixels_labels_and_channel_order(cifar10):
     root, batches = cifar10
-    x, y = load_cifar("cifar10", "train", flatten=False, data_dir=root, verify_md5=False)
+    flat, y = load_cifar("cifar10", "train", data_dir=root, verify_md5=False)
     data = np.concatenate([batches[name]["data"] for name in CIFAR10_TRAIN])
     labels = [label for name in CIFAR10_TRAIN for label in batches[name]["labels"]]
-    assert x.shape == (15, 3, 32, 32) and x.dtype == torch.float32
+    assert flat.shape == (15, 3072) and flat.dtype == torch.float32
     assert y.dtype == torch.int64 and y.tolist() == labels
+    x = as_images(flat, "cifar10")
     for i in range(len(data)):
         for channel in range(3):
             for row, col in ((0, 0), (0, 31), (17, 5), (31, 31)):
                 value = data[i, channel * 1024 + row * 32 + col]
                 assert x[i, channel, row, col] == torch.tensor(value / 255, dtype=torch.float32)
-    flat, _ = load_cifar("cifar10", "train", data_dir=root, verify_md5=False)
-    assert flat.shape == (15, 3072)
     assert torch.equal(flat, torch.tensor(data, dtype=torch.float32) / 255)
-    assert torch.equal(flat.reshape(15, 3, 32, 32), x)
     x_test, y_test = load_cifar("cifar10", "test", data_dir=root, verify_md5=False)
     assert x_test.shape == (6, 3072) and y_test.tolist() == batches["test_batch"]["labels"]
 
@@ -115,17 +119,18 @@ def test_red_image_lands_in_channel_zero(tmp_path):
     pixels[0, :1024] = 255
     for name in CIFAR10_TRAIN:
         write_py2_pickle(tmp_path / "cifar-10-batches-py" / name, {"data": pixels, "labels": [3]})
-    x, y = load_cifar("cifar10", "train", flatten=False, data_dir=tmp_path, verify_md5=False)
+    flat, y = load_cifar("cifar10", "train", data_dir=tmp_path, verify_md5=False)
+    x = as_images(flat, "cifar10")
     assert bool((x[:, 0] == 1).all()) and bool((x[:, 1:] == 0).all())
     assert y.tolist() == [3] * 5
 
 
 def test_cifar100_uses_the_fine_labels(cifar100):
     root, batches = cifar100
-    x, y = load_cifar("cifar100", "train", flatten=False, data_dir=root, verify_md5=False)
-    assert x.shape == (7, 3, 32, 32)
+    x, y = load_cifar("cifar100", "train", data_dir=root, verify_md5=False)
+    assert x.shape == (7, 3072)
     assert y.tolist() == batches["train"]["fine_labels"]
-    expected = torch.tensor(batches["train"]["data"], dtype=torch.float32).reshape(7, 3, 32, 32)
+    expected = torch.tensor(batches["train"]["data"], dtype=torch.float32)
     assert torch.equal(x, expected / 255)
     x_test, y_test = load_dataset("cifar100", "test", data_dir=root, verify_md5=False)
     assert x_test.shape == (3, DATASETS["cifar100"].n_features)
@@ -216,16 +221,17 @@ def svhn(tmp_path: Path) -> tuple[Path, np.ndarray, np.ndarray]:
 
 def test_svhn_reproduces_pixels_layout_and_maps_label_10_to_0(svhn):
     root, images, labels = svhn
-    x, y = load_svhn("test", flatten=False, data_dir=root, verify_md5=False)
-    assert x.shape == (9, 3, 32, 32) and x.dtype == torch.float32
+    flat, y = load_svhn("test", data_dir=root, verify_md5=False)
+    assert flat.shape == (9, 3072) and flat.dtype == torch.float32
+    x = as_images(flat, "svhn")
     assert y.dtype == torch.int64 and y.tolist() == [0, 1, 2, 3, 4, 5, 0, 9, 7]
     assert y.tolist() == [int(label) % 10 for label in labels[:, 0]]
     for i in range(9):
         for channel in range(3):
             plane = torch.tensor(images[:, :, channel, i], dtype=torch.float32) / 255
             assert torch.equal(x[i, channel], plane)
-    flat, _ = load_dataset("svhn", "test", data_dir=root, verify_md5=False)
-    assert flat.shape == (9, 3072)
+    via_dataset, _ = load_dataset("svhn", "test", data_dir=root, verify_md5=False)
+    assert torch.equal(via_dataset, flat)
     assert flat[4, 2 * 1024 + 7 * 32 + 30] == torch.tensor(images[7, 30, 2, 4] / 255,
                                                            dtype=torch.float32)
 
