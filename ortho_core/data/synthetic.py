@@ -159,15 +159,6 @@ class Task:
             return raw.to(dtype)
         return F.one_hot(raw.long(), self.n_in).to(dtype)
 
-    def generate(self, batch: int, length: int, generator: torch.Generator,
-                 dtype: torch.dtype = torch.float32,
-                 device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-        """Network inputs ``(B, L, n_in)`` and targets, on ``device`` (targets in ``dtype``
-        for ``mse`` problems)."""
-        raw, target = self.sample(batch, length, generator)
-        x = self.encode(raw.to(device), dtype)
-        return x, (target.to(device, dtype) if self.loss == "mse" else target.to(device))
-
     def losses(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Mean loss over the batch per leading index: ``output (..., B, n_out) -> (...)``.
 

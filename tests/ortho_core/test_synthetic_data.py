@@ -8,14 +8,22 @@ import math
 import pytest
 import torch
 
-from ortho_core.data.synthetic import DEFAULT_ERROR_THRESHOLD, TASKS, get_task
+from ortho_core.data.synthetic import DEFAULT_ERROR_THRESHOLD, TASKS, Task, get_task
 from ortho_core.errors import ConfigError
 
 N = 4000
 
 
+def generate(task: Task, batch: int, length: int,
+             generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Network inputs ``(B, L, n_in)`` of float32 and targets of ``batch`` sequences, as the
+    trainers build them from :meth:`Task.sample` and :meth:`Task.encode`."""
+    raw, target = task.sample(batch, length, generator)
+    return task.encode(raw), target
+
+
 def draw(name: str, length: int, n: int = N, seed: int = 0):
-    return get_task(name).generate(n, length, torch.Generator().manual_seed(seed))
+    return generate(get_task(name), n, length, torch.Generator().manual_seed(seed))
 
 
 @pytest.mark.parametrize(("name", "n_in", "n_out", "loss"), [
@@ -119,18 +127,19 @@ def test_a_seeded_stream_repeats_and_seeds_differ(name):
     task = get_task(name)
     g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
     for _ in range(3):
-        a, b = task.generate(16, 20, g1), task.generate(16, 20, g2)
+        a, b = generate(task, 16, 20, g1), generate(task, 16, 20, g2)
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-    c = task.generate(16, 20, torch.Generator().manual_seed(6))
+    c = generate(task, 16, 20, torch.Generator().manual_seed(6))
     assert not torch.equal(a[0], c[0])
 
 
-def test_encode_matches_generate_and_dtype():
+def test_encode_is_one_hot_in_its_dtype():
     task = get_task("temporal_order")
-    raw, y = task.sample(8, 15, torch.Generator().manual_seed(1))
-    x, y2 = task.generate(8, 15, torch.Generator().manual_seed(1), dtype=torch.float64)
-    assert x.dtype == torch.float64 and torch.equal(task.encode(raw, torch.float64), x)
-    assert torch.equal(y, y2)
+    raw, _ = task.sample(8, 15, torch.Generator().manual_seed(1))
+    x = task.encode(raw, torch.float64)
+    assert x.shape == (8, 15, task.n_in) and x.dtype == torch.float64
+    assert torch.equal(x.argmax(-1), raw)
+    assert torch.equal(x.sum(-1), torch.ones(8, 15, dtype=torch.float64))
 
 
 def test_cross_entropy_and_errors_against_closed_forms():
