@@ -17,11 +17,11 @@ come from ∂L/∂a_t of the one hand-written BPTT pass (:meth:`PackedSRNN.bptt
 <ortho_core.models.srnn.PackedSRNN.bptt>`), which already loops over time; nothing is
 recomputed per step.
 
-Memory: the temporal gradients themselves take K·T·|θ| numbers (:func:`temporal_gradients`,
-for tests and small packs). What G's method needs is less: the per-step norms
-(:func:`temporal_sq_norms`, K·T·5 numbers, computed over chunks of steps so that at most
-:data:`CHUNK_ELEMENTS` numbers are held) and weighted sums Σ_k c_k ∇|_k (:func:`combine`,
-which scales δ_k by c_k and reuses the gradient's own matmuls: the cost of one more gradient).
+Memory: the temporal gradients themselves would take K·T·|θ| numbers. What G's method needs
+is less: the per-step norms (:func:`temporal_sq_norms`, K·T·5 numbers, computed over chunks
+of steps so that at most :data:`CHUNK_ELEMENTS` numbers are held) and weighted sums
+Σ_k c_k ∇|_k (:func:`combine`, which scales δ_k by c_k and reuses the gradient's own
+matmuls: the cost of one more gradient).
 """
 
 from __future__ import annotations
@@ -37,25 +37,6 @@ once (memory only, not results)."""
 
 PARAMETERS = ("w_xh", "w_hh", "b_h", "w_hy", "b_y")
 """The order of the last axis of :func:`temporal_sq_norms` (that of the pack's parameters)."""
-
-
-def temporal_gradients(trace: Trace) -> list[Tensor]:
-    """Every temporal gradient ∇_θ L|_t (G eqs. 3.1, 3.3): one (K, T, *shape) tensor per
-    parameter (W_xh, W_hh, b_h, W_hy, b_y), summing over t to the gradient (eq. 3.2)."""
-    x, hs, da = trace.x, trace.hs, trace.da
-    steps = hs.shape[1]
-    g_xh = torch.einsum("ktbh,tbi->kthi", da, x.transpose(0, 1))
-    g_hh = torch.zeros(*hs.shape[:2], hs.shape[3], hs.shape[3], dtype=hs.dtype,
-                       device=hs.device)
-    if steps > 1:
-        g_hh[:, 1:] = torch.einsum("ktbh,ktbj->kthj", da[:, 1:], hs[:, :-1])
-    g_bh = da.sum(dim=2)
-    readout = []
-    for grad in trace.grads[3:]:
-        per_step = grad.new_zeros((grad.shape[0], steps, *grad.shape[1:]))
-        per_step[:, -1] = grad
-        readout.append(per_step)
-    return [g_xh, g_hh, g_bh, *readout]
 
 
 def temporal_sq_norms(trace: Trace) -> Tensor:

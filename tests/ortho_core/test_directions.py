@@ -11,8 +11,7 @@ from ortho_core.errors import ConfigError
 from ortho_core.experiments.synthetic import Config, initial_weights, train
 from ortho_core.experiments.synthetic_stage import Stage
 from ortho_core.metrics import member_norm
-from ortho_core.temporal import temporal_gradients
-from tests.ortho_core.test_temporal import K, T, pack_and_batch
+from tests.ortho_core.test_temporal import K, T, pack_and_batch, temporal_gradients
 
 SMALL = {"hidden": 12, "val_size": 200, "eval_every": 50, "max_iters": 150,
          "protocol": "fixed", "dtype": "float64"}

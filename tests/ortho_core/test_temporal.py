@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from ortho_core.data.synthetic import get_task
-from ortho_core.models.srnn import SRNNInit, init_srnn
-from ortho_core.temporal import CHUNK_ELEMENTS, combine, temporal_gradients, temporal_sq_norms
+from ortho_core.models.srnn import SRNNInit, Trace, init_srnn
+from ortho_core.temporal import CHUNK_ELEMENTS, combine, temporal_sq_norms
 
 K, B, T, H = 3, 5, 7, 6
 
@@ -23,6 +23,27 @@ def pack_and_batch(task_name: str = "temporal_order"):
     raw, y = task.sample(B, T, torch.Generator().manual_seed(4))
     x = task.encode(raw, torch.float64)
     return task, model, x, (y.double() if task.loss == "mse" else y)
+
+
+def temporal_gradients(trace: Trace) -> list[torch.Tensor]:
+    """Every temporal gradient ∇_θ L|_t (G eqs. 3.1, 3.3) from a BPTT trace: one (K, T, *shape)
+    tensor per parameter (W_xh, W_hh, b_h, W_hy, b_y), summing over t to the gradient
+    (eq. 3.2). K·T·|θ| numbers: the reference that :func:`~ortho_core.temporal.temporal_sq_norms`
+    and :func:`~ortho_core.temporal.combine` reduce without holding them."""
+    x, hs, da = trace.x, trace.hs, trace.da
+    steps = hs.shape[1]
+    g_xh = torch.einsum("ktbh,tbi->kthi", da, x.transpose(0, 1))
+    g_hh = torch.zeros(*hs.shape[:2], hs.shape[3], hs.shape[3], dtype=hs.dtype,
+                       device=hs.device)
+    if steps > 1:
+        g_hh[:, 1:] = torch.einsum("ktbh,ktbj->kthj", da[:, 1:], hs[:, :-1])
+    g_bh = da.sum(dim=2)
+    readout = []
+    for grad in trace.grads[3:]:
+        per_step = grad.new_zeros((grad.shape[0], steps, *grad.shape[1:]))
+        per_step[:, -1] = grad
+        readout.append(per_step)
+    return [g_xh, g_hh, g_bh, *readout]
 
 
 def replicated_temporal_gradients(task, model, x, y) -> list[torch.Tensor]:
