@@ -11,7 +11,7 @@ The template is MLflow's own new database less one row: the ``Default`` experime
 artifact location MLflow derives from the directory the process creating it runs in. MLflow
 creates that experiment when it first opens the copy, as it does for a database of its own,
 so a copy is what MLflow would have made in its place: same tables, columns, indexes and
-``alembic_version`` (which MLflow checks on every open: :func:`schema`, and the tests).
+``alembic_version`` (which MLflow checks on every open; the tests compare them).
 
 Templates live in ``$ORTHO_CACHE_DIR``, else ``$XDG_CACHE_HOME/ortho``, else
 ``~/.cache/ortho``, named after the MLflow release and its schema's head revision. Where
@@ -104,19 +104,3 @@ def create_sqlite_store(db: Path) -> bool:
     finally:
         draft.unlink(missing_ok=True)
     return True
-
-
-def schema(db: Path) -> tuple[list[tuple[str, str, str]], list[str]]:
-    """What MLflow checks and uses of a store: its tables, indexes and triggers (type, name,
-    SQL, sorted) and its ``alembic_version`` rows. Each statement's lines (a table's columns
-    and constraints) are sorted: MLflow's migrations emit a table's constraints in an order
-    that varies from one process to the next (two stores MLflow made itself differ so)."""
-    with sqlite3.connect(db) as conn:
-        objects = sorted((kind, name, "\n".join(sorted(
-            line.strip().rstrip(",") for line in sql.splitlines())))
-            for kind, name, sql in conn.execute(
-                "SELECT type, name, COALESCE(sql, '') FROM sqlite_master "
-                "WHERE name NOT LIKE 'sqlite_%'"))
-        versions = [row[0] for row in conn.execute("SELECT version_num FROM alembic_version")]
-    conn.close()
-    return objects, versions
