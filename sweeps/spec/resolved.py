@@ -45,10 +45,9 @@ class ResolvedSpec:
     """Trial summary that ranks trials."""
     mode: Literal["max", "min"]
     """Whether a larger or smaller ``metric`` is better."""
-    search_kind: Literal["grid", "optuna"]
-    """Grid only, or Optuna within each cell."""
     optuna: OptunaSettings | None
-    """Sampler, trials per cell and seed (optuna searches only)."""
+    """Sampler, trials per cell and seed of an Optuna search within each cell; None for a
+    grid only."""
     resources: Resources
     """Per trial."""
     pack_size: int | Literal["auto"]
@@ -116,7 +115,7 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
     return ResolvedSpec(
         name=spec.name, experiment=spec.experiment, profile=profile,
         description=spec.description, metric=spec.metric.name, mode=spec.metric.mode,
-        search_kind=search.kind, optuna=optuna, resources=eff.value("resources"),
+        optuna=optuna, resources=eff.value("resources"),
         pack_size=eff.value("pack_size"), max_failures=eff.value("max_failures"),
         repeats=eff.value("repeats"), scheduler=eff.value("scheduler"), text=text,
         sha256=hashlib.sha256(text.encode()).hexdigest(), source=str(source.path),

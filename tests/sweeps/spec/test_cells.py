@@ -74,8 +74,7 @@ def test_optuna_dimensions_are_kept_out_of_the_grid(tmp_path):
     spec = resolve(load_spec(write(tmp_path, OPTUNA)), "paper")
     cells = spec.cells()
     assert len(cells) == 2 * (1 + 2 + 1)  # tasks x groups; lr, hidden, init are Optuna's
-    assert (spec.search_kind, spec.optuna.n_trials, spec.optuna.seed, spec.optuna.sampler) == (
-        "optuna", 5, 3, "tpe")
+    assert (spec.optuna.n_trials, spec.optuna.seed, spec.optuna.sampler) == (5, 3, "tpe")
     for cell in cells:
         assert not {"lr", "hidden", "init"} & set(cell.params)
         assert set(cell.optuna_space) == {"lr", "hidden", "init"}

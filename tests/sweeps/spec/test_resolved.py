@@ -25,8 +25,7 @@ def test_resolved_text_and_hash(tmp_path):
                                    "variant": "open"}
     assert open_group["space"] == {"lr": {"log_range": [0.001, 0.1], "num": 3},
                                    "penalty": [1.0, 0.1]}
-    assert (smoke.metric, smoke.mode, smoke.search_kind, smoke.optuna) == (
-        "max_seq_len_solved", "max", "grid", None)
+    assert (smoke.metric, smoke.mode, smoke.optuna) == ("max_seq_len_solved", "max", None)
 
 
 def test_unknown_profile_names_the_profile_asked_for_not_the_file(tmp_path):

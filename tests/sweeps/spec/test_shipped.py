@@ -41,7 +41,7 @@ def test_shipped_spec_resolves(name, profile):
     spec = resolve(load_spec(name), profile)
     cells = spec.cells()
     assert len(cells) == SHIPPED_CELLS[name, profile]
-    assert spec.name == name and spec.search_kind == "grid"
+    assert spec.name == name and spec.optuna is None
     pack_fields = experiments.get(spec.experiment).PACK_FIELDS
     shapes = collections.Counter(
         tuple(getattr(config_of(spec.experiment, c.params), f) for f in pack_fields)
