@@ -188,7 +188,7 @@ def _own_process_groups() -> Iterator[None]:
         services.ConsolePopen = original  # type: ignore[misc]
 
 
-def start_embedded_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
+def start_embedded_ray(num_cpus: int | None = None) -> None:
     """Start Ray in this process, on 127.0.0.1 only, without dashboard or driver logs.
 
     Its dashboard agent listens on a free port (:func:`_free_agent_port`), so that another
@@ -209,8 +209,7 @@ def start_embedded_ray(num_cpus: int | None = None, num_gpus: int | None = None)
         with (_loopback_only(), _free_agent_port(), _no_usage_stats_head(),
               _own_process_groups()):
             ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
-                     log_to_driver=False, logging_level=logging.WARNING, num_cpus=num_cpus,
-                     num_gpus=num_gpus)
+                     log_to_driver=False, logging_level=logging.WARNING, num_cpus=num_cpus)
     finally:
         auth_logger.setLevel(level)
 
