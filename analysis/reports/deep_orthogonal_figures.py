@@ -15,7 +15,7 @@ from analysis.load import Histories, SweepRuns
 from analysis.published.nosarzewski import (
     F3_SPREAD_LIMIT,
 )
-from analysis.reports.deep_orthogonal_tables import NAMES, best_run, f1_cells, f3_cells
+from analysis.reports.deep_orthogonal_tables import NAMES, f1_cells, f3_cells, lowest_run
 
 
 def _title(runs: SweepRuns, what: str) -> str:
@@ -28,8 +28,8 @@ def data_figure(runs: SweepRuns, histories: Histories) -> Figure:
     orthogonal (N-F1) and Orth/ReLU (N-F3) run misclassifies ringed."""
     rows = []
     for dataset, variant in (("two_class", "orth"), ("spiral", "orth_relu")):
-        best = best_run(group(runs, {"dataset": dataset, "variant": variant}),
-                         "best_train_error")
+        best = lowest_run(group(runs, {"dataset": dataset, "variant": variant}),
+                          "best_train_error")
         points = None if best is None else histories.artifact_json(best["run_id"], "points")
         if points is not None:
             rows.append(pd.DataFrame({"dataset": dataset, "x": points["x"], "y": points["y"],
@@ -85,8 +85,8 @@ def f1_figure(runs: SweepRuns, histories: Histories) -> Figure:
     and for the orthogonal net (a gradient exactly 0 is left out of the log axis)."""
     cells = f1_cells(runs)
     picks = [(f"{NAMES[v]} L={int(layers)}",
-              best_run(group(runs, {"dataset": "two_class", "variant": v, "layers": layers}),
-                        "best_train_error"))
+              lowest_run(group(runs, {"dataset": "two_class", "variant": v, "layers": layers}),
+                         "best_train_error"))
              for v, layers in zip(cells["variant"], cells["layers"], strict=True)]
     data = _profiles(histories, picks, "act_grad")
 
@@ -119,8 +119,8 @@ def f3_figure(runs: SweepRuns) -> Figure:
 def f4_figure(runs: SweepRuns, histories: Histories) -> Figure:
     """N Fig. 4: test error over iterations (best seed of each net) and the per-layer
     activation-gradient norms after training."""
-    picks = [(NAMES[v], best_run(group(runs, {"dataset": "mnist", "variant": v}),
-                                  "best_test_error")) for v in ("relu", "orth")]
+    picks = [(NAMES[v], lowest_run(group(runs, {"dataset": "mnist", "variant": v}),
+                                    "best_test_error")) for v in ("relu", "orth")]
     curves = [histories.get(best["run_id"], "test_error").assign(net=label)
               for label, best in picks if best is not None]
     errors = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(

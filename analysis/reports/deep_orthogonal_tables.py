@@ -46,7 +46,10 @@ def _metric(runs: pd.DataFrame, name: str) -> pd.Series:
     return runs.get(f"metrics.{name}", pd.Series(dtype="float64")).dropna()
 
 
-def best_run(g: Group, metric: str) -> pd.Series | None:
+def lowest_run(g: Group, metric: str) -> pd.Series | None:
+    """The group's finished run with the lowest ``metric`` (an error: the figures show the
+    run that trained best), or None where no finished run logged it; runs whose value is
+    NaN are never picked."""
     done = _done(g)
     values = _metric(done, metric)
     return None if values.empty else done.loc[values.idxmin()]

@@ -11,6 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from analysis.claims import NOT_MEASURED, from_verdict
+from analysis.groups import Group
 from analysis.load import load_sweep
 from analysis.reports import deep_orthogonal_tables as report
 from sweeps.cli import main
@@ -185,3 +186,15 @@ def test_f4_verdict_needs_the_relu_net_stuck_and_the_orthogonal_net_10_points_be
     assert report.f4_verdict(_f4(88.0, 79.0, 88.65)).startswith("Verdict: differs")  # < 10
     assert report.f4_verdict(_f4(99.5, 80.0, None)).startswith("Verdict: as N")  # base 100 %
     assert report.f4_verdict(_f4(None, 60.0, 88.65)).startswith("Verdict: none")
+
+
+def test_lowest_run_picks_the_finished_run_with_the_lowest_value_and_skips_nan() -> None:
+    """A failed run's lower error and a finished run's NaN are never picked; a group whose
+    finished runs all logged NaN has no run to show."""
+    frame = pd.DataFrame({"run_id": ["nan", "low", "failed", "high"],
+                          "outcome": ["solved", "unsolved", "failed", "solved"],
+                          "metrics.best_train_error": [float("nan"), 0.2, 0.1, 0.4]})
+    picked = report.lowest_run(Group(runs=frame, n_expected=None), "best_train_error")
+    assert picked is not None and picked["run_id"] == "low"
+    nan_only = frame.assign(**{"metrics.best_train_error": float("nan")})
+    assert report.lowest_run(Group(runs=nan_only, n_expected=None), "best_train_error") is None
