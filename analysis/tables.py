@@ -20,7 +20,7 @@ import csv
 import io
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -174,7 +174,7 @@ class Provenance:
                 + (" with uncommitted changes" if self.git_dirty else ""))
 
 
-@dataclass
+@dataclass(init=False)
 class Table:
     """A titled grid of cells with its provenance and notes."""
 
@@ -184,19 +184,27 @@ class Table:
     """Caption."""
     columns: Sequence[str]
     """Column headers."""
-    rows: Sequence[Sequence[Cell | object]]
-    """Entries, one sequence per row, as many as ``columns``; plain values become cells."""
+    rows: list[list[Cell]]
+    """Entries, one list per row, one cell per column."""
     provenance: Provenance
     """Spec, profile, sweep and run counts behind the numbers."""
-    notes: Sequence[str] = ()
+    notes: Sequence[str]
     """Sentences printed under the table (choice rules, thresholds, published sources)."""
 
-    def __post_init__(self) -> None:
-        self.rows = [[as_cell(e) for e in row] for row in self.rows]
+    def __init__(self, name: str, title: str, columns: Sequence[str],
+                 rows: Iterable[Sequence[Cell | object]], provenance: Provenance,
+                 notes: Sequence[str] = ()) -> None:
+        """A table of ``rows``, each entry a :class:`Cell` or a plain value (which becomes a
+        complete cell), so that reports write numbers and text as they are. A row with other
+        than one entry per column raises ValueError naming the table and the row, so that a
+        report's mistake fails where it builds the table rather than misaligned in print."""
+        self.name, self.title, self.columns = name, title, columns
+        self.provenance, self.notes = provenance, notes
+        self.rows = [[as_cell(e) for e in row] for row in rows]
         for i, row in enumerate(self.rows):
-            if len(row) != len(self.columns):
-                raise ValueError(f"table {self.name}: row {i} has {len(row)} cells, "
-                                 f"expected {len(self.columns)}")
+            if len(row) != len(columns):
+                raise ValueError(f"table {name}: row {i} has {len(row)} cells, "
+                                 f"expected {len(columns)}")
 
     def incomplete(self) -> list[tuple[int, str]]:
         """(row index, column) of every partial or missing cell."""

@@ -160,5 +160,10 @@ def test_render_dispatches_and_rows_must_match_columns() -> None:
     assert t.render("md") == t.to_markdown()
     assert t.render("latex") == t.to_latex()
     assert t.render("csv") == t.to_csv()
-    with pytest.raises(ValueError, match="row 0 has 1 cells, expected 2"):
-        Table("x", "X", ["a", "b"], [[1]], PROV)
+    with pytest.raises(ValueError, match=r"^table x: row 1 has 3 cells, expected 2$"):
+        Table("x", "X", ["a", "b"], [[1, 2], [1, 2, 3]], PROV)
+
+
+def test_rows_are_held_as_lists_of_cells_whatever_sequences_they_came_in() -> None:
+    t = Table("x", "X", ["a", "b"], (r for r in [("p", Cell(1.5, ".1f"))]), PROV)
+    assert t.rows == [[Cell("p"), Cell(1.5, ".1f")]]
