@@ -103,8 +103,8 @@ class Cell:
                 return MISSING
             return NOT_IN_PROFILE if self.outside else NOT_APPLICABLE
         if isinstance(value, numbers.Real) and not isinstance(value, bool) and self.fmt:
-            if self.fmt.endswith("d"):
-                value = int(value)
+            if self.fmt.endswith("d") and not isinstance(value, numbers.Integral):
+                value = int(float(value))  # a Real need not define __int__; an integer stays
             return format(value, self.fmt)
         return str(value)
 
