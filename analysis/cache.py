@@ -44,7 +44,7 @@ def safe_name(name: str) -> str:
         "h" + hashlib.sha256(name.encode()).hexdigest()[:16])
 
 
-def _replace(path: Path, write: Callable[[Path], None]) -> None:
+def _replace(path: Path, write: Callable[[Path], object]) -> None:
     """Give ``path`` the content ``write`` puts into the path it is passed: a hidden file
     beside ``path``, renamed over it once complete (removed if ``write`` fails)."""
     staged = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")

@@ -81,7 +81,7 @@ def gradient_figure(runs: SweepRuns, histories: Histories) -> Figure:
     for variant in ("plain", "lcw") if shape in shapes(runs) else ():
         best = chosen(runs, shape, variant)[1]
         grads = None if best is None else histories.artifact_json(best["run_id"], "gradients_init")
-        if grads is None:
+        if best is None or grads is None:
             notes.append(f"No gradient diagnostics of {MODELS[variant]}.")
             continue
         for layer, q, rms in zip(grads["layer"], grads["grad_quantiles"], grads["grad_rms"],
