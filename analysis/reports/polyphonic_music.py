@@ -15,6 +15,7 @@ its dataset, width H and α that trained to their end.
 from __future__ import annotations
 
 import math
+from typing import TypedDict
 
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
@@ -40,6 +41,14 @@ DATASETS: dict[str, str] = {"musedata": "MuseData", "jsb_chorales": "JSB Chorale
 ROW_KEYS = ("dataset", "hidden", "lr")
 """The params that make one row of Table 4.2."""
 
+
+class RowKey(TypedDict):
+    """The params of one row of Table 4.2 (:data:`ROW_KEYS`), typed as the rows read them."""
+
+    dataset: str
+    hidden: int
+    lr: float
+
 CONVENTION_NOTE = ("NLL per time step in nats. G eq. 4.2: each song's NLL divided by its "
                    "number of predicted frames, averaged over the songs; pooled: the NLL of "
                    "all predicted frames divided by their number (Boulanger-Lewandowski et "
@@ -58,7 +67,7 @@ def predicted_note(runs: SweepRuns) -> str:
     return "Predicted: " + "; ".join(PREDICTED[k] for k in kinds) + "."
 
 
-def _rows(runs: SweepRuns) -> list[dict[str, object]]:
+def _rows(runs: SweepRuns) -> list[RowKey]:
     """The (dataset, hidden, lr) combinations the spec defines or the sweep tracked, with
     MuseData's published widths first, in order."""
     found: list[tuple] = []
@@ -69,16 +78,22 @@ def _rows(runs: SweepRuns) -> list[dict[str, object]]:
     found += list(zip(*(param_values(frame, k) for k in ROW_KEYS), strict=True))
     unique = {(str(d), int(h), float(lr)) for d, h, lr in found if d is not None}
     order = list(DATASETS)
-    return [dict(zip(ROW_KEYS, key, strict=True)) for key in sorted(
+    return [RowKey(dataset=d, hidden=h, lr=lr) for d, h, lr in sorted(
         unique, key=lambda k: (order.index(k[0]) if k[0] in order else len(order), *k))]
 
 
-def _mean(g: Group, summary: str, fmt: str = ".2f") -> Cell:
-    """The mean of ``selected_<summary>`` over the row's finished configurations."""
+def _mean_value(g: Group, summary: str) -> float | None:
+    """The mean of ``selected_<summary>`` over the row's finished configurations; None where
+    none of them logged it."""
     column = f"metrics.selected_{summary}"
     done = g.runs[g.runs["outcome"].isin(DONE)]
     values = done[column].dropna() if column in done else pd.Series(dtype=float)
-    return Cell(float(values.mean()) if len(values) else None, fmt, g.partial)
+    return float(values.mean()) if len(values) else None
+
+
+def _mean(g: Group, summary: str, fmt: str = ".2f") -> Cell:
+    """:func:`_mean_value` as a cell, marked partial where the row is."""
+    return Cell(_mean_value(g, summary), fmt, g.partial)
 
 
 def _notes(runs: SweepRuns) -> list[str]:
@@ -99,11 +114,11 @@ def table_4_2(runs: SweepRuns) -> Table:
     rows = []
     for key in _rows(runs):
         g = group(runs, key)
-        published = (TABLE_4_2.get(int(key["hidden"]))
+        published = (TABLE_4_2.get(key["hidden"])
                      if key["dataset"] == MUSIC_DATASET and math.isclose(
-                         float(key["lr"]), MUSIC_PROTOCOL["lr"]) else None)
+                         key["lr"], MUSIC_PROTOCOL["lr"]) else None)
         rows.append([
-            DATASETS.get(str(key["dataset"]), key["dataset"]), Cell(key["hidden"], "d"),
+            DATASETS.get(key["dataset"], key["dataset"]), Cell(key["hidden"], "d"),
             Cell(key["lr"], "g"), _mean(g, "train_nll"),
             Cell(None if published is None else published.train, ".2f"),
             _mean(g, "test_nll"), Cell(None if published is None else published.test, ".2f"),
@@ -125,8 +140,8 @@ def table_4_2(runs: SweepRuns) -> Table:
 
 def _published_widths(runs: SweepRuns) -> list[int]:
     """The widths H the sweep runs on MuseData at G's α (the rows Table 4.2 publishes)."""
-    return [int(k["hidden"]) for k in _rows(runs) if k["dataset"] == MUSIC_DATASET
-            and math.isclose(float(k["lr"]), MUSIC_PROTOCOL["lr"])]
+    return [k["hidden"] for k in _rows(runs) if k["dataset"] == MUSIC_DATASET
+            and math.isclose(k["lr"], MUSIC_PROTOCOL["lr"])]
 
 
 def polyphonic_claims(runs: SweepRuns) -> list[Claim]:
@@ -135,7 +150,7 @@ def polyphonic_claims(runs: SweepRuns) -> list[Claim]:
     widths = sorted(set(_published_widths(runs)))
     groups = {h: group(runs, {"dataset": MUSIC_DATASET, "hidden": h,
                               "lr": MUSIC_PROTOCOL["lr"]}) for h in widths}
-    values = {f"H={h}": _mean(g, "test_nll").value for h, g in groups.items()}
+    values = {f"H={h}": _mean_value(g, "test_nll") for h, g in groups.items()}
     shown = {k: v for k, v in values.items() if v is not None}
     partial = any(g.partial for g in groups.values())
     text = ("MuseData test NLL grows with H, the smallest width best (paper "
