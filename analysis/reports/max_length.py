@@ -13,8 +13,6 @@ did in the paper.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
@@ -92,10 +90,11 @@ def _order(pair: tuple[str, str]) -> tuple[int, str, int, str]:
             variants.index(variant) if variant in variants else len(variants), variant)
 
 
-def _count_text(row: Mapping[str, object]) -> str:
+def _count_text(row: pd.Series) -> str:
     """The count of a :func:`max_length_cells` row (see :func:`analysis.groups.count_text`)."""
-    of = row["n_runs"] if row["n_expected"] is None else row["n_expected"]
-    return count_text(row["n_done"], of, row["n_failed"], row["n_diverged"])
+    of = row["n_runs"] if pd.isna(row["n_expected"]) else row["n_expected"]
+    return count_text(int(row["n_done"]), int(of), int(row["n_failed"]),
+                      int(row["n_diverged"]))
 
 
 def max_length_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Table:
@@ -105,10 +104,10 @@ def max_length_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Tabl
     rows = []
     for pair in sorted(set(held) | set(TABLE_I), key=_order):
         if pair not in held:
-            pub = TABLE_I[pair]
+            paper = TABLE_I[pair]
             rows.append([PROBLEMS.get(pair[0], pair[0]), MODELS.get(pair[1], pair[1]), OUTSIDE,
-                         Cell(pub.max_len, "d"), OUTSIDE, Cell(pub.lr, "g"),
-                         OUTSIDE if pair[1] == "open" else Cell(None), Cell(pub.penalty, "g"),
+                         Cell(paper.max_len, "d"), OUTSIDE, Cell(paper.lr, "g"),
+                         OUTSIDE if pair[1] == "open" else Cell(None), Cell(paper.penalty, "g"),
                          NOT_IN_PROFILE])
             continue
         r = held[pair]
@@ -307,7 +306,8 @@ def penalty_form_table(runs: SweepRuns) -> Table | None:
     forms = _penalty_forms(frame)
     if forms.nunique() < 2:
         return None
-    rows, best = [], {}
+    rows: list[list[object]] = []
+    best: dict[tuple[str, str], int] = {}
     keys = frame.assign(_t=param_values(frame, "task"), _a=param_values(frame, "lr"),
                         _l=param_values(frame, "penalty"))
     for (task, lr, penalty), cell in keys.groupby(["_t", "_a", "_l"], sort=True):
