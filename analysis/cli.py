@@ -34,7 +34,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from analysis.reports import REPORTS
 from analysis.tables import FORMATS
@@ -75,7 +75,16 @@ EXAMPLES = {
 """The example each of these commands' ``--help`` ends with."""
 
 
-def _help(name: str) -> dict[str, object]:
+class _HelpArguments(TypedDict):
+    """What :func:`_help` passes to ``add_parser``, typed so that it type-checks as its
+    keyword arguments."""
+
+    description: str
+    epilog: str
+    formatter_class: type[argparse.HelpFormatter]
+
+
+def _help(name: str) -> _HelpArguments:
     """The ``add_parser`` arguments that give ``name``'s ``--help`` its text and example."""
     return {"description": HELP[name], "epilog": "Example:\n  " + EXAMPLES[name],
             "formatter_class": argparse.RawDescriptionHelpFormatter}
