@@ -210,14 +210,15 @@ def _stage_lengths(runs: pd.DataFrame, histories: Histories) -> dict[str, pd.Dat
     return out
 
 
-def fig2_data(runs: SweepRuns, histories: Histories, seq_len: int | None = None
+def fig2_data(runs: SweepRuns, histories: Histories
               ) -> tuple[pd.DataFrame, int | None, list[str]]:
     """The series of M Fig. 2: for each model, ρ(W_hh) and ‖∇W_hh‖ of one run while it
     trained at sequence length T on the temporal order problem (:data:`FIG2_TASK`).
 
     The run of a model is its best configuration on that task by the Table I rule among those
-    that trained at T. T is ``seq_len``, else the paper's 60 when every model has such a
-    run, else the largest T every model has one at (a reduced profile rarely reaches 60).
+    that trained at T. T is the paper's 60 when every model has such a run, else the largest
+    T every model has one at (a reduced profile rarely reaches 60); where the models that ran
+    share no T, there is no data and T is None, and a note names each model's lengths.
     Returns the data (columns ``variant``, ``run_id``, ``metric``, ``step``, ``iteration``,
     ``value``; ``iteration`` counts the iterations trained at T, from the last step
     evaluated at the previous length, since a run's steps run on across lengths), the T
@@ -233,18 +234,21 @@ def fig2_data(runs: SweepRuns, histories: Histories, seq_len: int | None = None
     lengths = {v: set().union(*(set(h["seq_len"].astype(int)) for h in s.values()))
                for v, s in stages.items()}
     common = set.intersection(*lengths.values()) if lengths else set()
-    if seq_len is None:
-        seq_len = FIG2_T if FIG2_T in common else (max(common) if common else None)
-        if seq_len is not None and seq_len != FIG2_T:
-            notes.append(f"T = {seq_len}: no run of every model trained at the paper's "
-                         f"T = {FIG2_T}.")
+    columns = ["variant", "run_id", "metric", "step", "iteration", "value"]
+    if not common:
+        if ranked:
+            notes.append("No T at which a run of every model trained: " + "; ".join(
+                f"{MODELS[v]} at T = {', '.join(map(str, sorted(t))) or 'none logged'}"
+                for v, t in lengths.items()) + ".")
+        return pd.DataFrame(columns=columns), None, notes
+    seq_len = FIG2_T if FIG2_T in common else max(common)
+    if seq_len != FIG2_T:
+        notes.append(f"T = {seq_len}: no run of every model trained at the paper's "
+                     f"T = {FIG2_T}.")
     rows = []
     for variant, ranked_runs in ranked.items():
-        chosen = next((rid for rid in ranked_runs["run_id"]
-                       if seq_len in set(stages[variant][rid]["seq_len"].astype(int))), None)
-        if chosen is None:
-            notes.append(f"No {MODELS[variant]} run of {task} trained at T = {seq_len}.")
-            continue
+        chosen = next(rid for rid in ranked_runs["run_id"]
+                      if seq_len in set(stages[variant][rid]["seq_len"].astype(int)))
         stage = stages[variant][chosen]
         steps = set(stage.loc[stage["seq_len"] == seq_len, "step"])
         before = stage.loc[stage["step"] < min(steps), "step"]
@@ -256,15 +260,14 @@ def fig2_data(runs: SweepRuns, histories: Histories, seq_len: int | None = None
                 "variant": variant, "run_id": chosen, "metric": metric,
                 "step": history["step"], "iteration": history["step"] - start,
                 "value": history["value"]}))
-    columns = ["variant", "run_id", "metric", "step", "iteration", "value"]
-    data = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
-    return data[columns], seq_len, notes
+    return pd.concat(rows, ignore_index=True)[columns], seq_len, notes
 
 
 def fig2(runs: SweepRuns, histories: Histories) -> Figure:
     """M Fig. 2: ρ(W_hh) (left) and ‖∇W_hh‖ (right, log scale) against iterations at one T
     for SRNN, SRNN+OPEN and SRNN+OINIT (data: :func:`fig2_data`)."""
     data, used, notes = fig2_data(runs, histories)
+    at = "no common T" if used is None else f"T = {used}"
 
     def draw(data: pd.DataFrame, fig: MplFigure) -> None:
         axes = fig.subplots(1, len(FIG2_METRICS))
@@ -277,14 +280,14 @@ def fig2(runs: SweepRuns, histories: Histories) -> Figure:
                 ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
             elif (data.loc[data["metric"] == metric, "value"] > 0).all() and len(data):
                 ax.set_yscale("log")
-            ax.set_xlabel(f"iteration at T = {used}")
+            ax.set_xlabel(f"iteration at {at}")
             ax.set_ylabel(label)
             ax.legend(fontsize=8)
 
     sweep = runs.sweep
     missing = " (partial)" if notes and set(data["variant"]) != set(MODELS) else ""
     return Figure(name="fig2-spectral-radius", data=data, draw=draw, notes=notes,
-                  title=f"M Fig. 2 — {PROBLEMS[FIG2_TASK]}, T = {used}{missing} · "
+                  title=f"M Fig. 2 — {PROBLEMS[FIG2_TASK]}, {at}{missing} · "
                         f"{sweep.spec} · {sweep.profile} · sweep {sweep.sweep_id}")
 
 

@@ -12,7 +12,7 @@ import pytest
 from analysis.load import Histories, SweepRuns, load_sweep
 from analysis.published.manchev import FIG2_T, TABLE_I
 from analysis.reports import max_length
-from tests.analysis.conftest import SPEC, SW1, Store
+from tests.analysis.conftest import SPEC, SW1, Store, frame_runs
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -117,14 +117,37 @@ def test_fig2_plots_each_models_run_at_the_longest_common_length(
             assert list(series["iteration"]) == [100, 200, 300]
 
 
-def test_fig2_at_the_papers_length_says_which_model_is_missing(
-        store: Store, runs: SweepRuns) -> None:
-    data, used, notes = max_length.fig2_data(runs, Histories(store.client(), runs), seq_len=60)
-    assert used == 60 and notes == ["No SRNN run of temporal_order trained at T = 60."]
-    assert set(data["variant"]) == {"open", "oinit"}
-    series = data[(data["variant"] == "open") & (data["metric"] == "grad_norm_whh")]
-    assert list(zip(series["step"], series["value"], strict=True)) == stage_series(
-        store, 5, "grad_norm_whh", 60)
+class StageHistories:
+    """Metric histories of hand-made runs: each run's ``seq_len`` at steps 100, 200, ...,
+    and a ρ of 1 at each of those steps."""
+
+    def __init__(self, lengths: dict[str, list[int]]) -> None:
+        self.lengths = lengths
+
+    def get(self, run_id: str, key: str) -> pd.DataFrame:
+        lengths = self.lengths[run_id]
+        steps = [100 * (i + 1) for i in range(len(lengths))]
+        values = lengths if key == "seq_len" else [1.0] * len(lengths)
+        return pd.DataFrame({"step": steps, "value": [float(v) for v in values]})
+
+
+def test_fig2_without_a_length_every_model_trained_at_names_each_models_lengths() -> None:
+    """SRNN and SRNN+OINIT trained at T = 10, SRNN+OPEN only at 30 and 40: no T is common, so
+    nothing is plotted, T is None, and the note lists every model's lengths."""
+    lengths = {"plain": [10, 20], "open": [30, 40], "oinit": [10]}
+    frame = pd.DataFrame.from_records([
+        {"run_id": v, "trial_key": v, "status": "FINISHED", "outcome": "solved",
+         "params.task": "temporal_order", "params.variant": v, "params.lr": 0.1,
+         "params.penalty": 0.0, "metrics.max_seq_len_solved": float(t[-1]),
+         "metrics.iters_to_solve": 100.0} for v, t in lengths.items()])
+    runs = frame_runs(frame, SPEC, None)
+    data, used, notes = max_length.fig2_data(runs, StageHistories(lengths))
+    assert used is None and data.empty
+    assert list(data.columns) == ["variant", "run_id", "metric", "step", "iteration", "value"]
+    assert notes == ["No T at which a run of every model trained: SRNN at T = 10, 20; "
+                     "SRNN+OPEN at T = 30, 40; SRNN+OINIT at T = 10."]
+    figure = max_length.fig2(runs, StageHistories(lengths))
+    assert figure.title.startswith("M Fig. 2 — Temporal Order, no common T (partial) · ")
 
 
 def test_figures_are_written_as_png_with_the_plotted_data(
