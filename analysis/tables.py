@@ -211,11 +211,6 @@ class Table:
         return [(i, col) for i, row in enumerate(self.rows)
                 for col, c in zip(self.columns, row, strict=True) if c.partial]
 
-    @property
-    def complete(self) -> bool:
-        """True when no cell is partial or missing."""
-        return not self.incomplete()
-
     def legend(self) -> str:
         """The sentence under the table: complete, or how many cells are partial; and what
         `not in profile` means where a cell says it."""

@@ -225,7 +225,7 @@ def test_a_whole_sweep_with_unconverged_runs_is_not_partial():
     runs.runs = pd.concat([runs.runs, extra], ignore_index=True)
     cells = simplex_direction.direction_cells(runs)
     table = simplex_direction.simplex_table(runs, cells)
-    assert table.complete and "Partial sweep" not in table.to_markdown()
+    assert table.incomplete() == [] and "Partial sweep" not in table.to_markdown()
     claim = simplex_direction.simplex_claim(cells)
     assert (claim.status, claim.partial) == ("holds", False)
 

@@ -312,7 +312,7 @@ def test_report_of_a_real_smoke_sweep_matches_its_runs(smoke_home: Path, tmp_pat
         diverged = sum(c.data.tags["ortho.outcome"] == "diverged" for c in mine)
         assert rows[model][8] == f"{len(mine)}/{len(mine)}" + (
             f" ({diverged} diverged)" if diverged else "")
-    assert table.complete
+    assert table.incomplete() == []
 
     data, used, _ = max_length.fig2_data(runs, Histories(client, runs))
     assert used is not None and set(data["variant"]) == set(max_length.MODELS)  # every model

@@ -75,9 +75,8 @@ def test_search_names_the_sampler_and_the_trials_of_the_cells(storage, sampler, 
 def test_incomplete_cells_are_listed_and_plain_values_become_cells() -> None:
     t = table()
     assert t.incomplete() == [(1, "T"), (1, "α"), (2, "T")]
-    assert not t.complete
     assert Table("x", "X", ["a"], [[3]], PROV).rows[0][0] == Cell(3)
-    assert Table("x", "X", ["a"], [[3]], PROV).complete
+    assert Table("x", "X", ["a"], [[3]], PROV).incomplete() == []
 
 
 def test_markdown_pads_columns_and_right_aligns_numbers() -> None:
