@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
-from typing import Literal
+from typing import Literal, TypeGuard
 
 Status = Literal["holds", "does not hold", "not measured"]
 HOLDS: Status = "holds"
@@ -59,7 +59,8 @@ def judge(source: str, text: str, ok: bool | None, evidence: str,
     return Claim(source, text, status, evidence, partial)
 
 
-def _known(value: float | None) -> bool:
+def _known(value: float | None) -> TypeGuard[float]:
+    """Whether ``value`` is a measured number (neither None nor NaN)."""
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
@@ -76,11 +77,11 @@ def beats(source: str, text: str, values: Mapping[str, float | None],
     (larger when ``higher``, else smaller); not measured when one of them has no value."""
     shown = {k: values.get(k) for k in (*winners, *losers)}
     said = evidence(shown, fmt, unit)
-    if not all(_known(v) for v in shown.values()):
+    known = {k: float(v) for k, v in shown.items() if _known(v)}
+    if len(known) < len(shown):
         return judge(source, text, None, said, partial)
     sign = 1.0 if higher else -1.0
-    ok = all(sign * (float(shown[w]) - float(shown[lo])) > 0  # type: ignore[arg-type]
-             for w in winners for lo in losers)
+    ok = all(sign * (known[w] - known[lo]) > 0 for w in winners for lo in losers)
     return judge(source, text, ok, said, partial)
 
 
@@ -93,9 +94,9 @@ def ordered(source: str, text: str, values: Mapping[str, float | None],
     them has no value."""
     shown = {k: values.get(k) for k in order}
     said = evidence(shown, fmt, unit)
-    if not all(_known(v) for v in shown.values()):
+    numbers = [float(v) for v in shown.values() if _known(v)]
+    if len(numbers) < len(shown):
         return judge(source, text, None, said, partial)
-    numbers = [float(v) for v in shown.values()]  # type: ignore[arg-type]
     ok = all(a <= b for a, b in pairwise(numbers)) and (numbers[-1] > numbers[0] or not rising)
     if rising and len(set(numbers)) == 1:
         said += " (a tie: no model went further)"

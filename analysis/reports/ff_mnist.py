@@ -73,9 +73,13 @@ def _preprocessing(row: pd.Series | None, partial: bool) -> Cell:
     return Cell(PREPROCESSING_NAMES.get(value, value), partial=partial)
 
 
+def _accuracy(row: pd.Series | None) -> float | None:
+    """A chosen run's test accuracy in % (None without a run)."""
+    return None if row is None else 100.0 * float(row[f"metrics.{ACCURACY}"])
+
+
 def _percent(row: pd.Series | None, partial: bool) -> Cell:
-    value = None if row is None else 100.0 * float(row[f"metrics.{ACCURACY}"])
-    return Cell(value, ".2f", partial)
+    return Cell(_accuracy(row), ".2f", partial)
 
 
 def _ff_protocol_notes(runs: SweepRuns) -> list[str]:
@@ -185,7 +189,7 @@ def _best_percent(runs: SweepRuns, values: dict[str, object]) -> tuple[float | N
     whether it rests on a partial group."""
     g = group(runs, values)
     best = first_ranked(g.runs, ACCURACY)
-    return _percent(best, g.partial).value, g.partial  # type: ignore[return-value]
+    return _accuracy(best), g.partial
 
 
 def ff_claims(runs: SweepRuns) -> list[Claim]:

@@ -88,19 +88,20 @@ def _ranked(cells: pd.DataFrame) -> dict[str, float | None]:
 
 def _order(values: dict[str, float | None]) -> list[str]:
     """Directions by ascending value, those without one left out."""
-    return sorted((d for d, v in values.items() if v is not None and not math.isnan(v)),
-                  key=lambda d: values[d])  # type: ignore[arg-type, return-value]
+    known = {d: v for d, v in values.items() if v is not None and not math.isnan(v)}
+    return sorted(known, key=known.__getitem__)
 
 
 def _switch_first(ranked: dict[str, float | None]) -> bool | None:
     """Whether the switching variant converged in fewer iterations than both other
     directions (None while one of them has no finished run): the decision of both the
     table's verdict note and the G-T41 claim."""
-    if any(v is None for v in ranked.values()):
+    known = {d: v for d, v in ranked.items() if v is not None}
+    if len(known) < len(ranked):
         return None
-    switch = ranked["simplex_switch"]
-    return not math.isinf(switch) and all(  # type: ignore[arg-type]
-        switch < v for d, v in ranked.items() if d != "simplex_switch")  # type: ignore[operator]
+    switch = known["simplex_switch"]
+    return not math.isinf(switch) and all(
+        switch < v for d, v in known.items() if d != "simplex_switch")
 
 
 def _said(direction: str, value: float | None) -> str:
