@@ -1,14 +1,19 @@
-"""``ortho report`` and ``ortho ui``: the sub-commands ``analysis`` adds to the ``ortho``
-entry point (through the ``ortho.commands`` entry-point group, so ``sweeps`` never imports
-``analysis``).
+"""``ortho report``, ``ortho ui`` and ``ortho reproduce``: the sub-commands ``analysis`` adds
+to the ``ortho`` entry point (through the ``ortho.commands`` entry-point group, so ``sweeps``
+never imports ``analysis``).
 
-    ortho report SPEC [--sweep ID] [--format md|latex|csv] [--out DIR]
+    ortho report SPEC [--sweep ID] [--format md|latex|csv|html] [--out DIR]
                       [--tracking-uri U] [--home DIR] [--refresh]
     ortho ui [--port P] [--host 127.0.0.1] [--tracking-uri U] [--home DIR]
+    ortho reproduce PAPER|all [--profile smoke|cpu|paper] [--address A] [--out DIR]
+                    [--tracking-uri U] [--home DIR] [--skip-missing-data]
 
 ``report`` prints the spec's tables (markdown by default) for the latest sweep or ``--sweep``;
 with ``--out`` it also writes them in ``--format`` with the figures as PNG, and ends by
-listing the files it wrote. ``ui`` runs the MLflow UI on the store in the foreground, bound
+listing the files it wrote; ``--format html`` writes one page with the figures, under
+``--out`` or the current folder.
+``reproduce`` runs every sweep of a paper and writes its HTML page
+(:mod:`analysis.reproduce`). ``ui`` runs the MLflow UI on the store in the foreground, bound
 to 127.0.0.1 unless told otherwise, with one worker and MLflow's job execution off
 (STACK.md: ready in about 4 s, about 490 MiB). The store's URI reaches the server through its
 environment (``MLFLOW_BACKEND_STORE_URI``), never its command line, which every user of the
@@ -18,9 +23,10 @@ one SIGTERM (a terminal's SIGINT reaching uvicorn too, followed by that SIGTERM,
 asyncio traceback); it logs warnings only (this command prints the address), without
 starlette's deprecation of the WSGI middleware MLflow imports (:data:`UI_WARNINGS`).
 
-``sweeps`` builds the ``ortho`` parser from :func:`register_report` and :func:`register_ui`,
-so this module imports only the standard library and the light registry at load time; the
-store, pandas, matplotlib and MLflow are imported by the command that runs.
+``sweeps`` builds the ``ortho`` parser from :func:`register_report`, :func:`register_ui` and
+:func:`register_reproduce`, so this module imports only the standard library and the light
+registry at load time; the store, pandas, matplotlib and MLflow are imported by the command
+that runs.
 """
 
 from __future__ import annotations

@@ -286,7 +286,10 @@ def f4_rows(runs: SweepRuns) -> dict[str, dict[str, Any]]:
 
 
 def f4_verdict(rows: dict[str, dict[str, Any]]) -> str:
-    """N-F4's verdict line."""
+    """N-F4's verdict line (N §6.3: the 50-layer standard net cannot be trained, the
+    orthogonal one learns): as N when the ReLU net's best test error is at most 1 point below
+    the majority-class error (100 % where the runs logged none) and the orthogonal net's is
+    at least 10 points below the ReLU net's; none while either net has no finished run."""
     relu, orth = rows.get("relu"), rows.get("orth")
     if not relu or not orth or relu["best"] is None or orth["best"] is None:
         return "Verdict: none — a MNIST net did not finish."
