@@ -1,8 +1,10 @@
 """Interrupt a sweep (Ctrl-C, or SIGKILL of its driver and every process of it), resume it,
 and check that MLflow holds one run per configuration and that finished configurations were
-not trained again; a sweep whose driver is alive is resumed only when forced. Each test runs
-against every kind of store (``store`` of ``tests/conftest.py``, named to the driver and to
-this process by ``$ORTHO_TRACKING_URI``)."""
+not trained again; a sweep whose driver is alive is resumed only when forced. The tests of
+what an interrupt leaves in the store and how a resume mends it run against every kind of
+store (``store`` of ``tests/conftest.py``, named to the driver and to this process by
+``$ORTHO_TRACKING_URI``); those pinned to ``sqlite`` check the runner's decisions, which
+read and write the store through the same calls the others prove on the server."""
 
 from __future__ import annotations
 
@@ -337,6 +339,7 @@ def test_a_resumed_optuna_sweep_continues_its_studies(tmp_path, tracked, monkeyp
     assert [t.params for t in study.trials[2:]] == [t.params for t in study.trials[:2]]
 
 
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_a_sweep_whose_driver_is_alive_is_resumed_only_when_forced(tmp_path):
     home = new_home(tmp_path)
     first = run_sweep(str(write_spec(tmp_path, space={"x": [0.2, 0.9]})), "smoke", home=home,
@@ -362,6 +365,7 @@ def test_a_sweep_whose_driver_is_alive_is_resumed_only_when_forced(tmp_path):
     assert done == 2 and time.time() - 60 < at <= time.time()  # both had finished before
 
 
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_a_resume_that_finishes_nothing_records_its_own_rate_of_zero(tmp_path):
     """Every configuration had finished when the sweep was interrupted: the resume trains
     nothing, and the rate the status shows is its own, 0, not the earlier run's."""
@@ -378,6 +382,7 @@ def test_a_resume_that_finishes_nothing_records_its_own_rate_of_zero(tmp_path):
     assert format_line(shown).endswith(" 0 configurations/h")
 
 
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_a_finished_sweep_is_left_as_it_finished(tmp_path):
     """Resuming a sweep that finished with every configuration done starts nothing and
     changes nothing MLflow holds: its parent run keeps the end time and rate of the run that
