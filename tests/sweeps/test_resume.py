@@ -162,7 +162,10 @@ def test_interrupt_then_resume_runs_each_configuration_once(tmp_path, drivers):
                       space={}, groups=[{"fixed": {"x": FAILING, "fail": 1}},
                                         {"space": {"x": XS}}])
     home = new_home(tmp_path)
-    record, out = _stop_when(home, drivers, spec, signal.SIGINT, lambda: _finished(home) >= 2)
+    # The failing configuration is the first planned, yet on a loaded machine two others can
+    # finish before its failure is recorded: wait for that too.
+    record, out = _stop_when(home, drivers, spec, signal.SIGINT,
+                             lambda: _finished(home) >= 2 and "FAILED" in _statuses(home))
     before = {float(r.data.params["x"]): r for r in child_runs(home, record.ref.sweep_id)}
     assert before[FAILING].info.status == "FAILED"
     finished_before = {x: r.info.run_id for x, r in before.items()
