@@ -209,24 +209,32 @@ def test_figures_read_histories_and_artifacts(histories, tmp_path):
 
 def test_a_failure_the_cpu_profile_explains_carries_its_caveat_and_no_other_does():
     """K-F12's ordering at MLP(5, 512) is judged as computed; where it fails under the
-    ``cpu`` profile, the caveat of :mod:`analysis.caveats` is attached, and only there."""
-    def claim(lcw: float, bn: float, profile: str) -> Claim:
+    ``cpu`` profile, the caveat of :mod:`analysis.caveats` is attached, and only there: to the
+    ordering judged alone and to K's statement of which it is a part (``trains, faster than
+    BN``), whose caveat gives that part's cause."""
+    def claims(lcw: float, bn: float, profile: str) -> tuple[Claim, Claim]:
         runs = sweep_runs()
         extra = runs.runs.iloc[[1, 2]].copy()
         extra["run_id"] = extra["trial_key"] = ["h", "i"]
         extra["params.layers"], extra["params.hidden"] = 5, 512
         extra["metrics.mean_train_accuracy"] = [lcw, bn]
         runs.runs = pd.concat([runs.runs, extra], ignore_index=True)
-        claims = explain(lcw_deep_mlp.lcw_claims(runs), caveats("lcw-deep-mlp", profile))
-        return next(c for c in claims
-                    if c.text.startswith("sigmoid MLP_LCW(5, 512) trains faster than MLP_BN"))
+        explained = explain(lcw_deep_mlp.lcw_claims(runs), caveats("lcw-deep-mlp", profile))
+        alone, statement = (next(c for c in explained if c.text.startswith(start)) for start in (
+            "sigmoid MLP_LCW(5, 512) trains faster than MLP_BN",
+            "sigmoid MLP_LCW(5, 512): trains, faster than BN"))
+        return alone, statement
 
-    failing = claim(0.92, 0.95, "cpu")
+    failing, statement = claims(0.92, 0.95, "cpu")
     assert failing.status == FAILS and "CIFAR-10" in failing.caveat
     assert failing.line().endswith(f"Why: {failing.caveat}")
-    held = claim(0.95, 0.92, "cpu")
+    assert statement.status == FAILS and "trains holds" in statement.evidence
+    assert statement.caveat.startswith('where it fails on its part "faster than BN"')
+    assert statement.caveat.endswith(failing.caveat)
+    held, statement = claims(0.95, 0.92, "cpu")
     assert held.status == HOLDS and held.caveat == ""
-    assert claim(0.92, 0.95, "paper").caveat == ""
+    assert statement.status == HOLDS and statement.caveat == ""
+    assert [c.caveat for c in claims(0.92, 0.95, "paper")] == ["", ""]
     every = {(c.source, c.text) for c in lcw_deep_mlp.lcw_claims(sweep_runs())}
     for source, start in caveats("lcw-deep-mlp", "cpu"):
         assert any(s == source and text.startswith(start) for s, text in every)
