@@ -17,16 +17,20 @@ Key = tuple[str, str]
 
 _K_F12_100_128 = (
     "K's ordering is on CIFAR-10 over 100 epochs (Fig. 12(a)); this profile trains MNIST "
-    "(CIFAR-10 is not shipped) for 5 epochs, on which K reports nothing. Under K's eq. 7 basis "
-    "the first layer's dependent weight multiplies MNIST's bottom-right pixel, 0 in every "
-    "image, so that layer trains without its constraint here (the spec's header), unlike on "
-    "CIFAR-10; with the orthonormal basis MLP_LCW(100, 128) leads MLP_BN on this profile. "
-    "Which of the dataset and the short budget puts the eq. 7 net behind is not established")
+    "(CIFAR-10 is not shipped) for 5 epochs. The budget is not the cause: over 20 epochs the "
+    "net still leads MLP_BN on only some seeds. K's eq. 7 basis is: on MNIST it makes the "
+    "net's start depend on its initial weights, from ahead of MLP_BN to chance for a dozen "
+    "epochs, with pixels in [0, 1] as in [−1, 1] (where MNIST's bottom-right pixel is −1, not "
+    "0, so that the first layer is constrained too, as on CIFAR-10), whereas with an "
+    "orthonormal basis MLP_LCW(100, 128) leads MLP_BN on every seed tried (RESULTS.md). K, "
+    "on CIFAR-10, found the basis made little difference in accuracy")
 """Why sigmoid MLP_LCW(100, 128) is not faster than MLP_BN under ``lcw-deep-mlp``'s ``cpu``."""
 _K_F12_5_512 = (
     "K's ordering is on CIFAR-10 over 100 epochs (Fig. 12(g)); this profile trains MNIST "
     "(CIFAR-10 is not shipped) for 5 epochs, and K reports nothing on MNIST, where the "
-    "shallow net is an easy problem for both normalisations")
+    "shallow net is an easy problem for both normalisations. Neither the budget nor the "
+    "basis is the cause: over 20 epochs MLP_BN's lead grows, and an orthonormal basis or "
+    "pixels in [−1, 1] leave MLP_LCW(5, 512) behind as well (RESULTS.md)")
 """Why sigmoid MLP_LCW(5, 512) is not faster than MLP_BN under ``lcw-deep-mlp``'s ``cpu``."""
 _ON_ITS_FASTER_PART = (
     "where it fails on its part \"faster than BN\" (judged alone in the claim \"trains "
