@@ -18,10 +18,10 @@ Key = tuple[str, str]
 _K_F12_100_128 = (
     "K's ordering is on CIFAR-10 over 100 epochs (Fig. 12(a)); this profile trains MNIST "
     "(CIFAR-10 is not shipped) for 5 epochs. The budget is not the cause: over 20 epochs the "
-    "net still leads MLP_BN on only some seeds. K's eq. 7 basis is: on MNIST it makes the "
-    "net's start depend on its initial weights, from ahead of MLP_BN to chance for a dozen "
-    "epochs, with pixels in [0, 1] as in [−1, 1] (where MNIST's bottom-right pixel is −1, not "
-    "0, so that the first layer is constrained too, as on CIFAR-10), whereas with an "
+    "net still leads MLP_BN on only some seeds. K's eq. 7 basis is the cause: on MNIST it "
+    "makes the net's start depend on its initial weights, from ahead of MLP_BN to chance for "
+    "a dozen epochs, with pixels in [0, 1] as in [−1, 1] (where MNIST's bottom-right pixel is "
+    "−1, not 0, so that the first layer is constrained too, as on CIFAR-10), whereas with an "
     "orthonormal basis MLP_LCW(100, 128) leads MLP_BN on every seed tried (RESULTS.md). K, "
     "on CIFAR-10, found the basis made little difference in accuracy")
 """Why sigmoid MLP_LCW(100, 128) is not faster than MLP_BN under ``lcw-deep-mlp``'s ``cpu``."""
