@@ -9,7 +9,9 @@ average rate since this run started; a failed trial's error is written above the
 terminal that reports no size (a pseudo-terminal without one) gets a bar of
 :data:`~sweeps.status.FALLBACK_SIZE`, instead of none.
 Elsewhere :func:`sweeps.status.format_line` is printed when trials end (at most every
-``min_interval`` seconds) and at least every ``print_every`` seconds. Counts are of
+``min_interval`` seconds, and :data:`SETTLE` seconds after the last end, once Tune has started
+the next trial in the slot that freed, or at ``2 × min_interval`` where trials end in quick
+succession) and at least every ``print_every`` seconds. Counts are of
 configurations, not of Tune trials (a trial trains a pack of them). A Ctrl-C is answered at
 once with :data:`STOPPING` (Tune stops its trials, and its own message is among the logs a
 sweep keeps quiet); the running trials' actors are ended as soon as Tune has stopped their
@@ -48,6 +50,11 @@ from sweeps.writer import StartingWriter
 
 BAR_REFRESH = 1.0
 """Seconds between redraws of the bar while nothing ends (so that its clock moves)."""
+
+SETTLE = 0.5
+"""Seconds a line waits after a trial ends. Tune starts the next trial on the ended one's
+actor within milliseconds (``reuse_actors``), so that a line printed at once counted one slot
+as idle: "12/18 done, 1 running" while both of a 2-core machine's trials ran."""
 
 
 def _pack_size(trial: Any) -> int:
@@ -147,6 +154,7 @@ class ProgressCallback(Callback):
         without their final report)."""
         self._printed_at = time.monotonic()
         self._changed = False
+        self._ended_at = -float("inf")
         self.fit_ended = threading.Event()
         """Set when Tune's fit ends: a Ctrl-C then stops nothing (no :data:`STOPPING`), and
         the reaper of an earlier one stops looking."""
@@ -240,6 +248,7 @@ class ProgressCallback(Callback):
         self.progress.offer(result.get(self.progress.metric))
         self.trials_ended += 1
         self._changed = True
+        self._ended_at = time.monotonic()
         if self.bar is not None:
             self.print_line(trials, ended=trial)
 
@@ -255,6 +264,7 @@ class ProgressCallback(Callback):
         self.progress.failed += _pack_size(trial)
         self.trials_ended += 1
         self._changed = True
+        self._ended_at = time.monotonic()
         if self.bar is not None:
             self.print_line(trials, ended=trial)
 
@@ -274,7 +284,9 @@ class ProgressCallback(Callback):
         if self.bar is not None:
             if since >= BAR_REFRESH:
                 self.print_line(trials)
-        elif (self._changed and since >= self.min_interval) or since >= self.print_every:
+        elif ((self._changed and since >= self.min_interval
+               and (now - self._ended_at >= SETTLE or since >= 2 * self.min_interval))
+              or since >= self.print_every):
             self.print_line(trials)
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:

@@ -151,6 +151,34 @@ def test_elsewhere_the_callback_prints_a_line_when_trials_end():
     assert len(stream.getvalue().splitlines()) == 1  # nothing new: no line until print_every
 
 
+def test_a_line_waits_until_tune_has_refilled_the_slot_a_trial_freed(monkeypatch):
+    """Tune starts the next trial on the ended one's actor milliseconds after the end: a line
+    printed at once said "1 running" while both slots trained. It waits :data:`SETTLE`, or
+    at most twice ``min_interval`` where trials end in quick succession."""
+    now = [100.0]
+    monkeypatch.setattr(tune_progress.time, "monotonic", lambda: now[0])
+    stream = io.StringIO()
+    callback = ProgressCallback(_progress(), stream, min_interval=2.0)
+    now[0] += 2.0
+    callback.on_trial_complete(0, [], _trial("TERMINATED", 1, score=5.0))
+    now[0] += 0.01
+    callback.on_step_end(1, [_trial("RUNNING", 1)])  # the freed slot not yet refilled
+    assert stream.getvalue() == ""
+    now[0] += tune_progress.SETTLE
+    callback.on_step_end(2, [_trial("RUNNING", 1), _trial("RUNNING", 1)])
+    assert "1/3 done, 2 running, " in stream.getvalue()
+    now[0] += 2.0
+    callback.on_trial_complete(3, [], _trial("TERMINATED", 1, score=5.0))
+    callback.on_step_end(4, [_trial("RUNNING", 1)])
+    assert len(stream.getvalue().splitlines()) == 1
+    now[0] += 2.0  # 2 × min_interval since the last line: printed though a trial just ended
+    callback.on_trial_complete(5, [], _trial("TERMINATED", 1, score=5.0))
+    callback.on_step_end(6, [])
+    assert len(stream.getvalue().splitlines()) == 2
+    assert stream.getvalue().splitlines()[-1].startswith("sweep s toy/smoke: 3/3 done, ")
+    callback.close()
+
+
 def test_the_callback_s_line_says_how_far_its_running_trials_are_before_any_ends():
     """One pack of 3 configurations running, a third through its steps after 30 s, as the
     gauge read it at Tune's step: the line says so, and the time left is a minute."""
