@@ -10,12 +10,12 @@ terminal that reports no size (a pseudo-terminal without one) gets a bar of
 :data:`~sweeps.status.FALLBACK_SIZE`, instead of none.
 Elsewhere :func:`sweeps.status.format_line` is printed when trials end (at most every
 ``min_interval`` seconds, and :data:`SETTLE` seconds after the last end, once Tune has started
-the next trial in the slot that freed, or at ``2 × min_interval`` where trials end in quick
-succession) and at least every ``print_every`` seconds. Counts are of
-configurations, not of Tune trials (a trial trains a pack of them). A Ctrl-C is answered at
-once with :data:`STOPPING` (Tune stops its trials, and its own message is among the logs a
-sweep keeps quiet); the running trials' actors are ended as soon as Tune has stopped their
-trials (:mod:`sweeps.actor_reaper`).
+the next trial in the slot that freed, or ``min_interval`` seconds after the first end it
+shows where trials end in quick succession) and at least every ``print_every`` seconds.
+Counts are of configurations, not of Tune trials (a trial trains a pack of them). A Ctrl-C is
+answered at once with :data:`STOPPING` (Tune stops its trials, and its own message is among
+the logs a sweep keeps quiet); the running trials' actors are ended as soon as Tune has
+stopped their trials (:mod:`sweeps.actor_reaper`).
 
 This is the one module of the progress display that imports Ray (it subclasses Tune's
 ``Callback``); the formatting and ``ortho sweep status`` live in :mod:`sweeps.status`.
@@ -155,6 +155,8 @@ class ProgressCallback(Callback):
         self._printed_at = time.monotonic()
         self._changed = False
         self._ended_at = -float("inf")
+        self._changed_at = -float("inf")
+        """When the first trial ended that no line has shown yet."""
         self.fit_ended = threading.Event()
         """Set when Tune's fit ends: a Ctrl-C then stops nothing (no :data:`STOPPING`), and
         the reaper of an earlier one stops looking."""
@@ -238,6 +240,13 @@ class ProgressCallback(Callback):
         if self.bar is not None:
             self.bar.close()
 
+    def _ended(self) -> None:
+        """Count a trial that ended, for the line that follows."""
+        self.trials_ended += 1
+        self._ended_at = time.monotonic()
+        if not self._changed:
+            self._changed, self._changed_at = True, self._ended_at
+
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any,
                           **info: Any) -> None:
         result = trial.last_result or {}
@@ -246,9 +255,7 @@ class ProgressCallback(Callback):
         self.progress.done += int(result.get("configs", _pack_size(trial)))
         self.progress.failed += int(result.get("configs_failed", 0))
         self.progress.offer(result.get(self.progress.metric))
-        self.trials_ended += 1
-        self._changed = True
-        self._ended_at = time.monotonic()
+        self._ended()
         if self.bar is not None:
             self.print_line(trials, ended=trial)
 
@@ -262,9 +269,7 @@ class ProgressCallback(Callback):
             print(line, file=self._out, flush=True)
         self.progress.done += _pack_size(trial)
         self.progress.failed += _pack_size(trial)
-        self.trials_ended += 1
-        self._changed = True
-        self._ended_at = time.monotonic()
+        self._ended()
         if self.bar is not None:
             self.print_line(trials, ended=trial)
 
@@ -285,7 +290,8 @@ class ProgressCallback(Callback):
             if since >= BAR_REFRESH:
                 self.print_line(trials)
         elif ((self._changed and since >= self.min_interval
-               and (now - self._ended_at >= SETTLE or since >= 2 * self.min_interval))
+               and (now - self._ended_at >= SETTLE
+                    or now - self._changed_at >= self.min_interval))
               or since >= self.print_every):
             self.print_line(trials)
 

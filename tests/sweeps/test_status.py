@@ -153,29 +153,32 @@ def test_elsewhere_the_callback_prints_a_line_when_trials_end():
 
 def test_a_line_waits_until_tune_has_refilled_the_slot_a_trial_freed(monkeypatch):
     """Tune starts the next trial on the ended one's actor milliseconds after the end: a line
-    printed at once said "1 running" while both slots trained. It waits :data:`SETTLE`, or
-    at most twice ``min_interval`` where trials end in quick succession."""
+    printed at once said "12/18 done, 1 running" while both slots trained. It waits
+    :data:`SETTLE` after the last end, or ``min_interval`` after the first one it shows where
+    trials end in quick succession."""
     now = [100.0]
     monkeypatch.setattr(tune_progress.time, "monotonic", lambda: now[0])
     stream = io.StringIO()
-    callback = ProgressCallback(_progress(), stream, min_interval=2.0)
-    now[0] += 2.0
+    progress = Progress(sweep_id="s", label="toy/smoke", metric="score", mode="max", total=20)
+    callback = ProgressCallback(progress, stream, min_interval=2.0)
+    def lines() -> list[str]:
+        return stream.getvalue().splitlines()
+
+    now[0] += 20.0  # long after the last line, as between the ends of minute-long trials
     callback.on_trial_complete(0, [], _trial("TERMINATED", 1, score=5.0))
     now[0] += 0.01
     callback.on_step_end(1, [_trial("RUNNING", 1)])  # the freed slot not yet refilled
-    assert stream.getvalue() == ""
+    assert lines() == []
     now[0] += tune_progress.SETTLE
     callback.on_step_end(2, [_trial("RUNNING", 1), _trial("RUNNING", 1)])
-    assert "1/3 done, 2 running, " in stream.getvalue()
-    now[0] += 2.0
-    callback.on_trial_complete(3, [], _trial("TERMINATED", 1, score=5.0))
-    callback.on_step_end(4, [_trial("RUNNING", 1)])
-    assert len(stream.getvalue().splitlines()) == 1
-    now[0] += 2.0  # 2 × min_interval since the last line: printed though a trial just ended
-    callback.on_trial_complete(5, [], _trial("TERMINATED", 1, score=5.0))
-    callback.on_step_end(6, [])
-    assert len(stream.getvalue().splitlines()) == 2
-    assert stream.getvalue().splitlines()[-1].startswith("sweep s toy/smoke: 3/3 done, ")
+    assert len(lines()) == 1 and "1/20 done, 2 running, " in lines()[0]
+    now[0] += 20.0
+    for k in range(8):  # an end every 0.3 s: never SETTLE seconds without one
+        callback.on_trial_complete(k, [], _trial("TERMINATED", 1, score=5.0))
+        callback.on_step_end(k, [_trial("RUNNING", 1)])
+        assert len(lines()) == (2 if k == 7 else 1)  # 2.1 s after the first of them
+        now[0] += 0.3
+    assert "9/20 done, " in lines()[1]
     callback.close()
 
 
