@@ -45,10 +45,11 @@ from sweeps.contract import run_name
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-PROGRESS_KEYS = ("seq_len", "train_loss", "val_error", "test_accuracy", "spectral_radius",
-                 "grad_norm")
+PROGRESS_KEYS = ("seq_len", "train_loss", "train_accuracy", "val_error", "test_accuracy",
+                 "spectral_radius", "grad_norm")
 """Metrics shown on a progress line when the experiment reports any of them; otherwise the
-first ``PROGRESS_WIDTH`` metrics of the report are shown."""
+first ``PROGRESS_WIDTH`` metrics of the report are shown (``train_accuracy``: the curve K's
+Fig. 12 compares, which ``lcw-mlp`` reports every epoch)."""
 PROGRESS_WIDTH = 6
 REACHED_PREFIXES = ("val_", "test_")
 """Besides :data:`PROGRESS_KEYS`, the metrics an interrupted run shows for each member (its

@@ -214,6 +214,17 @@ def test_progress_counts_toward_the_pack_s_planned_steps():
     assert stream.getvalue().rstrip().endswith("step 100/400 train_loss=0.5")
 
 
+def test_a_progress_line_shows_the_training_accuracy_an_experiment_reports():
+    """lcw-mlp reports K Fig. 12's curve, the training accuracy per epoch, beside its loss and
+    test accuracy: the line shows it, and none of the epoch's bookkeeping."""
+    stream = io.StringIO()
+    ProgressPrinter(1, stream, planned=312)(Report(member=0, step=156, metrics={
+        "epoch": 0.0, "lr": 0.1, "train_loss": 0.75, "train_accuracy": 0.625,
+        "test_accuracy": 0.5, "epoch_time": 6.0}))
+    assert stream.getvalue().rstrip().endswith(
+        "step 156/312 train_loss=0.75 train_accuracy=0.625 test_accuracy=0.5")
+
+
 def test_progress_elsewhere_is_a_sparse_line():
     stream = io.StringIO()
     progress = ProgressPrinter(1, stream, interval=60.0)
