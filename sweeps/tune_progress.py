@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from ray.tune import Callback
 from tqdm import tqdm
@@ -85,14 +85,25 @@ READ_SHARE = 0.1
 """The most of the writer's time :class:`InFlightGauge`'s reads take."""
 
 
+class Gauge(Protocol):
+    """How far the running configurations are, as :class:`ProgressCallback` asks it."""
+
+    def __call__(self) -> InFlight | None:
+        """The latest figure (None where none is known)."""
+
+    def invalidate(self) -> None:
+        """The running configurations changed (a trial ended): forget the figure."""
+
+
 class InFlightGauge:
     """How far the running configurations of sweep ``ref`` are (:class:`InFlight`), asked
     of the sweep's writer (:meth:`sweeps.writer.TrackerActor.running_steps`) and never
     waited for: Tune's loop does not wait on the store (an outage holds the answer, not the
     loop). It asks again ``interval`` seconds after an answer, or :data:`READ_SHARE`'s
     inverse times as long as that read took, whichever is longer (a tracking server reads
-    every running run whole: a large sweep's reads must not load it). Each call returns the
-    latest answer (None before the first)."""
+    every running run whole: a large sweep's reads must not load it); the first read, which
+    waits for the writer's start, sets no such pause. Each call returns the latest answer
+    (None before the first, and after :meth:`invalidate` until a read asked after it)."""
 
     def __init__(self, writer: Any, ref: Any, interval: float = GAUGE_SECONDS) -> None:
         self.writer = writer
@@ -100,8 +111,12 @@ class InFlightGauge:
         self.interval = interval
         self.latest: InFlight | None = None
         self._pending: Any = None
+        self._stale = False
+        """Whether the read in flight was asked before the running configurations changed."""
         self._asked_at = 0.0
         self._next_at = -float("inf")
+        self._paused_until = -float("inf")
+        """The earliest next read that :data:`READ_SHARE` allows."""
 
     def __call__(self) -> InFlight | None:
         import ray
@@ -109,16 +124,29 @@ class InFlightGauge:
         now = time.monotonic()
         if self._pending is not None and ray.wait([self._pending], timeout=0)[0]:
             try:
-                self.latest = in_flight(ray.get(self._pending))
+                answer = in_flight(ray.get(self._pending))
+                if not self._stale:
+                    self.latest = answer
             except Exception as error:  # a progress figure must not end the sweep
                 logging.getLogger(__name__).warning("progress of the running configurations "
                                                     "not read: %s", redact(str(error)))
-            self._pending = None
-            self._next_at = now + max(self.interval, (now - self._asked_at) / READ_SHARE)
+            first = self._paused_until == -float("inf")
+            self._paused_until = now + (0.0 if first else (now - self._asked_at) / READ_SHARE)
+            self._next_at = (self._paused_until if self._stale
+                             else max(now + self.interval, self._paused_until))
+            self._pending, self._stale = None, False
         if self._pending is None and now >= self._next_at:
             self._pending = self.writer.running_steps.remote(self.ref)
             self._asked_at = now
         return self.latest
+
+    def invalidate(self) -> None:
+        """Forget the latest answer: a trial ended, and the figure was of the configurations
+        running before. The next read is asked as soon as :data:`READ_SHARE` allows (one
+        in flight is dropped when it comes)."""
+        self.latest = None
+        self._stale = self._pending is not None
+        self._next_at = self._paused_until
 
 
 class ProgressCallback(Callback):
@@ -133,7 +161,7 @@ class ProgressCallback(Callback):
                  min_interval: float = 2.0, print_every: float = 30.0,
                  beat: Callable[[], None] | None = None,
                  beat_interval: float = HEARTBEAT_SECONDS,
-                 gauge: Callable[[], InFlight | None] | None = None,
+                 gauge: Gauge | None = None,
                  repeats: Callable[[], int] | None = None, start: float | None = None) -> None:
         self.progress = progress
         self.gauge = gauge
@@ -241,8 +269,12 @@ class ProgressCallback(Callback):
             self.bar.close()
 
     def _ended(self) -> None:
-        """Count a trial that ended, for the line that follows."""
+        """Count a trial that ended, for the line that follows, whose running configurations
+        are no longer those the gauge measured."""
         self.trials_ended += 1
+        if self.gauge is not None:
+            self.gauge.invalidate()
+            self.progress.in_flight = None
         self._ended_at = time.monotonic()
         if not self._changed:
             self._changed, self._changed_at = True, self._ended_at

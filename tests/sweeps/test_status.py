@@ -182,17 +182,48 @@ def test_a_line_waits_until_tune_has_refilled_the_slot_a_trial_freed(monkeypatch
     callback.close()
 
 
+class FixedGauge:
+    """A gauge that reads ``share`` until a trial ends, then nothing until told again."""
+
+    def __init__(self, share: float) -> None:
+        self.share: float | None = share
+
+    def __call__(self) -> InFlight | None:
+        return None if self.share is None else InFlight(self.share, False)
+
+    def invalidate(self) -> None:
+        self.share = None
+
+
 def test_the_callback_s_line_says_how_far_its_running_trials_are_before_any_ends():
     """One pack of 3 configurations running, a third through its steps after 30 s, as the
     gauge read it at Tune's step: the line says so, and the time left is a minute."""
     stream = io.StringIO()
     callback = ProgressCallback(_progress(), stream, min_interval=0.0, print_every=0.0,
-                                gauge=lambda: InFlight(1 / 3, False),
-                                start=time.monotonic() - 30)
+                                gauge=FixedGauge(1 / 3), start=time.monotonic() - 30)
     callback.on_step_end(0, [_trial("RUNNING", 3)])
     line = stream.getvalue().splitlines()[-1]
     assert "0/3 done, 3 running (33 % through), 30s elapsed, about 1m00s left" in line
     assert callback.__getstate__()["gauge"] is None  # Tune pickles callbacks: no writer
+
+
+def test_a_trial_s_end_drops_the_share_measured_of_the_trials_before_it():
+    """Two packs of one a third through when one ends: the share was of the configurations
+    running then, not of the one Tune starts next, so the line that follows shows none and
+    estimates from what ended (it showed "(76 % through)" and "about 7s left" for a trial
+    that had just started, 38 s before the sweep ended)."""
+    stream = io.StringIO()
+    gauge = FixedGauge(1 / 3)
+    progress = Progress(sweep_id="s", label="toy/smoke", metric="score", mode="max", total=4)
+    callback = ProgressCallback(progress, stream, min_interval=0.0, print_every=0.0,
+                                gauge=gauge, start=time.monotonic() - 30)
+    callback.on_step_end(0, [_trial("RUNNING", 1), _trial("RUNNING", 1)])
+    assert "0/4 done, 2 running (33 % through)" in stream.getvalue()
+    callback.on_trial_complete(1, [], _trial("TERMINATED", 1, score=5.0))
+    assert progress.in_flight is None
+    callback.on_step_end(2, [_trial("RUNNING", 1), _trial("RUNNING", 1)])
+    line = stream.getvalue().splitlines()[-1]
+    assert "1/4 done, 2 running, best score 5, 30s elapsed, about 1m30s left" in line
 
 
 def test_the_time_elapsed_counts_from_the_command_s_start():

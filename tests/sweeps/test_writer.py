@@ -134,7 +134,8 @@ def test_a_long_drain_at_the_end_of_a_sweep_says_why_it_waits(monkeypatch):
 def test_the_gauge_reads_how_far_the_running_configurations_are_without_waiting(store):
     """The driver's gauge asks the writer and returns at once: None until the answer is in,
     then the running configurations' share of their planned steps (one at step 30 of 40, one
-    at 10 of 40: 50 %), on every kind of store; a second ask waits for its interval."""
+    at 10 of 40: 50 %), on every kind of store; a second ask waits for its interval, unless a
+    trial's end invalidates the figure."""
     from mlflow.entities import Metric
 
     from sweeps import contract
@@ -160,5 +161,10 @@ def test_the_gauge_reads_how_far_the_running_configurations_are_without_waiting(
         tracker.client.log_batch(runs[1], metrics=[Metric("loss", 1.0, 1, 30)])
         time.sleep(0.5)
         assert gauge() == InFlight(0.5, False)  # not asked again within its interval
+        gauge.invalidate()  # a trial ended: asked again at once, the old figure forgotten
+        assert gauge() is None
+        while gauge() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gauge.latest == InFlight(0.75, False)
     finally:
         ray.kill(writer)
