@@ -37,8 +37,8 @@ from sweeps.tune_progress import ProgressCallback
 from tests.sweeps.helpers import new_home
 
 
-def _progress() -> Progress:
-    return Progress(sweep_id="s", label="toy/smoke", metric="score", mode="max", total=3)
+def _progress(total: int = 3) -> Progress:
+    return Progress(sweep_id="s", label="toy/smoke", metric="score", mode="max", total=total)
 
 
 def test_the_progress_callback_beats_every_interval(monkeypatch):
@@ -159,8 +159,8 @@ def test_a_line_waits_until_tune_has_refilled_the_slot_a_trial_freed(monkeypatch
     now = [100.0]
     monkeypatch.setattr(tune_progress.time, "monotonic", lambda: now[0])
     stream = io.StringIO()
-    progress = Progress(sweep_id="s", label="toy/smoke", metric="score", mode="max", total=20)
-    callback = ProgressCallback(progress, stream, min_interval=2.0)
+    callback = ProgressCallback(_progress(total=20), stream, min_interval=2.0)
+
     def lines() -> list[str]:
         return stream.getvalue().splitlines()
 
@@ -214,7 +214,7 @@ def test_a_trial_s_end_drops_the_share_measured_of_the_trials_before_it():
     that had just started, 38 s before the sweep ended)."""
     stream = io.StringIO()
     gauge = FixedGauge(1 / 3)
-    progress = Progress(sweep_id="s", label="toy/smoke", metric="score", mode="max", total=4)
+    progress = _progress(total=4)
     callback = ProgressCallback(progress, stream, min_interval=0.0, print_every=0.0,
                                 gauge=gauge, start=time.monotonic() - 30)
     callback.on_step_end(0, [_trial("RUNNING", 1), _trial("RUNNING", 1)])
