@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.ticker import MaxNLocator
 
 from analysis.claims import Claim, beats, evidence, judge, ordered
 from analysis.figures import Figure
@@ -45,6 +46,10 @@ from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
 
 FF_MODELS: dict[str, str] = {"plain": "FF", "open": "FF+OPEN", "oinit": "FF+OINIT"}
 """Variant -> the paper's name of the feedforward model."""
+
+MARKERS: dict[str, str] = {"plain": "o", "open": "s", "oinit": "^"}
+"""Each model's hollow marker in the accuracy figure: models that sit at the same accuracy
+(at chance, or a one-epoch profile's single point) stay visible on top of each other."""
 
 ACCURACY = "best_test_accuracy"
 """Trial summary that Tables III and IV report (a fraction)."""
@@ -169,11 +174,13 @@ def accuracy_curves(runs: SweepRuns, histories: Histories) -> Figure:
         for variant, name in FF_MODELS.items():
             series = data[data["variant"] == variant]
             if len(series):
-                ax.plot(series["epoch"], series["accuracy"], marker=".",
-                        label=f"{name} ({series['preprocessing'].iloc[0]})")
+                ax.plot(series["epoch"], series["accuracy"], marker=MARKERS[variant],
+                        markerfacecolor="none", label=f"{name} ({series['preprocessing'].iloc[0]})")
         if level == level:
             ax.axhline(level, color="grey", linestyle="--", linewidth=0.8,
                        label="majority class")
+        ax.set_xlim(left=0)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
         ax.set_ylabel("test accuracy %")
         ax.legend(fontsize=8)

@@ -148,3 +148,25 @@ def test_accuracy_curves_plot_the_chosen_runs(tmp_path):
     assert chosen["epoch"].tolist() == [1.0, 2.0]
     assert chosen["accuracy"].tolist() == pytest.approx([3.0, 13.0])
     assert figure.save(tmp_path).read_bytes().startswith(b"\x89PNG")
+
+
+class OneEpochHistories:
+    """One evaluation per run, at epoch 1, every model at chance (the smoke profile's)."""
+
+    def get(self, run_id: str, key: str) -> pd.DataFrame:
+        return pd.DataFrame({"step": [3000], "value": [1.0 if key == "epoch" else 0.1]})
+
+
+@pytest.mark.parametrize("histories", [FFHistories(), OneEpochHistories()])
+def test_models_at_the_same_accuracy_stay_visible_on_whole_epochs(histories):
+    """A one-epoch profile leaves a point per model, often all at chance: each model keeps a
+    hollow marker of its own, and the epoch axis starts at 0, ticked at whole epochs only."""
+    figure = ff_mnist.accuracy_curves(ff_sweep_runs(), histories).render()
+    [ax] = figure.axes
+    models = [line for line in ax.get_lines() if line.get_label() != "majority class"]
+    assert len(models) == 3 and len({line.get_marker() for line in models}) == 3
+    assert all(line.get_markerfacecolor() == "none" for line in models)
+    left, right = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if left <= t <= right]
+    assert left == 0 and right > 1
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks)

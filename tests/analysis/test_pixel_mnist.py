@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from analysis.published.manchev import FIG3B_SAMPLES, TABLE_II
+from analysis.published.manchev import FIG3B_LEARNING_STARTS, FIG3B_SAMPLES, TABLE_II
 from analysis.report import REPORTS, build_report, builder
 from analysis.reports import pixel_mnist
 from analysis.tables import as_cell
@@ -94,6 +94,26 @@ def test_fig_3b_shows_the_chosen_oinit_and_open_runs_up_to_150000_samples(tmp_pa
     assert data["samples"].max() <= FIG3B_SAMPLES
     accuracy = data[(data["metric"] == "test_accuracy") & (data["variant"] == "oinit")]
     assert accuracy["value"].tolist() == [10.0, 50.0]  # %, the 200,000-sample point left out
+
+
+class ShortHistories(Histories):
+    """Runs that stop at 320 samples, as the smoke profile's do."""
+
+    def get(self, run_id: str, key: str) -> pd.DataFrame:
+        frame = super().get(run_id, key)
+        return frame.assign(value=[0.0, 160.0, 320.0]) if key == "samples" else frame
+
+
+@pytest.mark.parametrize(("histories", "line"), [(Histories(), True), (ShortHistories(), False)])
+def test_fig_3b_marks_m_s_learning_start_only_where_the_runs_reach_it(histories, line):
+    """A dotted line at 60,000 samples would stretch a short run's axis 190-fold and squeeze
+    its curves into the left edge; the axis note says where learning starts instead."""
+    figure = pixel_mnist.fig_3b(sweep_runs(), histories).render()
+    ax = figure.axes[-1]
+    right = ax.get_xlim()[1]
+    assert bool(right > FIG3B_LEARNING_STARTS) is line
+    assert ("dotted" in ax.get_xlabel()) is line
+    assert ("past these runs" in ax.get_xlabel()) is not line
 
 
 @pytest.mark.slow
