@@ -3,10 +3,10 @@ to the ``ortho`` entry point (through the ``ortho.commands`` entry-point group, 
 never imports ``analysis``).
 
     ortho report SPEC [--sweep ID] [--format md|latex|csv|html] [--out DIR]
-                      [--tracking-uri U] [--home DIR] [--refresh]
+                      [--tracking-uri U] [--home DIR] [--ui URL] [--refresh]
     ortho ui [--port P] [--host 127.0.0.1] [--tracking-uri U] [--home DIR]
     ortho reproduce PAPER|all [--profile smoke|cpu|paper] [--address A] [--out DIR]
-                    [--tracking-uri U] [--home DIR] [--skip-missing-data]
+                    [--tracking-uri U] [--home DIR] [--skip-missing-data] [--ui URL]
 
 ``report`` prints the spec's tables (markdown by default) for the latest sweep or ``--sweep``;
 with ``--out`` it also writes them in ``--format`` with the figures as PNG, and ends by
@@ -25,7 +25,7 @@ starlette's deprecation of the WSGI middleware MLflow imports (:data:`UI_WARNING
 
 ``sweeps`` builds the ``ortho`` parser from :func:`register_report`, :func:`register_ui` and
 :func:`register_reproduce`, so this module imports only the standard library and the light
-registry at load time; the store, pandas, matplotlib and MLflow are imported by the command
+registry (and :mod:`analysis.mlflow_ui`'s addresses) at load time; the store, pandas, matplotlib and MLflow are imported by the command
 that runs.
 """
 
@@ -41,7 +41,9 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any, TypedDict
+from urllib.parse import urlsplit
 
+from analysis.mlflow_ui import DEFAULT_UI
 from analysis.reports import REPORTS
 from analysis.tables import FORMATS
 from sweeps.contract import database_url, is_file, redact, unwritable
@@ -120,6 +122,23 @@ def port_number(text: str) -> int:
     return port
 
 
+def ui_address(text: str) -> str:
+    """``--ui``: the MLflow UI's address, ``http(s)://HOST[:PORT][/PATH]``, with no user info
+    (the page that links to it is meant to be shared)."""
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+        raise argparse.ArgumentTypeError(f"expected the MLflow UI's address, "
+                                         f"http://HOST:PORT (got {text!r})")
+    return text.rstrip("/")
+
+
+def _ui_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ui", type=ui_address, metavar="URL",
+                   help="where the page's links open runs: the MLflow UI's address (default: "
+                   "the tracking server for an http(s) store, else " + DEFAULT_UI + ", where "
+                   "`ortho ui` serves; give http://127.0.0.1:P after `ortho ui --port P`)")
+
+
 def spec_name(text: str) -> str:
     """The name a spec's sweeps are tracked under: a spec file's stem (``my-runs.yaml`` ->
     ``my-runs``, as ``ortho sweep run`` names the experiment), else the name as given, which
@@ -153,6 +172,7 @@ def register_report(sub: argparse._SubParsersAction) -> None:
                    help="write tables and PNG figures under this folder (default: print the "
                    "tables only; --format html writes its page in the current folder)")
     _store_arguments(p)
+    _ui_argument(p)
     p.add_argument("--refresh", action="store_true",
                    help="read every run from MLflow again instead of the parquet cache")
     p.set_defaults(func=run_report)
@@ -187,6 +207,7 @@ def register_reproduce(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skip-missing-data", action="store_true",
                    help="leave out the specs whose dataset is not here and run the rest "
                    "(default: stop before running anything, naming what to fetch)")
+    _ui_argument(p)
     p.set_defaults(func=run_reproduce)
 
 
@@ -196,7 +217,8 @@ def run_reproduce(args: argparse.Namespace) -> int:
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     where = Where(args.address, args.tracking_uri, args.home)
-    return reproduce(args.paper, args.profile, where, args.out, args.skip_missing_data)
+    return reproduce(args.paper, args.profile, where, args.out, args.skip_missing_data,
+                     args.ui)
 
 
 def _store_arguments(p: argparse.ArgumentParser) -> None:
@@ -219,7 +241,7 @@ def run_report(args: argparse.Namespace) -> int:
         from analysis.html import write_html
 
         print(report.render("md"))
-        print(f"wrote {write_html(report, args.out or Path.cwd()).resolve()}")
+        print(f"wrote {write_html(report, args.out or Path.cwd(), args.ui).resolve()}")
         return 0
     print(report.render(args.format))
     if args.out is not None:

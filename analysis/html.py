@@ -2,8 +2,9 @@
 
 Everything is inline: the style sheet, each figure as a base64 PNG (``data:`` URI), no
 script, no font, no external resource. The only addresses in the page are the links
-(``<a href>``) that open a sweep's runs in ``ortho ui``, the MLflow UI on
-:data:`analysis.mlflow_ui.DEFAULT_UI` (:func:`analysis.mlflow_ui.run_url`).
+(``<a href>``) that open a sweep's runs in the MLflow UI (:func:`analysis.mlflow_ui.run_url`):
+the one given (``--ui``), else the tracking server's own, else ``ortho ui``'s,
+:data:`analysis.mlflow_ui.DEFAULT_UI` (:func:`analysis.mlflow_ui.ui_for`).
 
 A page is built from sections so that a paper's page can gather several specs:
 :func:`render_section` turns one :class:`~analysis.report.Report` into a ``<section>``
@@ -17,6 +18,7 @@ from __future__ import annotations
 import base64
 import io
 import numbers
+import re
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
@@ -26,9 +28,10 @@ import pandas as pd
 from analysis.claims import Claim
 from analysis.figures import Figure
 from analysis.load import SweepRuns
-from analysis.mlflow_ui import run_url
+from analysis.mlflow_ui import DEFAULT_UI, run_url, ui_for
 from analysis.report import Report, search
 from analysis.tables import Cell, Table
+from sweeps.contract import redact
 
 FIGURE_DPI = 110
 """Resolution of the embedded PNGs (a page of many figures stays a few MB)."""
@@ -59,6 +62,17 @@ figcaption{font-size:.85em;color:#444}dl.prov{display:grid;grid-template-columns
 """
 
 
+_CODE = re.compile(r"`([^`]+)`")
+"""A command or name in backticks, as the reports' notes and caveats write them for the
+terminal and Markdown."""
+
+
+def prose(text: str) -> str:
+    """``text`` escaped for HTML, with each backticked span set as ``<code>`` (the notes,
+    caveats and provenance are written once, for Markdown and the page alike)."""
+    return _CODE.sub(r"<code>\1</code>", escape(text))
+
+
 def _cell_class(cell: Cell, numeric: bool, paper: bool) -> str:
     classes = ["num"] if numeric else []
     if paper:
@@ -85,12 +99,12 @@ def table_html(table: Table) -> str:
             attr = f' class="{cls}"' if cls else ""
             cells.append(f"<td{attr}>{escape(cell.marked())}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    notes = "".join(f"<li>{escape(n)}</li>" for n in table.notes)
+    notes = "".join(f"<li>{prose(n)}</li>" for n in table.notes)
     return (f'<div class="table" id="table-{escape(table.name)}">'
             f"<h3>{escape(table.title)}</h3>"
             f'<p class="prov">{escape(table.provenance.line())}</p>'
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-            f'<p class="notes">{escape(table.legend())}</p>'
+            f'<p class="notes">{prose(table.legend())}</p>'
             f'<ul class="notes">{notes}</ul></div>')
 
 
@@ -104,7 +118,7 @@ def figure_png(figure: Figure) -> bytes:
 def figure_html(figure: Figure) -> str:
     """One figure as an embedded PNG with its title and notes as the caption; a figure with
     nothing to plot as its caption alone."""
-    notes = "".join(f"<br>{escape(n)}" for n in figure.shown_notes)
+    notes = "".join(f"<br>{prose(n)}" for n in figure.shown_notes)
     caption = f"<figcaption>{escape(figure.title)}{notes}</figcaption></figure>"
     if figure.empty:
         return f'<figure id="figure-{escape(figure.name)}" class="empty">{caption}'
@@ -123,10 +137,10 @@ def claims_html(claims: Sequence[Claim]) -> str:
     items = []
     for c in claims:
         partial = " (partial sweep)" if c.partial and c.status != "not measured" else ""
-        why = f'<div class="caveat">Why: {escape(c.caveat)}</div>' if c.caveat else ""
+        why = f'<div class="caveat">Why: {prose(c.caveat)}</div>' if c.caveat else ""
         items.append(f'<li class="{_STATUS_CLASS[c.status]}">'
                      f'<span class="status">{escape(c.source)} · {escape(c.status)}'
-                     f"{partial}</span> — {escape(c.text)}: {escape(c.evidence)}{why}</li>")
+                     f"{partial}</span> — {prose(c.text)}: {prose(c.evidence)}{why}</li>")
     return '<h3>Verdicts</h3><ul class="verdicts">' + "".join(items) + "</ul>"
 
 
@@ -168,7 +182,7 @@ def provenance_items(runs: SweepRuns) -> dict[str, str]:
             "runs": f"{runs.n_runs} MLflow runs → {len(frame)} configurations ({outcomes})"
             + (f"; {sweep.repeats} repeated Optuna point{'' if sweep.repeats == 1 else 's'}, "
                "told a known value, not trained" if sweep.repeats else ""),
-            "store": runs.tracking_uri or "unknown"}
+            "store": redact(runs.tracking_uri) if runs.tracking_uri else "unknown"}
 
 
 def _label(row: pd.Series, keys: Sequence[str]) -> str:
@@ -187,8 +201,9 @@ def _name(row: pd.Series, keys: Sequence[str]) -> str:
     return name if isinstance(name, str) and name else _label(row, keys)
 
 
-def runs_html(runs: SweepRuns) -> str:
-    """Links that open the sweep's parent run and each configuration's run in ``ortho ui``,
+def runs_html(runs: SweepRuns, ui: str | None = None) -> str:
+    """Links that open the sweep's parent run and each configuration's run in the MLflow UI
+    at ``ui`` (default: :func:`~analysis.mlflow_ui.ui_for` the store, ``ortho ui``'s address),
     each labelled with its run name (what varies where it varies: ``OPEN α=0.01 λ=1``,
     :mod:`sweeps.naming`), or the params that vary within the sweep for a run read without
     its name (a report cache written before names were read), and its outcome."""
@@ -196,30 +211,35 @@ def runs_html(runs: SweepRuns) -> str:
     keys = [c.removeprefix("params.") for c in frame.columns if c.startswith("params.")
             and c.removeprefix("params.") not in _NOT_NAMED
             and frame[c].astype(str).nunique() > 1]
+    base = ui or ui_for(runs.tracking_uri)
     rows = "".join(
-        f'<tr><td><a href="{escape(run_url(sweep.experiment_id, str(r["run_id"])))}">'
+        f'<tr><td><a href="{escape(run_url(sweep.experiment_id, str(r["run_id"]), base))}">'
         f'{escape(str(r["run_id"])[:12])}</a></td><td>{escape(_name(r, keys))}</td>'
         f'<td>{escape(str(r["outcome"]))}</td></tr>' for _, r in frame.iterrows())
-    parent = escape(run_url(sweep.experiment_id, sweep.parent_run_id))
-    return (f'<p class="prov">Open in <code>ortho ui</code>: <a href="{parent}">the sweep\'s '
+    parent = escape(run_url(sweep.experiment_id, sweep.parent_run_id, base))
+    where = ("<code>ortho ui</code>" if base == DEFAULT_UI else
+             f"the MLflow UI at <code>{escape(base)}</code>")
+    return (f'<p class="prov">Open in {where}: <a href="{parent}">the sweep\'s '
             f"parent run</a>; its configurations:</p><details><summary>{len(frame)} "
             "configuration runs</summary><table><thead><tr><th>run</th><th>configuration"
             f"</th><th>outcome</th></tr></thead><tbody>{rows}</tbody></table></details>")
 
 
-def provenance_html(runs: SweepRuns) -> str:
-    """The provenance block of a section: :func:`provenance_items` and :func:`runs_html`."""
-    items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>"
+def provenance_html(runs: SweepRuns, ui: str | None = None) -> str:
+    """The provenance block of a section: :func:`provenance_items` and :func:`runs_html`
+    (its links to the UI at ``ui``)."""
+    items = "".join(f"<dt>{escape(k)}</dt><dd>{prose(v)}</dd>"
                     for k, v in provenance_items(runs).items())
-    return f'<h3>Provenance</h3><dl class="prov">{items}</dl>' + runs_html(runs)
+    return f'<h3>Provenance</h3><dl class="prov">{items}</dl>' + runs_html(runs, ui)
 
 
-def render_section(report: Report) -> str:
-    """One spec's ``<section>``: verdicts, tables, figures, provenance."""
+def render_section(report: Report, ui: str | None = None) -> str:
+    """One spec's ``<section>``: verdicts, tables, figures, provenance (its links to the
+    MLflow UI at ``ui``, default :func:`~analysis.mlflow_ui.ui_for` the store)."""
     spec = report.runs.sweep.spec
     parts = [f'<section id="{escape(spec)}"><h2>{escape(spec)}</h2>',
              claims_html(report.claims), *(table_html(t) for t in report.tables),
-             *(figure_html(f) for f in report.figures), provenance_html(report.runs),
+             *(figure_html(f) for f in report.figures), provenance_html(report.runs, ui),
              "</section>"]
     return "\n".join(p for p in parts if p)
 
@@ -229,19 +249,19 @@ def render_page(title: str, sections: Sequence[str],
     """A whole HTML document: ``title``, an optional page-level provenance (label -> text,
     e.g. the paper, the profile, when it was built) and the ``sections``."""
     prov = "" if not provenance else '<dl class="prov">' + "".join(
-        f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in provenance.items()) + "</dl>"
+        f"<dt>{escape(k)}</dt><dd>{prose(v)}</dd>" for k, v in provenance.items()) + "</dl>"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
             f"<h1>{escape(title)}</h1>{prov}\n" + "\n".join(sections) + "\n</body></html>\n")
 
 
-def write_html(report: Report, out_dir: str | Path) -> Path:
-    """Write the report as ``<out_dir>/<spec>.html`` (a page of one section); returns the
-    path."""
+def write_html(report: Report, out_dir: str | Path, ui: str | None = None) -> Path:
+    """Write the report as ``<out_dir>/<spec>.html`` (a page of one section, its run links to
+    the MLflow UI at ``ui``); returns the path."""
     sweep = report.runs.sweep
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{sweep.spec}.html"
     title = f"{sweep.spec} — profile {sweep.profile}, sweep {sweep.sweep_id}"
-    path.write_text(render_page(title, [render_section(report)]), encoding="utf-8")
+    path.write_text(render_page(title, [render_section(report, ui)]), encoding="utf-8")
     return path

@@ -313,9 +313,10 @@ def result_lines(outcome: Outcome, page: Path) -> list[str]:
 
 
 def write_page(outcome: Outcome, profile: str, where: Where, out: Path,
-               seconds: float) -> Path:
-    """Build the reports of ``outcome``'s steps and write ``<out>/<paper>.html``."""
-    from analysis.html import claims_html, render_page, render_section
+               seconds: float, ui: str | None = None) -> Path:
+    """Build the reports of ``outcome``'s steps and write ``<out>/<paper>.html``, its run
+    links to the MLflow UI at ``ui`` (default: :func:`analysis.mlflow_ui.ui_for` the store)."""
+    from analysis.html import claims_html, prose, render_page, render_section
     from analysis.report import claims_not_run
 
     sections = []
@@ -325,13 +326,13 @@ def write_page(outcome: Outcome, profile: str, where: Where, out: Path,
                                     if step.missing else "no report of its sweep here")
             outcome.verdicts.update(c.status for c in claims)
             sections.append(f'<section id="{escape(step.spec)}"><h2>{escape(step.spec)}</h2>'
-                            f'<p class="notes">{escape(report)}</p>{claims_html(claims)}'
+                            f'<p class="notes">{prose(report)}</p>{claims_html(claims)}'
                             "</section>")
             continue
         outcome.verdicts.update(c.status for c in report.claims)
         outcome.verdicts.update("explained" for c in report.claims if c.caveat)
         outcome.not_holding += not_holding(report.claims)
-        sections.append(render_section(report))
+        sections.append(render_section(report, ui))
     sweeps = "; ".join(f"{s.spec}: " + (f"sweep {s.sweep_id} ({s.action})" if s.sweep_id
                                         else "not run") for s in outcome.steps)
     provenance = {"paper": outcome.paper.title, "profile": profile,
@@ -361,14 +362,15 @@ def write_index(outcomes: Sequence[Outcome], profile: str, out: Path) -> Path:
 
 
 def reproduce(paper_key: str, profile: str, where: Where, out: Path,
-              skip_missing_data: bool = False) -> int:
+              skip_missing_data: bool = False, ui: str | None = None) -> int:
     """``ortho reproduce``: see the module docstring; the exit status."""
     papers = list(PAPERS.values()) if paper_key == ALL else [PAPERS[paper_key]]
     start = time.monotonic()
     contract.check_places(contract.home_dir(where.home), where.uri())  # before any child
     again = shlex.join(["ortho", "reproduce", paper_key, "--profile", profile,
                         *where.options(),
-                        *([] if out.resolve() == DEFAULT_OUT.resolve() else ["--out", str(out)])])
+                        *([] if out.resolve() == DEFAULT_OUT.resolve() else ["--out", str(out)]),
+                        *(["--ui", ui] if ui else [])])
     ready = readiness([spec for p in papers for spec in p.specs], profile, where)
     hashes = {spec: entry["sha256"] for spec, entry in ready.items()}
     plans = {p.key: plan(p, profile, where, hashes) for p in papers}
@@ -394,7 +396,7 @@ def reproduce(paper_key: str, profile: str, where: Where, out: Path,
                 return 130
         outcomes.append(Outcome(paper, steps))
     for outcome in outcomes:
-        page = write_page(outcome, profile, where, out, time.monotonic() - start)
+        page = write_page(outcome, profile, where, out, time.monotonic() - start, ui)
         print("\n".join(result_lines(outcome, page)))
     if paper_key == ALL:
         print(f"wrote {write_index(outcomes, profile, out)}")

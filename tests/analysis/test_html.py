@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from analysis import claims as cl
-from analysis.html import _duration, render_page, render_section, runs_html
+from analysis.html import _duration, claims_html, prose, render_page, render_section, runs_html
 from analysis.mlflow_ui import DEFAULT_UI, run_url
 from analysis.published.manchev import TABLE_I, TABLE_II
 from analysis.report import build_report
@@ -265,7 +265,6 @@ def test_a_caveat_shows_under_its_failure_and_is_counted() -> None:
     from collections import Counter
     from dataclasses import replace
 
-    from analysis.html import claims_html
     from analysis.reproduce import summary
 
     failing = replace(cl.judge("K-F12", "LCW beats BN", False, "LCW 92 %, BN 95 %"),
@@ -276,3 +275,40 @@ def test_a_caveat_shows_under_its_failure_and_is_counted() -> None:
     assert text.count("caveat") == 1
     counts = Counter({"holds": 1, "does not hold": 1, "explained": 1})
     assert summary(counts) == "1 hold, 1 do not (1 explained), 0 not measured"
+
+
+def test_backticked_commands_read_as_code_and_the_rest_stays_escaped() -> None:
+    assert prose("run `ortho ui` on a < b & `x<y>`") == (
+        "run <code>ortho ui</code> on a &lt; b &amp; <code>x&lt;y&gt;</code>")
+    assert prose("an odd ` stays") == "an odd ` stays"
+    failing = cl.judge("M-T1", "OPEN solves longer", False, "T = 10 vs 20")
+    text = claims_html([replace(failing, caveat="the smoke profile (`--profile cpu` shows it)")])
+    assert "Why: the smoke profile (<code>--profile cpu</code> shows it)" in text
+    assert "`" not in text
+
+
+@pytest.mark.parametrize(("tracking_uri", "ui", "base"), [
+    ("sqlite:////runs/mlflow.db", None, DEFAULT_UI),
+    ("http://tok:s3cret@mlflow.lab:5000/", None, "http://mlflow.lab:5000"),
+    ("https://mlflow.lab/prefix", None, "https://mlflow.lab/prefix"),
+    ("sqlite:////runs/mlflow.db", "http://127.0.0.1:5001", "http://127.0.0.1:5001"),
+])
+def test_run_links_open_the_ui_that_serves_the_store(html_report, tracking_uri: str,
+                                                     ui: str | None, base: str) -> None:
+    """A tracking server serves its own UI, so its page links there, without the user info;
+    a database store's links go to `ortho ui`, on the port `--ui` names."""
+    _page, report = html_report
+    runs = replace(report.runs, tracking_uri=tracking_uri)
+    links = Page(runs_html(runs, ui)).links
+    assert len(links) == len(runs.runs) + 1
+    assert all(link.startswith(f"{base}/#/experiments/{runs.sweep.experiment_id}/runs/")
+               for link in links)
+    section = render_section(replace(report, runs=runs), ui)
+    assert "s3cret" not in section and ("ortho ui</code>:" in section) == (base == DEFAULT_UI)
+
+
+def test_the_store_s_password_stays_off_the_page(html_report) -> None:
+    _page, report = html_report
+    runs = replace(report.runs, tracking_uri="postgresql://ortho:s3cret@db:5432/mlflow")
+    section = render_section(replace(report, runs=runs))
+    assert "s3cret" not in section and "postgresql://ortho:***@db:5432/mlflow" in section

@@ -248,6 +248,27 @@ def test_an_out_folder_that_cannot_be_made_is_bad_input(command: list[str], tmp_
             and "(got '/proc/ortho-report': " in err and "Traceback" not in err)
 
 
+@pytest.mark.parametrize("command", [["report", "orth-pretrain-convergence"],
+                                     ["reproduce", "manchev"]])
+@pytest.mark.parametrize("ui", ["127.0.0.1:5001", "ftp://host", "http://", "http://u:p@host"])
+def test_a_ui_that_is_no_web_address_is_bad_input(command: list[str], ui: str, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--home", str(tmp_path), "--ui", ui])
+    assert exit_.value.code == 2
+    assert (f"argument --ui: expected the MLflow UI's address, http://HOST:PORT (got {ui!r})"
+            in capsys.readouterr().err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_links_its_page_to_the_ui_given(uri: str, tmp_path: Path) -> None:
+    assert main(["report", "orth-pretrain-convergence", "--tracking-uri", uri, "--format",
+                 "html", "--out", str(tmp_path), "--ui", "http://127.0.0.1:5001/"]) == 0
+    page = (tmp_path / "orth-pretrain-convergence.html").read_text(encoding="utf-8")
+    assert 'href="http://127.0.0.1:5001/#/experiments/' in page
+    assert "127.0.0.1:5000" not in page
+
+
 def test_the_cli_module_loads_no_heavy_library_before_a_command_runs() -> None:
     """``ortho`` builds its parser from ``analysis.cli``, so importing it must stay light."""
     code = ("import sys, analysis.cli; print(sorted(m for m in ('pandas', 'mlflow', "

@@ -256,7 +256,7 @@ def test_smoke_reproduction_then_reuse(env: None, tmp_path: Path,
     monkeypatch.setattr(reproduce, "run_child", no_child)
     monkeypatch.setattr(reproduce, "reports", spy)
     page.unlink()
-    assert main(argv) == 0
+    assert main([*argv, "--ui", "http://127.0.0.1:5001"]) == 0  # `ortho ui --port 5001`'s
     assert f"[1/1] {SPEC}: already finished: sweep {sweep_id}" in capfd.readouterr().out
     assert _runs(home) == runs
 
@@ -264,6 +264,7 @@ def test_smoke_reproduction_then_reuse(env: None, tmp_path: Path,
     (step, report), = built
     assert step.sweep_id == sweep_id and report.runs.sweep.sweep_id == sweep_id
     assert f'<section id="{SPEC}">' in text and f"sweep {sweep_id} (reuse)" in text
+    assert 'href="http://127.0.0.1:5001/#/experiments/' in text and ":5000" not in text
     for statement in kutsuna.PUBLISHED.values():
         assert html.escape(statement) in text
     statuses = [c.status for c in report.claims]
