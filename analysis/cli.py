@@ -24,9 +24,9 @@ asyncio traceback); it logs warnings only (this command prints the address), wit
 starlette's deprecation of the WSGI middleware MLflow imports (:data:`UI_WARNINGS`).
 
 ``sweeps`` builds the ``ortho`` parser from :func:`register_report`, :func:`register_ui` and
-:func:`register_reproduce`, so this module imports only the standard library and the light
-registry (and :mod:`analysis.mlflow_ui`'s addresses) at load time; the store, pandas, matplotlib and MLflow are imported by the command
-that runs.
+:func:`register_reproduce`, so this module imports only the standard library, the light
+registry and :mod:`analysis.mlflow_ui`'s addresses at load time; the store, pandas,
+matplotlib and MLflow are imported by the command that runs.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from urllib.parse import urlsplit
 from analysis.mlflow_ui import DEFAULT_UI
 from analysis.reports import REPORTS
 from analysis.tables import FORMATS
+from ortho_core.errors import ConfigError
 from sweeps.contract import database_url, is_file, redact, unwritable
 
 HELP = {
@@ -231,8 +232,14 @@ def _store_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     """Print (and with ``--out`` write) the report; returns the exit status."""
+    from analysis.papers import PAPERS
     from analysis.report import build_report
 
+    paper = PAPERS.get(args.spec)
+    if paper is not None:
+        raise ConfigError("spec", f"one spec of a paper ({args.spec}'s: "
+                          f"{', '.join(paper.specs)}); `ortho reproduce {args.spec}` writes "
+                          "the paper's page", args.spec)
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     html = args.format == "html"
     report = build_report(args.spec, args.sweep, args.tracking_uri, args.home,

@@ -110,6 +110,10 @@ def test_exit_2_names_what_exists(uri: str, tmp_path: Path, capsys) -> None:
 
     err = run("ff-mnist", "--tracking-uri", uri)
     assert "invalid spec" in err and f"{PRETRAIN_SPEC}, {SPEC}" in err
+    err = run("manchev", "--tracking-uri", uri)  # a paper, not a spec: the page's command
+    assert err == ("ortho report: invalid spec: expected one spec of a paper (manchev's: "
+                   "orth-pretrain-convergence, synthetic-max-length, pixel-mnist, ff-mnist); "
+                   "`ortho reproduce manchev` writes the paper's page (got 'manchev')\n")
     err = run(SPEC, "--sweep", "nope", "--tracking-uri", uri)
     assert "invalid sweep" in err and "sw-1 (cpu), sw-0 (smoke) (got 'nope')" in err
     empty = tmp_path / "empty-home"
