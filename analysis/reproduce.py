@@ -183,13 +183,17 @@ def plan(paper: Paper, profile: str, where: Where, hashes: dict[str, str]) -> li
 
 def readiness(specs: Sequence[str], profile: str, where: Where) -> dict[str, dict]:
     """Spec -> its readiness (:mod:`sweeps.ready`: its hash, datasets, missing files);
-    ``ConfigError`` with the child's message when it refuses the specs or the profile."""
+    ``ConfigError`` as the child raised it when it refuses the specs, the profile or the
+    address, before any sweep starts."""
     argv = where.child_argv("sweeps.ready", "--profile", profile, *specs)
     done = subprocess.run(argv, env=where.child_env(), capture_output=True, text=True)
+    entries = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     if done.returncode != 0:
+        refused = [e["error"] for e in entries if "error" in e]
+        if refused:
+            raise ConfigError(**refused[0])
         raise ConfigError("spec", "specs that resolve with the profile",
                           done.stderr.strip() or f"exit status {done.returncode}")
-    entries = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     return {entry["spec"]: entry for entry in entries}
 
 

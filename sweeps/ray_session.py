@@ -325,24 +325,47 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+ADDRESS_FORMS = ("HOST:PORT of its GCS (port 6379 by default), ray://HOST:PORT of its Ray "
+                 "Client server (10001), or auto for the one started on this machine")
+"""The forms of ``--address`` a sweep takes, as the errors of :func:`check_address` say."""
+
+
 def check_address(address: str | None) -> None:
-    """``ConfigError`` naming ``address`` when nothing answers at a cluster's ``HOST:PORT``
-    (or ``ray://HOST:PORT``), or what answers is not a gRPC server (:func:`speaks_grpc`: the
-    GCS, and the Ray Client server of ``ray://``, are; the dashboard at 8265, a web server or
-    a database are not; not asked where Ray uses TLS, :func:`uses_tls`): ``ray.init`` would
-    retry for minutes either way, printing only its own warnings. The embedded Ray (None) and
-    ``auto`` are left alone; an address of another form is left to Ray."""
-    if address is None or address == "auto":
+    """``ConfigError`` naming ``address`` when it is none of :data:`ADDRESS_FORMS` (Ray
+    raised ``ValueError`` with a traceback), when ``auto`` finds no cluster on this machine
+    (Ray's ``ConnectionError``; the cluster it finds is Ray's to reach, as inside a Ray job),
+    when nothing answers at the cluster's ``HOST:PORT``, or when what answers is not a gRPC
+    server (:func:`speaks_grpc`: the GCS, and the Ray Client server of ``ray://``, are; the
+    dashboard at 8265, a web server or a database are not; not asked where Ray uses TLS,
+    :func:`uses_tls`): ``ray.init`` would retry for minutes either way, printing only its own
+    warnings. The embedded Ray (None) and Ray's ``local`` are left alone."""
+    if address is None or address == "local":
+        return
+    if address == "auto":
+        _check_auto(address)
         return
     host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if sep and host and port.isdigit():
-        check_reachable("address", "a running Ray cluster's address", host, int(port),
-                        address)
-        if not uses_tls() and not speaks_grpc(host, int(port)):
-            raise ConfigError("address", "a Ray cluster's GCS, HOST:PORT (port 6379 by "
-                              "default), or ray://HOST:PORT for its Ray Client server (10001); "
-                              f"what answers at {host}:{port} is not Ray (8265 is the "
-                              "dashboard's port, for `ortho sweep submit`)", address)
+    if not (sep and host and port.isdigit()):
+        raise ConfigError("address", "a Ray cluster's address: " + ADDRESS_FORMS, address)
+    check_reachable("address", "a running Ray cluster's address", host, int(port), address)
+    if not uses_tls() and not speaks_grpc(host, int(port)):
+        raise ConfigError("address", "a Ray cluster's GCS, HOST:PORT (port 6379 by "
+                          "default), or ray://HOST:PORT for its Ray Client server (10001); "
+                          f"what answers at {host}:{port} is not Ray (8265 is the "
+                          "dashboard's port, for `ortho sweep submit`)", address)
+
+
+def _check_auto(address: str) -> None:
+    """``ConfigError`` when ``auto`` means no cluster: ``ray.init`` finds none in
+    ``$RAY_ADDRESS`` (set inside a Ray job) or among those ``ray start`` started here."""
+    from ray._private.services import get_ray_address_from_environment
+
+    try:
+        get_ray_address_from_environment("auto", None)
+    except ConnectionError:
+        raise ConfigError("address", "a Ray cluster started on this machine, for auto (none "
+                          "is running: `ray start --head` starts one; without --address a "
+                          "sweep starts its own)", address) from None
 
 
 def uses_tls() -> bool:

@@ -11,8 +11,11 @@ resolved with the profile (tag ``ortho.spec_sha256`` of a sweep of it); ``datase
 dataset the spec's configurations read mapped to the command that fetches it (``ortho data
 download NAME``) or None where none does (G's music files come with the repository's data
 folder); ``missing``, None or the check's message naming the first missing or corrupt file
-and how to get it; ``file``, that file. A spec or profile that does not resolve is bad
-input: its message on stderr and exit status 2, nothing on stdout. """
+and how to get it; ``file``, that file. A spec or profile that does not resolve, or an
+address that is no running Ray cluster's (:func:`sweeps.ray_session.check_address`), is bad
+input: its message on stderr, exit status 2, and on stdout one JSON object ``{"error":
+{"field", "expected", "value"}}``, so that ``reproduce`` names the field as this module
+does. """
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from ortho_core.config import from_dict
 from ortho_core.data.checksums import DOWNLOADS
 from ortho_core.errors import ConfigError, DataError
 from sweeps import preflight
+from sweeps.ray_session import check_address
 from sweeps.spec import ResolvedSpec, load_spec, resolve
 
 
@@ -65,9 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--address")
     args = parser.parse_args(argv)
     try:
+        check_address(args.address)
         entries = [readiness(spec, args.profile, args.address) for spec in args.specs]
     except ConfigError as err:
         print(f"invalid {err}", file=sys.stderr)
+        print(json.dumps({"error": {"field": err.field, "expected": err.expected,
+                                    "value": err.value}}, default=str))
         return 2
     for entry in entries:
         print(json.dumps(entry))

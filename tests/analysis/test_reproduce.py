@@ -27,6 +27,7 @@ from analysis.report import builder
 from sweeps.cli import main
 from sweeps.spec import available_specs
 from sweeps.spec.schema import PROFILES as SPEC_PROFILES
+from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = "lcw-deep-mlp"
@@ -66,6 +67,20 @@ def test_bad_input_exits_2_before_any_work(argv: list[str], named: str, tmp_path
     assert exit_.value.code == 2
     assert named in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("address", ["foo", "127.0.0.1:{port}"])
+def test_an_address_that_is_no_cluster_s_exits_2_before_any_sweep(
+        address: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each sweep refused it in turn (or printed Ray's traceback), then an empty page was
+    written over the last one."""
+    address = address.format(port=free_port())
+    assert main(["reproduce", "manchev", "--profile", "smoke", "--address", address,
+                 "--home", str(tmp_path / "home"), "--out", str(tmp_path / "out")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("ortho reproduce: invalid address: expected ")
+    assert err.endswith(f" (got {address!r})\n") and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_data_stops_before_any_work(env: None, tmp_path: Path,

@@ -166,6 +166,34 @@ def test_an_address_where_something_else_answers_is_refused_in_seconds(not_ray, 
     assert refused.value.field == "address" and time.monotonic() - began < 10
 
 
+@pytest.mark.parametrize("address", ["foo", "", "not an address", "host:notaport", "ray://h"])
+def test_an_address_of_no_form_ray_takes_is_refused_naming_the_forms(address):
+    """Ray raised ``ValueError`` with a traceback for these."""
+    with pytest.raises(ConfigError) as refused:
+        ray_session.check_address(address)
+    assert (refused.value.field, refused.value.value) == ("address", address)
+    assert refused.value.expected == "a Ray cluster's address: " + ray_session.ADDRESS_FORMS
+
+
+def test_auto_is_refused_where_ray_would_find_no_cluster(monkeypatch):
+    """Where ``ray.init(address="auto")`` would raise ``ConnectionError`` with a traceback:
+    exit 2 naming the field. A cluster it finds is left to Ray (inside a Ray job
+    ``$RAY_ADDRESS`` names it)."""
+    from ray._private import services
+
+    def none_running(addr, temp_dir):
+        raise ConnectionError("Could not find any running Ray instance.")
+
+    monkeypatch.setattr(services, "get_ray_address_from_environment", none_running)
+    with pytest.raises(ConfigError, match="none is running: `ray start --head` starts one"):
+        ray_session.check_address("auto")
+    found = []
+    monkeypatch.setattr(services, "get_ray_address_from_environment",
+                        lambda addr, temp_dir: found.append(addr) or "10.0.0.9:6379")
+    ray_session.check_address("auto")
+    assert found == ["auto"]
+
+
 def test_where_ray_uses_tls_only_the_port_is_checked(not_ray, monkeypatch):
     monkeypatch.setenv("RAY_USE_TLS", "1")
     ray_session.check_address(f"127.0.0.1:{not_ray['silent']}")  # a TLS server is silent too

@@ -11,6 +11,7 @@ import pytest
 
 from sweeps import ready
 from sweeps.spec import load_spec, resolve
+from tests.servers import free_port
 from tests.sweeps.helpers import DATA_DIR
 
 
@@ -45,7 +46,8 @@ def test_a_missing_file_is_named_with_how_to_get_it(
     assert status == 0
     assert entry["file"] is not None and entry["file"].startswith(str(tmp_path))
     assert "ortho data download mnist" in entry["missing"]
-    # on a cluster the nodes' files are checked there, not this machine's
+    # on a cluster (one that answers) the nodes' files are checked there, not this machine's
+    monkeypatch.setattr(ready, "check_address", lambda address: None)
     status, [entry], _ = _ready(["--profile", "smoke", "--address", "auto", "ff-mnist"], capsys)
     assert (entry["missing"], entry["file"]) == (None, None)
 
@@ -54,8 +56,23 @@ def test_a_missing_file_is_named_with_how_to_get_it(
     (["--profile", "smoke", "no-such-spec"], "spec"),
     (["--profile", "laptop", "ff-mnist"], "profile"),
 ])
-def test_a_spec_that_does_not_resolve_is_exit_2_and_nothing_printed(
+def test_a_spec_that_does_not_resolve_is_exit_2_and_its_error_printed(
         argv: list[str], named: str, capsys: pytest.CaptureFixture[str]) -> None:
     status, entries, err = _ready(argv, capsys)
-    assert status == 2 and entries == []
+    assert status == 2 and [e["error"]["field"] for e in entries] == [named]
     assert err.startswith("invalid ") and named in err
+
+
+@pytest.mark.parametrize(("address", "expected"), [
+    ("foo", "a Ray cluster's address: HOST:PORT of its GCS"),
+    ("127.0.0.1:{port}", "a running Ray cluster's address that answers (connection refused"),
+])
+def test_an_address_that_is_no_cluster_s_is_refused_before_any_spec(
+        address: str, expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    address = address.format(port=free_port())
+    status, [entry], err = _ready(["--profile", "smoke", "--address", address,
+                                   "orth-pretrain-convergence"], capsys)
+    assert status == 2 and entry == {"error": {"field": "address", "expected": entry["error"][
+        "expected"], "value": address}}
+    assert entry["error"]["expected"].startswith(expected)
+    assert err == f"invalid address: expected {entry['error']['expected']} (got {address!r})\n"
