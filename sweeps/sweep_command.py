@@ -185,6 +185,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    """``--port`` of the dashboard: 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 (any free one) to 65535 "
+                                         f"(got {text!r})")
+    return port
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``ortho sweep`` and its five commands to the ``ortho`` parser."""
     parser = sub.add_parser("sweep", help="run, submit, resume or inspect a sweep",
@@ -287,7 +299,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     studies.add_argument("--host", default="127.0.0.1",
                          help="address the dashboard listens on (default 127.0.0.1: this "
                          "machine only)")
-    studies.add_argument("--port", type=int, default=8080,
+    studies.add_argument("--port", type=_port, default=8080,
                          help="the dashboard's port (default 8080; 0: any free port)")
     studies.set_defaults(func=cmd_studies)
 

@@ -220,7 +220,7 @@ def test_the_dashboard_serves_the_studies_on_loopback_until_ctrl_c(sweeps, brows
     assert log.read_text().splitlines()[-1] == "ortho sweep studies: interrupted"
 
 
-def test_bad_input_is_refused_naming_the_field(sweeps, tmp_path):
+def test_bad_input_is_refused_naming_the_field(sweeps, tmp_path, capsys):
     home = str(sweeps.home)
     grid_only = new_home(tmp_path)
     status, _, err = _ortho("sweep", "studies", "--home", str(grid_only))
@@ -246,3 +246,10 @@ def test_bad_input_is_refused_naming_the_field(sweeps, tmp_path):
                                 "--dashboard", "--port", port)
     assert status == 2 and "invalid port" in err and f"127.0.0.1:{port}" in err
     assert "--port picks another, --port 0 a free one" in err
+    for port in ("70000", "-1", "abc"):  # the socket's OverflowError was a traceback, exit 1
+        with pytest.raises(SystemExit) as exit_:
+            main(["sweep", "studies", sweeps.optuna_id, "--home", home, "--dashboard",
+                  f"--port={port}"])
+        assert exit_.value.code == 2
+        assert (f"argument --port: expected a port from 0 (any free one) to 65535 (got "
+                f"'{port}')") in capsys.readouterr().err
