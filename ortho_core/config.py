@@ -55,6 +55,17 @@ def integer_at_least(value: object, field: str, minimum: int) -> None:
             field, f"an integer >= {minimum}", value)
 
 
+MAX_SEED = 2**32 - 1
+"""Largest seed: seeds are 32-bit, as NumPy's legacy seeding requires, so that every library
+a trainer might seed accepts them (``torch.Generator.manual_seed`` overflows from 2⁶⁴)."""
+
+
+def seed_value(value: object, field: str) -> None:
+    """Require a seed: an integer (not a bool) in 0..:data:`MAX_SEED`."""
+    require(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEED,
+            field, f"an integer in 0..{MAX_SEED} (seeds are 32-bit)", value)
+
+
 def optional_integer_in(value: object, field: str, low: int, high: int) -> None:
     """Require None or an integer (not a bool) in ``low``..``high`` (a size where None means
     "all")."""
@@ -91,6 +102,10 @@ def _convert(name: str, tp: Any, raw: Any) -> Any:
     if tp is int:
         if isinstance(raw, bool):
             raise ConfigError(name, "an integer", raw)
+        if isinstance(raw, int):
+            return raw
+        if isinstance(raw, str) and raw.strip().lstrip("+-").isdigit():
+            return int(raw)  # exactly: a float holds integers up to 2⁵³ only
         try:
             f = float(raw)
         except (TypeError, ValueError):

@@ -49,6 +49,7 @@ from ortho_core.config import (
     optional_integer_in,
     positive,
     require,
+    seed_value,
 )
 from ortho_core.data.datasets import DATASETS
 from ortho_core.data.planar import PLANAR, planar
@@ -131,6 +132,8 @@ class Config:
     IEEE 754 does (:mod:`ortho_core.subnormals`). No effect on a GPU."""
 
     def __post_init__(self) -> None:
+        seed_value(self.seed, "seed")
+        seed_value(self.data_seed, "data_seed")
         one_of(self.variant, VARIANTS, "variant")
         one_of(self.dataset, (*PLANAR, "mnist"), "dataset")
         one_of(self.dtype, tuple(DTYPES), "dtype")

@@ -57,6 +57,7 @@ from ortho_core.config import (
     optional_integer_in,
     positive,
     require,
+    seed_value,
 )
 from ortho_core.data.datasets import DATASETS
 from ortho_core.data.mnist import PREPROCESSINGS
@@ -150,6 +151,8 @@ class Config:
     IEEE 754 does (:mod:`ortho_core.subnormals`). No effect on a GPU."""
 
     def __post_init__(self) -> None:
+        seed_value(self.seed, "seed")
+        seed_value(self.data_seed, "data_seed")
         one_of(self.variant, VARIANTS, "variant")
         for name in ("layers", "hidden", "batch_size", "epochs", "pretrain_max_steps"):
             integer_at_least(getattr(self, name), name, 1)

@@ -54,6 +54,7 @@ from ortho_core.config import (
     optional_integer_in,
     positive,
     require,
+    seed_value,
 )
 from ortho_core.data.datasets import DATASETS, dataset_info
 from ortho_core.devices import check_runtime, resolve_device
@@ -136,6 +137,8 @@ class Config:
     IEEE 754 does (:mod:`ortho_core.subnormals`). No effect on a GPU."""
 
     def __post_init__(self) -> None:
+        seed_value(self.seed, "seed")
+        seed_value(self.data_seed, "data_seed")
         one_of(self.variant, VARIANTS, "variant")
         one_of(self.dataset, tuple(DATASETS), "dataset")
         one_of(self.activation, ("sigmoid", "relu"), "activation")

@@ -14,6 +14,7 @@ from ortho_core.config import (
     optional_integer_in,
     positive,
     require,
+    seed_value,
 )
 from ortho_core.data.datasets import DATASETS
 from ortho_core.data.mnist import N_PIXELS, PREPROCESSINGS
@@ -115,6 +116,8 @@ class Config:
     """Floating-point type of the weights and the computation."""
 
     def __post_init__(self) -> None:
+        seed_value(self.seed, "seed")
+        seed_value(self.data_seed, "data_seed")
         one_of(self.variant, VARIANTS, "variant")
         one_of(self.optimizer, OPTIMIZERS, "optimizer")
         one_of(self.penalty_form, PENALTY_FORMS, "penalty_form")

@@ -58,6 +58,7 @@ from ortho_core.config import (
     optional_integer_in,
     positive,
     require,
+    seed_value,
 )
 from ortho_core.data.music import CUTS, FORMATS, N_NOTES, Songs, cut, load_music, music_dataset
 from ortho_core.devices import DTYPES, check_runtime, resolve_device
@@ -159,8 +160,8 @@ class Config:
         require(self.eval_whole or self.cut != "window", "eval_whole",
                 "true with cut window (its windows are drawn per minibatch)", self.eval_whole)
         optional_integer_in(self.train_size, "train_size", 1, info.songs[0])
-        integer_at_least(self.seed, "seed", 0)
-        integer_at_least(self.data_seed, "data_seed", 0)
+        seed_value(self.seed, "seed")
+        seed_value(self.data_seed, "data_seed")
         check_runtime(self.device, self.subnormals)
         one_of(self.dtype, tuple(DTYPES), "dtype")
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ortho_core.config import check_pack, integer_at_least, one_of, positive, require
+from ortho_core.config import check_pack, integer_at_least, one_of, positive, require, seed_value
 from ortho_core.devices import check_runtime, resolve_device
 from ortho_core.init import orthogonal_pretrain
 from ortho_core.reporting import Outcome, Report, Reporter, Result
@@ -87,8 +87,8 @@ class Config:
         positive(self.uniform_bound, "uniform_bound")
         positive(self.pretrain_lr, "pretrain_lr")
         positive(self.pretrain_tol, "pretrain_tol")
-        integer_at_least(self.seed, "seed", 0)
-        integer_at_least(self.data_seed, "data_seed", 0)
+        seed_value(self.seed, "seed")
+        seed_value(self.data_seed, "data_seed")
         check_runtime(self.device, self.subnormals)
 
 

@@ -17,6 +17,7 @@ from ortho_core.config import (
     optional_integer_in,
     positive,
     require,
+    seed_value,
 )
 from ortho_core.data.synthetic import DEFAULT_ERROR_THRESHOLD, get_task
 from ortho_core.devices import DTYPES, check_runtime
@@ -189,8 +190,8 @@ class Config:
             non_negative(self.clip, "clip")
         require(isinstance(self.warm_start, bool), "warm_start", "true or false",
                 self.warm_start)
-        integer_at_least(self.seed, "seed", 0)
-        integer_at_least(self.data_seed, "data_seed", 0)
+        seed_value(self.seed, "seed")
+        seed_value(self.data_seed, "data_seed")
         check_runtime(self.device, self.subnormals)
         one_of(self.dtype, tuple(DTYPES), "dtype")
 

@@ -39,7 +39,7 @@ from typing import Literal
 
 import torch
 
-from ortho_core.config import check_pack, integer_at_least, one_of, positive
+from ortho_core.config import check_pack, integer_at_least, one_of, positive, seed_value
 from ortho_core.data.synthetic import get_task
 from ortho_core.devices import DTYPES, check_runtime, resolve_device
 from ortho_core.experiments.synthetic_stage import TRAIN_STREAM, stream_seed
@@ -99,8 +99,8 @@ class Config:
         positive(self.init_std, "init_std")
         if self.spectral_radius is not None:
             positive(self.spectral_radius, "spectral_radius")
-        integer_at_least(self.seed, "seed", 0)
-        integer_at_least(self.data_seed, "data_seed", 0)
+        seed_value(self.seed, "seed")
+        seed_value(self.data_seed, "data_seed")
         check_runtime(self.device, self.subnormals)
         one_of(self.dtype, tuple(DTYPES), "dtype")
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ortho_core.config import MAX_SEED
 from sweeps.spec.schema import Group, Spec
 from sweeps.spec.source import Location, SpecSource
 from sweeps.spec.space import ChoiceDim, FloatDim, LogRange, Range
@@ -29,10 +30,6 @@ MAX_PACK_SIZE = 1024
 """Most configurations one trial may train together (``pack_size``). A pack holds every
 member's weights and optimiser state in one process, and no experiment states its memory
 per member; the shipped specs use at most 50."""
-
-MAX_SEED = 2**32 - 1
-"""Largest seed a configuration may get (``seed + repeats - 1``): seeds are 32-bit, as
-NumPy's legacy seeding requires, so every library a trainer might seed accepts them."""
 
 SEED_KEY = "seed"
 """The config key a spec may not fix or sweep: it is the top-level ``seed`` + repeat index."""

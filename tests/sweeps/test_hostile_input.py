@@ -29,11 +29,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ortho_core import experiments
+from ortho_core.config import MAX_SEED
 from sweeps import runner
 from sweeps.cli import main
 from sweeps.spec import PROFILES, available_specs
 from sweeps.spec.loading import SPEC_DIR
-from sweeps.spec.profiles import MAX_CONFIGURATIONS, MAX_PACK_SIZE, MAX_SEED
+from sweeps.spec.profiles import MAX_CONFIGURATIONS, MAX_PACK_SIZE
 
 TRIED = [0]
 """Generated inputs run through the CLI in this module."""

@@ -7,8 +7,9 @@ import collections
 
 import pytest
 
+from ortho_core.config import MAX_SEED
 from sweeps.spec import PROFILES, SpecError, load_spec, resolve
-from sweeps.spec.profiles import MAX_CONFIGURATIONS, MAX_PACK_SIZE, MAX_SEED
+from sweeps.spec.profiles import MAX_CONFIGURATIONS, MAX_PACK_SIZE
 from tests.sweeps.spec.helpers import BASE, OPTUNA, cells_of, write
 
 
