@@ -93,8 +93,8 @@ class Config:
     lr: float = 0.01
     """α: SGD learning rate (M's grid 10⁻¹…10⁻⁵; best 0.01 for OPEN and OINIT)."""
     penalty: float = 0.01
-    """λ: weight of the orthogonality penalty; used by ``open`` only (M's grid 1, 0.1, 0.01,
-    0.001; best 0.01)."""
+    """λ: weight of the orthogonality penalty, > 0 with ``open`` and unused by the other
+    variants, which keep this default (M's grid 1, 0.1, 0.01, 0.001; best 0.01)."""
     init_std: float = 0.001
     """σ: initial weights are drawn from N(0, σ²) (M: 0.001); biases start at 0."""
     pretrain_lr: float = 0.1
@@ -158,6 +158,8 @@ class Config:
             integer_at_least(getattr(self, name), name, 1)
         positive(self.lr, "lr")
         non_negative(self.penalty, "penalty")
+        if self.variant == "open":
+            require(self.penalty > 0, "penalty", "a number > 0 with variant open", self.penalty)
         positive(self.init_std, "init_std")
         positive(self.pretrain_lr, "pretrain_lr")
         positive(self.pretrain_tol, "pretrain_tol")

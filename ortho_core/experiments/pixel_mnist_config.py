@@ -42,7 +42,8 @@ class Config:
     lr: float = 1e-5
     """α (M's grid 10⁻³…10⁻⁷; Table II: 10⁻⁵ for OINIT, 10⁻⁴ for OPEN)."""
     penalty: float = 0.0
-    """λ, used by ``open`` only (M's grid 1, 0.1, 0.01; Table II: 0.1)."""
+    """λ: > 0 with ``open``, 0 with the other variants (M's grid 1, 0.1, 0.01; Table II:
+    0.1)."""
     penalty_form: Literal["squared", "unsquared"] = "unsquared"
     """``unsquared``: the gradient of λ‖W_hhW_hhᵀ − I‖_F, what M's code (``SRNN_MNIST.py``)
     adds and the published λ were tuned with (the default here); ``squared``: of λ‖·‖²_F,
@@ -132,6 +133,10 @@ class Config:
         for name in ("lr", "init_std", "pretrain_lr", "pretrain_tol", "rmsprop_eps"):
             positive(getattr(self, name), name)
         non_negative(self.penalty, "penalty")
+        if self.variant == "open":
+            require(self.penalty > 0, "penalty", "a number > 0 with variant open", self.penalty)
+        else:
+            require(self.penalty == 0, "penalty", "0 unless variant is open", self.penalty)
         fraction(self.rmsprop_rho, "rmsprop_rho")
         fraction(self.learned_margin, "learned_margin")
         optional_integer_in(self.test_size, "test_size", 1, DATASETS["mnist"].n_test)

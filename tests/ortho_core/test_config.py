@@ -30,3 +30,20 @@ def test_an_integer_reads_exactly_past_a_float_s_precision(raw: object, value: i
     """Read through a float, 12345678901234567891 became 12345678901234567168."""
     config = from_dict(experiments.get("synthetic").Config, {"max_iters": raw})
     assert config.max_iters == value and isinstance(config.max_iters, int)
+
+
+@pytest.mark.parametrize("experiment", ["synthetic", "pixel-mnist", "ff-mnist"])
+def test_open_needs_a_penalty(experiment: str) -> None:
+    """OPEN with λ = 0 trained as the plain net under the OPEN name in ff-mnist and
+    pixel-mnist (whose default λ is 0); synthetic refused it already."""
+    config = experiments.get(experiment).Config
+    with pytest.raises(ConfigError) as refused:
+        from_dict(config, {"variant": "open", "penalty": "0"})
+    assert (refused.value.field, refused.value.expected) == ("penalty",
+                                                             "a number > 0 with variant open")
+    assert from_dict(config, {"variant": "open", "penalty": "0.1"}).penalty == 0.1
+
+
+def test_pixel_mnist_refuses_a_penalty_the_variant_does_not_use() -> None:
+    with pytest.raises(ConfigError, match="0 unless variant is open"):
+        from_dict(experiments.get("pixel-mnist").Config, {"variant": "oinit", "penalty": "0.1"})
