@@ -74,6 +74,19 @@ def optional_integer_in(value: object, field: str, low: int, high: int) -> None:
             field, f"None or an integer in {low}..{high}", value)
 
 
+def batch_fits(batch_size: int, train_size: int | None, n_train: int) -> None:
+    """Require a training subset (``train_size``; None: all ``n_train`` examples) that holds
+    one batch and no more than the split: the message names ``batch_size`` beside the range,
+    since either may be the one the user changed."""
+    require(batch_size <= n_train, "batch_size", f"at most the {n_train} training examples",
+            batch_size)
+    require(train_size is None or (isinstance(train_size, int)
+                                   and not isinstance(train_size, bool)
+                                   and batch_size <= train_size <= n_train), "train_size",
+            f"None or an integer in {batch_size}..{n_train} (one batch of batch_size = "
+            f"{batch_size} at least)", train_size)
+
+
 def one_of(value: object, choices: Sequence[object], field: str) -> None:
     """Require ``value`` to be one of ``choices``."""
     require(value in choices, field, "one of " + ", ".join(map(str, choices)), value)

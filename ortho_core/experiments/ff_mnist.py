@@ -49,6 +49,7 @@ import torch
 from torch import Tensor
 
 from ortho_core.config import (
+    batch_fits,
     check_pack,
     fraction,
     integer_at_least,
@@ -164,7 +165,7 @@ class Config:
         positive(self.pretrain_lr, "pretrain_lr")
         positive(self.pretrain_tol, "pretrain_tol")
         info = DATASETS["mnist"]
-        optional_integer_in(self.train_size, "train_size", self.batch_size, info.n_train)
+        batch_fits(self.batch_size, self.train_size, info.n_train)
         optional_integer_in(self.test_size, "test_size", 1, info.n_test)
         fraction(self.solved_accuracy, "solved_accuracy")
         if self.eval_every is not None:

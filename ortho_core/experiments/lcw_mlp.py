@@ -47,6 +47,7 @@ from torch import Tensor
 from torch.nn.utils import parametrize
 
 from ortho_core.config import (
+    batch_fits,
     check_pack,
     fraction,
     integer_at_least,
@@ -153,7 +154,7 @@ class Config:
         positive(self.lr_decay, "lr_decay")
         positive(self.sigma_z, "sigma_z")
         info = DATASETS[self.dataset]
-        optional_integer_in(self.train_size, "train_size", self.batch_size, info.n_train)
+        batch_fits(self.batch_size, self.train_size, info.n_train)
         optional_integer_in(self.test_size, "test_size", 1, info.n_test)
         fraction(self.solved_accuracy, "solved_accuracy")
         check_runtime(self.device, self.subnormals)

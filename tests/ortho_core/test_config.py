@@ -47,3 +47,17 @@ def test_open_needs_a_penalty(experiment: str) -> None:
 def test_pixel_mnist_refuses_a_penalty_the_variant_does_not_use() -> None:
     with pytest.raises(ConfigError, match="0 unless variant is open"):
         from_dict(experiments.get("pixel-mnist").Config, {"variant": "oinit", "penalty": "0.1"})
+
+
+@pytest.mark.parametrize("experiment", ["ff-mnist", "lcw-mlp"])
+def test_a_training_subset_smaller_than_a_batch_names_the_batch_size(experiment: str) -> None:
+    """It read ``train_size: expected None or an integer in 1000..60000 (got 128)`` where
+    only the batch size had been changed."""
+    config = experiments.get(experiment).Config
+    with pytest.raises(ConfigError) as refused:
+        from_dict(config, {"train_size": "128", "batch_size": "1000"})
+    assert str(refused.value) == ("train_size: expected None or an integer in 1000..60000 "
+                                  "(one batch of batch_size = 1000 at least) (got 128)")
+    with pytest.raises(ConfigError, match="batch_size: expected at most the 60000 training"):
+        from_dict(config, {"batch_size": "60001"})
+    assert from_dict(config, {"train_size": "128", "batch_size": "128"}).train_size == 128
