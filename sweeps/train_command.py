@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ortho_core import experiments
 from ortho_core.config import field_docs, from_dict, to_dict
-from ortho_core.errors import ConfigError
+from ortho_core.errors import ConfigError, OrthoError
 from ortho_core.experiments.data_check import check_data
 from ortho_core.experiments.isolation import train_isolated
 from ortho_core.reporting import Outcome, Report, Result
@@ -327,6 +327,26 @@ def keys_table(module: Any, columns: int) -> str:
             + summary)
 
 
+def out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` is a failed allocation: Python's ``MemoryError``, torch's
+    ``OutOfMemoryError`` (a GPU's), or the ``RuntimeError`` of torch's CPU allocator."""
+    import torch
+
+    return isinstance(err, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(err, RuntimeError) and "can't allocate memory" in str(err))
+
+
+def memory_detail(err: BaseException) -> str:
+    """How much the failed allocation asked for, where torch says it (``7,451 GiB asked``),
+    else its exception's name."""
+    asked = re.search(r"allocate (\d+) bytes", str(err)) or re.search(
+        r"allocate ([\d.]+ [KMGT]iB)", str(err))
+    if asked is None:
+        return type(err).__name__
+    text = asked.group(1)
+    return (f"{int(text) / 2**30:,.0f} GiB asked" if text.isdigit() else f"{text} asked")
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate, train, and print progress and the summary; returns the exit status."""
     if args.keys:
@@ -353,6 +373,13 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             trained = train_isolated(module.train, [configs[i] for i in pack], relay)
+        except (MemoryError, RuntimeError) as err:
+            if not out_of_memory(err):
+                raise
+            raise OrthoError(f"out of memory ({memory_detail(err)}): the settings "
+                             f"{' '.join(args.overrides) or '(the defaults)'} need more than "
+                             "this machine has; smaller sizes (hidden, batch_size, seq_len, "
+                             "the pack) need less") from None
         except KeyboardInterrupt:
             progress.close()
             print(reached_text(args.experiment, member_names(configs, keys),

@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from ortho_core import experiments
 from ortho_core.experiments import synthetic
@@ -99,6 +100,43 @@ def test_ctrl_c_in_a_later_pack_gives_the_outcomes_of_the_packs_that_ended(monke
         "  [3] steps=2 x=0.2: step 1 value=0.5",
         "  [4] steps=3 x=0.1: not started",
         "  [5] steps=3 x=0.2: not started"]
+
+
+@pytest.mark.parametrize(("error", "detail"), [
+    (RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't "
+                  "allocate memory: you tried to allocate 8000000000000 bytes. Error code 12"),
+     "7,451 GiB asked"),
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a "
+                            "total capacity of 79.1 GiB"), "20.00 GiB asked"),
+    (MemoryError(), "MemoryError"),
+])
+def test_sizes_beyond_the_machine_s_memory_end_in_one_line_exit_1(error, detail, monkeypatch,
+                                                                  capsys):
+    """An allocation that fails was a traceback (``hidden=1000000``: 8 TB)."""
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
+
+    def allocate(configs, reporter):
+        raise error
+
+    monkeypatch.setattr(toy_experiment, "train", allocate)
+    assert main(["train", "toy", "--set", "steps=3"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        f"ortho train: out of memory ({detail}): "
+        "the settings steps=3 need more than this machine has; smaller sizes (hidden, "
+        "batch_size, seq_len, the pack) need less")
+    assert "Traceback" not in err
+
+
+def test_a_runtime_error_that_is_no_allocation_still_raises(monkeypatch):
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", TOY_MODULE)
+
+    def broken(configs, reporter):
+        raise RuntimeError("shape mismatch")
+
+    monkeypatch.setattr(toy_experiment, "train", broken)
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        main(["train", "toy"])
 
 
 def test_a_later_packs_missing_data_stops_before_the_first_pack_trains(monkeypatch, capsys):
