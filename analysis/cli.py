@@ -25,8 +25,8 @@ starlette's deprecation of the WSGI middleware MLflow imports (:data:`UI_WARNING
 
 ``sweeps`` builds the ``ortho`` parser from :func:`register_report`, :func:`register_ui` and
 :func:`register_reproduce`, so this module imports only the standard library, the light
-registry and :mod:`analysis.mlflow_ui`'s addresses at load time; the store, pandas,
-matplotlib and MLflow are imported by the command that runs.
+registry, :mod:`analysis.mlflow_ui`'s addresses and ``ortho_core.errors`` at load time;
+the store, pandas, matplotlib and MLflow are imported by the command that runs.
 """
 
 from __future__ import annotations
@@ -127,7 +127,12 @@ def ui_address(text: str) -> str:
     """``--ui``: the MLflow UI's address, ``http(s)://HOST[:PORT][/PATH]``, with no user info
     (the page that links to it is meant to be shared)."""
     parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # not a number, or out of 0-65535
+        port_ok = False
+    if (parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc
+            or not port_ok or parts.query or parts.fragment):
         raise argparse.ArgumentTypeError(f"expected the MLflow UI's address, "
                                          f"http://HOST:PORT (got {text!r})")
     return text.rstrip("/")

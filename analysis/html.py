@@ -171,8 +171,8 @@ def provenance_items(runs: SweepRuns) -> dict[str, str]:
     machines = ", ".join(f"{h} ({n} configuration{'' if n == 1 else 's'})"
                          for h, n in hosts.value_counts().sort_index().items()) or "not tagged"
     outcomes = ", ".join(f"{n} {k}" for k, n in runs.outcomes.items() if n) or "none"
-    how = (f"{search(runs)}; its studies are in {sweep.optuna_storage} (listed by ortho sweep "
-           f"studies {sweep.sweep_id})") if sweep.optuna_storage else "grid"
+    how = (f"{search(runs)}; its studies are in {sweep.optuna_storage} (listed by `ortho sweep "
+           f"studies {sweep.sweep_id}`)") if sweep.optuna_storage else "grid"
     return {"spec": sweep.spec, "profile": sweep.profile, "sweep id": sweep.sweep_id,
             "search": how,
             "spec sha256": sweep.spec_sha256 or "not tagged",

@@ -213,7 +213,8 @@ def list_sweeps(client: MlflowClient, spec: str) -> list[Sweep]:
         known = list_specs(client)
         if not known:
             raise ConfigError("tracking_uri", "an MLflow store holding sweeps (this one holds "
-                              "none: run `ortho sweep run SPEC` first)", client.tracking_uri)
+                              "none: run `ortho sweep run SPEC` first)",
+                              contract.redact(client.tracking_uri))
         raise ConfigError("spec", "a spec with sweeps in this store: " + ", ".join(known), spec)
     sweeps = [_sweep_of(spec, run) for run in parents if contract.SWEEP_ID in run.data.tags]
     return sorted(sweeps, key=lambda s: s.start_time, reverse=True)

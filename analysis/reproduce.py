@@ -183,17 +183,18 @@ def plan(paper: Paper, profile: str, where: Where, hashes: dict[str, str]) -> li
 
 def readiness(specs: Sequence[str], profile: str, where: Where) -> dict[str, dict]:
     """Spec -> its readiness (:mod:`sweeps.ready`: its hash, datasets, missing files);
-    ``ConfigError`` as the child raised it when it refuses the specs, the profile or the
-    address, before any sweep starts."""
+    ``ConfigError`` naming ``address`` when the child refuses the address, else naming
+    ``spec`` with the child's message when it refuses the specs or the profile, before any
+    sweep starts."""
     argv = where.child_argv("sweeps.ready", "--profile", profile, *specs)
     done = subprocess.run(argv, env=where.child_env(), capture_output=True, text=True)
-    entries = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     if done.returncode != 0:
-        refused = [e["error"] for e in entries if "error" in e]
-        if refused:
-            raise ConfigError(**refused[0])
+        if done.returncode == 2 and done.stdout.startswith('{"address"'):
+            refused = json.loads(done.stdout)["address"]
+            raise ConfigError("address", refused["expected"], refused["value"])
         raise ConfigError("spec", "specs that resolve with the profile",
                           done.stderr.strip() or f"exit status {done.returncode}")
+    entries = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     return {entry["spec"]: entry for entry in entries}
 
 

@@ -14,6 +14,7 @@ import functools
 import inspect
 import itertools
 import math
+import re
 import textwrap
 import types
 import typing
@@ -92,6 +93,10 @@ def one_of(value: object, choices: Sequence[object], field: str) -> None:
     require(value in choices, field, "one of " + ", ".join(map(str, choices)), value)
 
 
+_INTEGER = re.compile(r"\s*[+-]?[0-9]{1,4000}\s*")
+"""An integer as text, read exactly (ASCII digits, within ``int``'s limit on digits)."""
+
+
 def _convert(name: str, tp: Any, raw: Any) -> Any:
     """Convert ``raw`` (a string from the CLI or a YAML scalar) to the field type ``tp``."""
     origin = typing.get_origin(tp)
@@ -117,7 +122,7 @@ def _convert(name: str, tp: Any, raw: Any) -> Any:
             raise ConfigError(name, "an integer", raw)
         if isinstance(raw, int):
             return raw
-        if isinstance(raw, str) and raw.strip().lstrip("+-").isdigit():
+        if isinstance(raw, str) and _INTEGER.fullmatch(raw):
             return int(raw)  # exactly: a float holds integers up to 2⁵³ only
         try:
             f = float(raw)

@@ -11,11 +11,12 @@ resolved with the profile (tag ``ortho.spec_sha256`` of a sweep of it); ``datase
 dataset the spec's configurations read mapped to the command that fetches it (``ortho data
 download NAME``) or None where none does (G's music files come with the repository's data
 folder); ``missing``, None or the check's message naming the first missing or corrupt file
-and how to get it; ``file``, that file. A spec or profile that does not resolve, or an
-address that is no running Ray cluster's (:func:`sweeps.ray_session.check_address`), is bad
-input: its message on stderr, exit status 2, and on stdout one JSON object ``{"error":
-{"field", "expected", "value"}}``, so that ``reproduce`` names the field as this module
-does. """
+and how to get it; ``file``, that file. A spec or profile that does not resolve is bad
+input: its message (the spec file's line where it has one) on stderr, exit status 2, nothing
+on stdout. So is an address that is no running Ray cluster's
+(:func:`sweeps.ray_session.check_address`), checked first: then stdout holds one JSON object
+``{"address": {"expected", "value"}}``, so that ``reproduce`` names the field as
+``ortho sweep run`` does. """
 
 from __future__ import annotations
 
@@ -70,11 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_address(args.address)
+    except ConfigError as err:
+        print(f"invalid {err}", file=sys.stderr)
+        print(json.dumps({"address": {"expected": err.expected, "value": err.value}}))
+        return 2
+    try:
         entries = [readiness(spec, args.profile, args.address) for spec in args.specs]
     except ConfigError as err:
         print(f"invalid {err}", file=sys.stderr)
-        print(json.dumps({"error": {"field": err.field, "expected": err.expected,
-                                    "value": err.value}}, default=str))
         return 2
     for entry in entries:
         print(json.dumps(entry))

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import optuna
 
+from ortho_core.config import MAX_SEED
 from ortho_core.errors import ConfigError
 from sweeps import contract
 from sweeps.contract import first_line
@@ -197,8 +198,10 @@ def _storage(url: str | None) -> Any:
 
 
 def _seed(settings: OptunaSettings, cell: int, n_past: int) -> int:
+    """The sampler's seed for ``cell``, after ``n_past`` earlier runs of its study: the
+    spec's seed plus the cell's index, within 32 bits as NumPy requires, on a first run."""
     if n_past == 0:
-        return settings.seed + cell
+        return (settings.seed + cell) % (MAX_SEED + 1)
     return int(np.random.SeedSequence([settings.seed, cell, n_past]).generate_state(1)[0])
 
 

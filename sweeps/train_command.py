@@ -344,7 +344,14 @@ def memory_detail(err: BaseException) -> str:
     if asked is None:
         return type(err).__name__
     text = asked.group(1)
-    return (f"{int(text) / 2**30:,.0f} GiB asked" if text.isdigit() else f"{text} asked")
+    if not text.isdigit():
+        return f"{text} asked"
+    size, unit = float(text), "bytes"
+    for larger in ("KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, larger
+    return f"{size:,.3g} {unit} asked" if unit != "bytes" else f"{int(size)} bytes asked"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -154,7 +154,7 @@ class Optimiser:
         device, dtype = params[0].device, params[0].dtype
         self.cfg = cfg
         self.lr = torch.tensor([c.lr for c in configs], dtype=dtype, device=device)
-        lam = [c.penalty if c.variant == "open" else 0.0 for c in configs]
+        lam = [c.penalty for c in configs]  # 0 unless the member is OPEN (its Config)
         self.penalty = torch.tensor(lam, dtype=dtype, device=device) if any(lam) else None
         self.squared = torch.tensor([c.penalty_form == "squared" for c in configs],
                                     device=device)

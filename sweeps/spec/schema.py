@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from ortho_core import experiments
+from ortho_core.config import MAX_SEED
 from sweeps.spec.source import SpecSource
 from sweeps.spec.space import SpaceEntry, StrictModel
 
@@ -56,6 +57,15 @@ PositiveInt = Annotated[StrictInt, _at_least(0, True, "an integer")]
 NonNegativeInt = Annotated[StrictInt, _at_least(0, False, "an integer")]
 PositiveFloat = Annotated[StrictFloat, _at_least(0, True, "a number")]
 NonNegativeFloat = Annotated[StrictFloat, _at_least(0, False, "a number")]
+
+
+def _seed(value: int) -> int:
+    _check(0 <= value <= MAX_SEED, f"an integer in 0..{MAX_SEED} (seeds are 32-bit)")
+    return value
+
+
+Seed = Annotated[StrictInt, AfterValidator(_seed)]
+"""A seed: 32-bit, as NumPy's (and so Optuna's samplers') seeding requires."""
 
 
 def _pack_size(value: Any) -> Any:
@@ -95,7 +105,7 @@ class Search(StrictModel):
     """Optuna sampler (optuna only; default tpe). ``grid`` needs ``choice`` dimensions only."""
     n_trials: PositiveInt | None = None
     """Optuna trials per cell (optuna only; required there)."""
-    seed: StrictInt | None = None
+    seed: Seed | None = None
     """Seed of the Optuna sampler (optuna only; default 0), so a sweep proposes the same points
     when rerun."""
 

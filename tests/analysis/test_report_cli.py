@@ -254,7 +254,9 @@ def test_an_out_folder_that_cannot_be_made_is_bad_input(command: list[str], tmp_
 
 @pytest.mark.parametrize("command", [["report", "orth-pretrain-convergence"],
                                      ["reproduce", "manchev"]])
-@pytest.mark.parametrize("ui", ["127.0.0.1:5001", "ftp://host", "http://", "http://u:p@host"])
+@pytest.mark.parametrize("ui", ["127.0.0.1:5001", "ftp://host", "http://", "http://u:p@host",
+                                "http://h:99999", "http://h:abc", "http://h:5000/#x",
+                                "http://h:5000/?a=1"])
 def test_a_ui_that_is_no_web_address_is_bad_input(command: list[str], ui: str, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit) as exit_:

@@ -32,6 +32,13 @@ def test_an_integer_reads_exactly_past_a_float_s_precision(raw: object, value: i
     assert config.max_iters == value and isinstance(config.max_iters, int)
 
 
+@pytest.mark.parametrize("raw", ["+-5", "--3", "²", "1" * 5000, "1.5", "ten"])
+def test_text_that_is_no_integer_is_refused_naming_the_field(raw: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        from_dict(experiments.get("synthetic").Config, {"max_iters": raw})
+    assert (refused.value.field, refused.value.expected) == ("max_iters", "an integer")
+
+
 @pytest.mark.parametrize("experiment", ["synthetic", "pixel-mnist", "ff-mnist"])
 def test_open_needs_a_penalty(experiment: str) -> None:
     """OPEN with λ = 0 trained as the plain net under the OPEN name in ff-mnist and

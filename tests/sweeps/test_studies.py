@@ -362,8 +362,8 @@ def test_a_packed_optuna_sweep_tracks_each_member_and_its_study(tmp_path, monkey
     assert re.search(r"\) · Optuna TPE, 4 trials in each of 2 cells"
                      r"( · git [0-9a-f]{12}( with uncommitted changes)?)?$", line), line
     assert provenance_items(report.runs)["search"] == (
-        f"Optuna TPE, 4 trials in each of 2 cells; its studies are in {url} (listed by ortho "
-        f"sweep studies {final.sweep_id})")
+        f"Optuna TPE, 4 trials in each of 2 cells; its studies are in {url} (listed by `ortho "
+        f"sweep studies {final.sweep_id}`)")
     where = (f"Optuna studies in {url}, one study per cell, named {final.sweep_id}/cell-N "
              "for cell N = 0, 1, …")
     assert where in out.getvalue().splitlines()[0]
@@ -438,3 +438,15 @@ def test_runs_and_studies_in_postgresql_by_the_urls_users_write(tmp_path, postgr
     assert main(["sweep", "studies", final.sweep_id, "--tracking-uri", runs_url,
                  "--optuna-storage", studies_url]) == 0
     assert "cell-0: 4 trials (4 complete)" in capsys.readouterr().out
+
+
+def test_a_cell_s_sampler_seed_stays_within_32_bits():
+    """The spec's seed plus the cell's index: the last cells of a seed near 2³² - 1 wrap
+    around rather than reach NumPy's ValueError."""
+    from ortho_core.config import MAX_SEED
+    from sweeps.spec.schema import OptunaSettings
+    from sweeps.studies import _seed
+
+    settings = OptunaSettings(sampler="tpe", n_trials=4, seed=MAX_SEED - 1)
+    assert [_seed(settings, cell, 0) for cell in range(3)] == [MAX_SEED - 1, MAX_SEED, 0]
+    assert 0 <= _seed(settings, 2, 1) <= MAX_SEED

@@ -105,7 +105,9 @@ def test_ctrl_c_in_a_later_pack_gives_the_outcomes_of_the_packs_that_ended(monke
 @pytest.mark.parametrize(("error", "detail"), [
     (RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't "
                   "allocate memory: you tried to allocate 8000000000000 bytes. Error code 12"),
-     "7,451 GiB asked"),
+     "7.28 TiB asked"),
+    (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                  "104857600 bytes. Error code 12"), "100 MiB asked"),
     (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a "
                             "total capacity of 79.1 GiB"), "20.00 GiB asked"),
     (MemoryError(), "MemoryError"),

@@ -98,3 +98,11 @@ def test_pack_and_seed_bounds(tmp_path):
     load_spec(write(tmp_path, BASE.replace("seed: 0\n", f"seed: {MAX_SEED - 1}\n")))
     err = _refused(tmp_path, BASE.replace("seed: 0\n", f"seed: {MAX_SEED}\n"))
     assert (err.profile, err.field) == ("smoke", "seed")  # smoke's 2 repeats pass the bound
+
+
+@pytest.mark.parametrize("seed", [-5, MAX_SEED + 1])
+def test_an_optuna_seed_beyond_32_bits_is_refused_before_any_work(tmp_path, seed):
+    """TPE's NumPy seeding raised ``ValueError`` once the sweep had started."""
+    err = _refused(tmp_path, OPTUNA.replace("seed: 3}", f"seed: {seed}}}"))
+    assert (err.field, err.value) == ("search.seed", seed)
+    assert f"an integer in 0..{MAX_SEED} (seeds are 32-bit)" in str(err)
