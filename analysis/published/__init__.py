@@ -2,6 +2,8 @@
 
 Every number a report sets beside a measured one comes from here and is stated nowhere else
 in the tree: :mod:`analysis.published.manchev` (paper M, Manchev & Spratling),
-:mod:`analysis.published.galvan` (paper G, Galvan's thesis) and
-:mod:`analysis.published.kutsuna` (paper K, Kutsuna). Measured results live in ``RESULTS.md``.
+:mod:`analysis.published.galvan` (paper G, Galvan's thesis),
+:mod:`analysis.published.kutsuna` (paper K, Kutsuna) and
+:mod:`analysis.published.nosarzewski` (paper N, Nosarzewski). Measured results live in
+``RESULTS.md``.
 """
