@@ -10,6 +10,9 @@ Every experiment module defines:
 - ``SUMMARY``: every key a member's ``Result.summary`` can hold, with its meaning (what a
   spec's ``metric`` may name, and what ``ortho train --keys`` lists); some keys are there
   only for some configurations, as their meanings say.
+- ``METRICS``: every key a ``Report.metrics`` can hold, with its meaning (what a spec's
+  ``scheduler.metric_step`` may name); a key holding ``{l}`` stands for one per layer, the
+  layer's number in its place (:func:`reports_metric`).
 - ``planned_steps(config) -> int``: the ``step`` of the last report a member of
   ``config`` makes when it trains its whole budget (no divergence, nothing ending it early),
   in the trainer's own unit (iterations, samples, time steps: what its reports'
@@ -43,6 +46,7 @@ Modules are imported lazily so that ``ortho train`` only pays for the experiment
 from __future__ import annotations
 
 import importlib
+import re
 from types import ModuleType
 
 from ortho_core.errors import ConfigError
@@ -61,6 +65,13 @@ EXPERIMENTS: dict[str, str] = {
 PROBE_PRETRAIN_TOL = 1e12
 """``pretrain_tol`` of a probe configuration: above the Eᵖ of any initial weights, so that
 pre-training (done before the first report, so not timed) stops at once."""
+
+
+def reports_metric(module: ModuleType, name: str) -> bool:
+    """Whether ``module``'s reports can hold the metric ``name``: a key of its ``METRICS``,
+    or one with a number where such a key has ``{l}``."""
+    return any(re.fullmatch(re.escape(key).replace(r"\{l\}", "[0-9]+"), name)
+               for key in module.METRICS)
 
 
 def get(name: str) -> ModuleType:

@@ -266,6 +266,19 @@ def planned_steps(config: Config) -> int:
     return config.max_iters
 
 
+METRICS: dict[str, str] = {
+    "train_error": "training error, a fraction (the planar set, or eval_size MNIST images)",
+    "train_loss": "training loss on the same",
+    "test_error": "test error, a fraction (MNIST only)",
+    "act_grad_spread": "orders of magnitude between the layers' activation gradients",
+    "weight_grad_spread": "the same for the weight gradients",
+    "act_grad_first": "‖∂J/∂a^[1]‖",
+    "act_grad_last": "‖∂J/∂a^[L]‖",
+    "orth_error": "max |QᵀQ − I| over the orthogonal layers (0 without them)",
+}
+"""Every key a report's metrics can hold, with its meaning (what a spec's
+``scheduler.metric_step`` may name): see :func:`train`."""
+
 SUMMARY: dict[str, str] = {
     "train_error": "training error fraction at the last evaluation",
     "train_loss": "training loss at the last evaluation",

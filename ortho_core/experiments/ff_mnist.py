@@ -284,6 +284,19 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return image_files("mnist")
 
 
+METRICS: dict[str, str] = {
+    "epoch": "epochs trained (a fraction at a checkpoint inside an epoch)",
+    "samples": "training samples seen",
+    "train_loss": "mean cross-entropy over the minibatches since the previous evaluation",
+    "test_accuracy": "test accuracy, a fraction",
+    "ortho_error": "Eᵖ averaged over the weight matrices",
+    "grad_norm": "‖∂CE/∂W‖ over every weight matrix, on the last minibatch",
+    "grad_norm_layer{l}": "‖∂CE/∂W_l‖ (l = 1 the input layer … L + 1 the output layer)",
+}
+"""Every key a report's metrics can hold, with its meaning (what a spec's
+``scheduler.metric_step`` may name; ``{l}`` stands for a layer's number): see
+:func:`train`."""
+
 SUMMARY: dict[str, str] = {
     "test_accuracy": "test accuracy at the last evaluation",
     "best_test_accuracy": "best test accuracy over the evaluations",

@@ -225,6 +225,17 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return image_files(config.dataset)
 
 
+METRICS: dict[str, str] = {
+    "epoch": "epochs trained",
+    "lr": "the epoch's learning rate (after its decays)",
+    "train_loss": "mean training loss over the epoch's minibatches",
+    "train_accuracy": "mean training accuracy over the epoch's minibatches, a fraction",
+    "test_accuracy": "test accuracy, a fraction (BN with its running statistics)",
+    "epoch_time": "seconds of training in the epoch for the whole pack",
+}
+"""Every key a report's metrics can hold, with its meaning (what a spec's
+``scheduler.metric_step`` may name): see :func:`train`."""
+
 SUMMARY: dict[str, str] = {
     "train_accuracy": "training accuracy after the last epoch",
     "best_train_accuracy": "best training accuracy over the epochs",

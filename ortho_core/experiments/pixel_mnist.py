@@ -181,6 +181,20 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return image_files("mnist")
 
 
+METRICS: dict[str, str] = {
+    "samples": "training samples seen",
+    "test_accuracy": "test accuracy, a fraction",
+    "test_loss": "test loss",
+    "spectral_radius": "ρ(W_hh)",
+    "ortho_error": "Eᵖ(W_hh)",
+    "train_loss": "training loss, averaged over the iterations since the last evaluation",
+    "grad_norm_whh": "‖∇W_hh‖ (the OPEN term included), averaged likewise",
+    "grad_norm": "‖∇θ‖, averaged likewise",
+}
+"""Every key a report's metrics can hold, with its meaning (what a spec's
+``scheduler.metric_step`` may name; the first evaluation, before any training, has no
+``train_loss`` or gradient norms)."""
+
 SUMMARY: dict[str, str] = {
     "best_test_accuracy": "best test accuracy over the checkpoints",
     "best_samples": "training samples seen at best_test_accuracy",

@@ -264,6 +264,20 @@ def data_files(config: Config) -> tuple[DataFile, ...]:
     return music_files(config.dataset, config.data_format)
 
 
+METRICS: dict[str, str] = {
+    "epoch": "epochs trained",
+    **{f"{split}_nll": f"G eq. 4.2 on the {split} set: the mean over songs of each song's "
+       "NLL per step" for split in ("train", "valid", "test")},
+    **{f"{split}_nll_frame": f"NLL of all the {split} set's frames over their number"
+       for split in ("train", "valid", "test")},
+    "batch_loss": "the mean minibatch loss since the last evaluation",
+    "grad_norm": "mean ‖g‖ before clipping since the last evaluation",
+    "clipped_fraction": "of those steps, the fraction with ‖g‖ > τ",
+    "spectral_radius": "ρ(W_hh)",
+}
+"""Every key a report's metrics can hold, with its meaning (what a spec's
+``scheduler.metric_step`` may name): see :func:`train`."""
+
 SUMMARY: dict[str, str] = {
     **{f"{split}_{kind}": f"{split} NLL {per} at the last evaluation"
        for split in SPLIT_NAMES

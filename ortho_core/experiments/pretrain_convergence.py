@@ -152,6 +152,14 @@ def orthogonalise(w: Tensor, lr: Tensor, tol: Tensor,
     return steps.view(shape).cpu(), converged.view(shape).cpu(), finite.view(shape).cpu()
 
 
+METRICS: dict[str, str] = {
+    **{f"{dist}_{stat}": f"{meaning} so far ({dist} initial matrices)" for dist in DISTRIBUTIONS
+       for stat, meaning in (("success_rate", "fraction of the matrices that converged"),
+                             ("mean_steps", "mean steps of the converged matrices"))},
+}
+"""Every key a report's metrics can hold, with its meaning (what a spec's
+``scheduler.metric_step`` may name): see :func:`train`."""
+
 SUMMARY: dict[str, str] = {
     **{f"{dist}_{stat}": f"{meaning} ({dist} initial matrices)" for dist in DISTRIBUTIONS
        for stat, meaning in (("success_rate", "fraction of the repeats that converged"),

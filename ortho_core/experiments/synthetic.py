@@ -158,6 +158,22 @@ def initial_weights(configs: Sequence[Config], task: Task, dtype: torch.dtype,
     return weights, steps
 
 
+METRICS: dict[str, str] = {
+    "train_loss": "training loss, averaged over the iterations since the last report",
+    "grad_norm": "‖∇θ‖ before clipping (the OPEN term included), averaged likewise",
+    "grad_norm_whh": "‖∇W_hh‖ before clipping (the OPEN term included), averaged likewise",
+    "val_loss": "validation loss (a full evaluation)",
+    "val_error": "validation error, a fraction (a full evaluation)",
+    "val_accuracy": "validation accuracy, a fraction (a full evaluation)",
+    "val_loss_screen": "validation loss on the screen (with screen_size, in place of val_loss)",
+    "val_error_screen": "validation error on the screen (likewise, in place of val_error)",
+    "spectral_radius": "ρ(W_hh)",
+    "ortho_error": "Eᵖ(W_hh) = ‖W_hhW_hhᵀ − I‖²_F",
+    "seq_len": "the sequence length T being trained",
+}
+"""Every key a report's metrics can hold, with its meaning (what a spec's
+``scheduler.metric_step`` may name): see :func:`train`."""
+
 SUMMARY: dict[str, str] = {
     "max_seq_len_solved": "longest sequence length T solved (0: none)",
     "last_seq_len": "the last length trained (the one val_error and val_loss belong to)",

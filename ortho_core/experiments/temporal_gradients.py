@@ -49,9 +49,12 @@ from ortho_core.reporting import Outcome, Report, Reporter, Result
 from ortho_core.subnormals import Subnormals, honours_subnormals
 from ortho_core.temporal import PARAMETERS, temporal_sq_norms
 
-STEP_METRICS = ("temporal_grad_norm", "temporal_grad_norm_whh")
-"""Metrics reported at every time step t (the report's ``step``): ‖∇_θ L|_t‖ over all
-parameters (G Fig. 3.1) and ‖∇_{W_hh} L|_t‖ (G eq. 3.1; 0 at t = 1, since h_0 = 0)."""
+METRICS: dict[str, str] = {
+    "temporal_grad_norm": "‖∇_θ L|_t‖ over all parameters at time step t (G Fig. 3.1)",
+    "temporal_grad_norm_whh": "‖∇_{W_hh} L|_t‖ (G eq. 3.1; 0 at t = 1, since h_0 = 0)",
+}
+"""The metrics reported at every time step t (the report's ``step``), with their meaning
+(what a spec's ``scheduler.metric_step`` may name)."""
 RECURRENT = ("w_xh", "w_hh", "b_h")
 """The variables whose temporal components ``log10_ratio`` compares: those replicated at
 every step (the readout W_hy, b_y has a component at the last step only)."""
@@ -136,7 +139,7 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     """Compute every member's temporal-gradient norms at initialisation.
 
     Each member is reported once per time step t = 1 … T (``step`` = t) with the metrics of
-    :data:`STEP_METRICS`. Summary: ``log10_ratio`` = log10(‖∇_r L|_1‖ / ‖∇_r L|_T‖) over
+    :data:`METRICS`. Summary: ``log10_ratio`` = log10(‖∇_r L|_1‖ / ‖∇_r L|_T‖) over
     the recurrent variables r = (W_xh, W_hh, b_h) (:data:`RECURRENT`; the earliest against
     the latest step: about 0 for a flat profile, strongly negative when the gradient
     vanishes; a first norm of 0 counts as the dtype's smallest normal number),
@@ -173,7 +176,8 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
     for k in range(len(configs)):
         for t in range(cfg.seq_len):
             reporter(Report(member=k, step=t + 1, metrics={
-                STEP_METRICS[0]: float(norms[k, t]), STEP_METRICS[1]: float(norms_whh[k, t])}))
+                "temporal_grad_norm": float(norms[k, t]),
+                "temporal_grad_norm_whh": float(norms_whh[k, t])}))
         first, last = float(recurrent[k, 0]), float(recurrent[k, -1])
         finite = bool(torch.isfinite(norms[k]).all()) and math.isfinite(float(losses[k]))
         summary = {"first_norm": float(norms[k, 0]), "last_norm": float(norms[k, -1]),

@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Literal
 
 import yaml
@@ -97,12 +98,11 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
     if spec.metric.name not in trainer.SUMMARY:
         raise source.error(("metric", "name"), f"a summary key of {spec.experiment}: "
                            + ", ".join(trainer.SUMMARY), spec.metric.name)
-    config_cls = trainer.Config
-    eff, cells = _checked(spec, profile, config_cls)
+    eff, cells = _checked(spec, profile, trainer)
     for other in spec.profiles:
         if other != profile:
             try:
-                _checked(spec, other, config_cls)
+                _checked(spec, other, trainer)
             except SpecError as err:
                 raise err.in_profile(other) from None
     search: Search = eff.value("search")
@@ -122,12 +122,20 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
         all_cells=tuple(cells))
 
 
-def _checked(spec: Spec, profile: str, config_cls: type) -> tuple[Effective, list[Cell]]:
+def _checked(spec: Spec, profile: str, trainer: ModuleType) -> tuple[Effective, list[Cell]]:
     """``spec`` with ``profile`` applied, checked whole (its size before anything is
-    expanded), and its cells, each validated against ``config_cls``."""
+    expanded; a scheduler's metric against what ``trainer`` reports), and its cells, each
+    validated against the trainer's ``Config``."""
     source = spec.source
+    config_cls = trainer.Config
     eff = Effective.of(spec, profile)
     check_search(eff, source)
+    scheduler, scheduler_path = eff.settings["scheduler"]
+    if scheduler is not None and not experiments.reports_metric(trainer,
+                                                                scheduler.metric_step):
+        raise source.error((*scheduler_path, "metric_step"), f"a metric {spec.experiment} "
+                           "reports at its evaluations: " + ", ".join(trainer.METRICS),
+                           scheduler.metric_step)
     check_scheduler(eff, source)
     check_size(eff, source)
     search: Search = eff.value("search")

@@ -139,8 +139,9 @@ class Scheduler(StrictModel):
     kind: Literal["asha"]
     """Only ASHA (asynchronous successive halving) is supported."""
     metric_step: str = Field(min_length=1)
-    """The per-evaluation metric ASHA compares at each rung (a ``Report.metrics`` key such as
-    ``val_error``): the spec's ``metric`` is a final summary, unknown until a trial ends."""
+    """The per-evaluation metric ASHA compares at each rung (a key of the trainer's
+    ``METRICS``, such as ``val_error``; checked when the spec resolves): the spec's
+    ``metric`` is a final summary, unknown until a trial ends."""
     mode: Literal["max", "min"]
     """Whether larger or smaller ``metric_step`` is better."""
     grace_period: PositiveInt = 1

@@ -14,7 +14,7 @@ from ortho_core.config import field_docs
 from ortho_core.data.synthetic import get_task
 from ortho_core.experiments import get
 from ortho_core.experiments.synthetic_stage import TRAIN_STREAM, stream_seed
-from ortho_core.experiments.temporal_gradients import PACK_FIELDS, STEP_METRICS, Config, train
+from ortho_core.experiments.temporal_gradients import METRICS, PACK_FIELDS, Config, train
 from ortho_core.models.srnn import SRNNInit, init_srnn
 from ortho_core.reporting import Outcome
 from sweeps.cli import main
@@ -76,7 +76,7 @@ def test_registered_and_every_field_documented():
 def test_each_step_reports_the_norm_of_g_s_temporal_gradient(rho):
     cfg = Config(**SMALL, spectral_radius=rho, seed=3)
     (result,), reports = run([cfg])
-    got = np.array([[r.metrics[m] for m in STEP_METRICS] for r in reports[0]])
+    got = np.array([[r.metrics[m] for m in METRICS] for r in reports[0]])
     assert [r.step for r in reports[0]] == list(range(1, cfg.seq_len + 1))
     total, whh, recurrent, grad_norm, loss = autograd_norms(cfg)
     np.testing.assert_allclose(got[:, 0], total, rtol=1e-10, atol=1e-15)
@@ -112,7 +112,7 @@ def test_a_pack_member_gives_the_numbers_it_gives_alone():
         (alone,), alone_reports = run([cfg])
         for a, b in zip(reports[k], alone_reports[0], strict=True):
             assert a.step == b.step
-            for m in STEP_METRICS:
+            for m in METRICS:
                 assert a.metrics[m] == pytest.approx(b.metrics[m], rel=1e-12, abs=1e-300)
         for key in ("log10_ratio", "grad_norm", "loss"):
             assert results[k].summary[key] == pytest.approx(alone.summary[key], rel=1e-12)

@@ -76,6 +76,9 @@ def planned_steps(config: Config) -> int:
     return config.steps - 1
 
 
+METRICS: dict[str, str] = {"loss": "x / (step + 1)", "value": "x"}
+"""The keys of a report's metrics."""
+
 SUMMARY: dict[str, str] = {"score": "10 x", "threads": "torch's threads while it trained"}
 """The keys of a member's summary."""
 

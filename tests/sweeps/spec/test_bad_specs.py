@@ -65,10 +65,13 @@ BAD = [
     ("key fixed and swept", [("  max_iters: 10\n", "  max_iters: 10\n  task: adding\n"),
                              (TASK, TASK + "  #<")], "space.task"),
     ("packs under a scheduler", [("seed: 0\n", "seed: 0\npack_size: 2  #<\n"
-                                              "scheduler: {kind: asha, metric_step: loss, "
+                                              "scheduler: {kind: asha, metric_step: val_error, "
                                               "mode: min}\n")], "pack_size"),
+    ("a step metric the trainer does not report", [
+        ("repeats: 2}", "repeats: 2,\n          scheduler: {kind: asha, metric_step: val_eror, "
+                        "mode: min}}  #<")], "profiles.smoke.scheduler.metric_step"),
     ("a profile's packs under the spec's scheduler",
-     [("seed: 0\n", "seed: 0\nscheduler: {kind: asha, metric_step: loss, mode: min}\n"),
+     [("seed: 0\n", "seed: 0\nscheduler: {kind: asha, metric_step: val_error, mode: min}\n"),
       (CPU, CPU + "  #<")], "profiles.cpu.pack_size"),
     ("the same configuration twice", [("  - fixed: {variant: oinit, pretrain_lr: 0.1}",
                                        "  - fixed: {variant: oinit, pretrain_lr: 0.1}\n"
@@ -112,6 +115,21 @@ def test_a_metric_the_trainer_does_not_summarise_lists_those_it_does(tmp_path):
     assert "expected a summary key of synthetic: max_seq_len_solved, last_seq_len, " \
            "val_error, val_loss," in str(info.value)
     assert str(info.value).endswith("(got 'val_los')")
+
+
+def test_a_step_metric_the_trainer_does_not_report_lists_those_it_does(tmp_path):
+    """ASHA compared NaN at every rung of a misspelled metric, and so stopped nothing."""
+    def smoke_scheduler(metric: str) -> str:
+        return BASE.replace("repeats: 2}", f"repeats: 2, scheduler: {{kind: asha, metric_step: "
+                                           f"{metric}, mode: min}}}}")
+
+    with pytest.raises(SpecError) as info:
+        resolve(load_spec(write(tmp_path, smoke_scheduler("val_eror"))), "smoke")
+    assert ("expected a metric synthetic reports at its evaluations: train_loss, grad_norm, "
+            "grad_norm_whh, val_loss, val_error,") in str(info.value)
+    assert str(info.value).endswith("(got 'val_eror')")
+    spec = resolve(load_spec(write(tmp_path, smoke_scheduler("val_error_screen"))), "smoke")
+    assert spec.scheduler is not None and spec.scheduler.metric_step == "val_error_screen"
 
 
 def test_a_profile_left_out_overrides_nothing(tmp_path):

@@ -55,7 +55,7 @@ def test_a_profile_can_sweep_a_fixed_key(tmp_path):
 
 def test_packs_under_a_scheduler_name_the_scheduler(tmp_path):
     text = BASE.replace("  paper: {}", "  paper:\n    pack_size: 3\n"
-                        "    scheduler: {kind: asha, metric_step: loss, mode: min}")
+                        "    scheduler: {kind: asha, metric_step: val_error, mode: min}")
     lines = text.splitlines()
     pack_line = lines.index("    pack_size: 3") + 1
     path = write(tmp_path, text)
