@@ -305,7 +305,8 @@ def keys_table(module: Any, columns: int) -> str:
     column is wrapped to fit ``columns`` characters (at least :data:`MEANING_WIDTH`); a key
     of the experiment's ``PACK_FIELDS``, which every member of a pack shares, is marked
     ``*`` (several values of it train one pack after another). Then the keys of a member's
-    summary (the experiment's ``SUMMARY``), which a spec's ``metric`` names."""
+    summary (the experiment's ``SUMMARY``), which a spec's ``metric`` names, and those of its
+    reports (``METRICS``), which a scheduler's ``metric_step`` names."""
     from tabulate import tabulate
 
     docs = field_docs(module.Config)
@@ -317,14 +318,17 @@ def keys_table(module: Any, columns: int) -> str:
     table = tabulate(rows, headers=("key", "default", "meaning"), tablefmt="simple",
                      maxcolwidths=[None, None, max(MEANING_WIDTH, columns - used)],
                      disable_numparse=True)
-    summary = tabulate(list(module.SUMMARY.items()), headers=("summary", "meaning"),
-                       tablefmt="simple", disable_numparse=True,
-                       maxcolwidths=[None, max(MEANING_WIDTH,
-                                               columns - max(map(len, module.SUMMARY)) - 2)])
+    def meanings(keys: dict[str, str], header: str) -> str:
+        return tabulate(list(keys.items()), headers=(header, "meaning"), tablefmt="simple",
+                        disable_numparse=True,
+                        maxcolwidths=[None, max(MEANING_WIDTH, columns - max(map(len, keys)) - 2)])
+
     return (table + ("\n\n* shared by a pack: several values train one pack after another"
                      if shared else "")
             + "\n\nWhat a member's summary holds (a spec's metric names one of them):\n\n"
-            + summary)
+            + meanings(module.SUMMARY, "summary")
+            + "\n\nWhat its reports hold at each evaluation (a spec's scheduler.metric_step "
+            "names one of them):\n\n" + meanings(module.METRICS, "metric"))
 
 
 def out_of_memory(err: BaseException) -> bool:

@@ -209,11 +209,17 @@ def test_keys_lists_every_field_with_its_meaning_in_a_table(capsys):
     assert {k for k, line in rows.items() if line.split()[1] == "*"} == set(
         synthetic.PACK_FIELDS)
     assert lines[-1] == "* shared by a pack: several values train one pack after another"
-    # then every key of a member's summary, which a spec's metric may name
+    # then every key of a member's summary, which a spec's metric may name, and every key of
+    # its reports, which a scheduler's metric_step may name
+    summary_part, _, metrics_part = summary_part.partition("\n\nWhat its reports hold")
     summary_rows = {line.split()[0]: line for line in summary_part.splitlines()[4:]
                     if line[:1].strip()}
     assert set(summary_rows) == set(synthetic.SUMMARY)
     assert "longest sequence length T solved" in summary_rows["max_seq_len_solved"]
+    metric_rows = {line.split()[0]: line for line in metrics_part.splitlines()[4:]
+                   if line[:1].strip()}
+    assert set(metric_rows) == set(synthetic.METRICS)
+    assert "scheduler.metric_step" in metrics_part.splitlines()[0]
 
 
 @pytest.mark.parametrize(("doc", "plain"), [
