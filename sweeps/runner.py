@@ -312,8 +312,14 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     if not force:
         refuse_alive(record)
     with tempfile.TemporaryDirectory() as tmp:
-        spec = resolve(load_spec(str(tracker.download_spec(record.ref, Path(tmp)))),
-                       record.profile)
+        try:
+            spec_file = tracker.download_spec(record.ref, Path(tmp))
+        except FileNotFoundError:
+            raise ConfigError("sweep", f"a sweep that stored its spec ({record.ref.sweep_id} "
+                              f"of {record.spec} stopped as it began, before it stored its spec "
+                              "or trained anything: run the spec anew)",
+                              record.ref.sweep_id) from None
+        spec = resolve(load_spec(str(spec_file)), record.profile)
     if spec.sha256 != record.spec_sha256:
         raise ConfigError("spec", f"the spec as sweep {record.ref.sweep_id} resolved it "
                           f"(sha256 {record.spec_sha256[:12]}); the code now resolves it "
@@ -352,11 +358,13 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
               f"{count(plan.n_configs, 'configuration')} done; nothing to resume",
               file=stream, flush=True)
         return dataclasses.replace(progress, state="finished", per_hour=record.per_hour)
+    # Taken before Ray's seconds of start, so that a second resume started meanwhile is
+    # refused rather than training the same configurations.
+    tracker.reopen_sweep(record.ref, len(values), None if force else refuse_alive)
     with ray_session(address) as embedded:
         if embedded:
             check_resources(spec.resources.cpu, spec.resources.gpu)
         tracker.discard_unfinished(runs)
-        tracker.reopen_sweep(record.ref, len(values))
         plan = fill_slots(plan, spec.pack_size, trial_slots(spec.resources.cpu,
                                                             spec.resources.gpu, max_concurrent))
         packs = (f" (packs of up to {spec.pack_size}, as its first run measured)"

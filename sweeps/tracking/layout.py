@@ -207,13 +207,27 @@ class Tracker:
                               contract.ROLE: contract.ROLE_SWEEP,
                               contract.DRIVER: driver_tag(), contract.HEARTBEAT: _now()})
         run_id = run.info.run_id
-        for path, text in texts.items():
-            self.call(self.client.log_text, run_id, text, path)
+        try:
+            for path, text in texts.items():
+                self.call(self.client.log_text, run_id, text, path)
+        except BaseException:  # Ctrl-C included: a parent without its spec cannot resume
+            self.call(self.client.delete_run, run_id)
+            raise
         return SweepRef(experiment_id, sweep_id, run_id)
 
-    def reopen_sweep(self, ref: SweepRef, done: int) -> None:
+    def reopen_sweep(self, ref: SweepRef, done: int,
+                     check: Callable[[SweepRecord], None] | None = None) -> None:
         """Mark a resumed sweep's parent run as running again, driven by this process, from
-        now with ``done`` configurations finished (:data:`~sweeps.contract.RESUMED`)."""
+        now with ``done`` configurations finished (:data:`~sweeps.contract.RESUMED`). With
+        ``check``, the parent is read again and checked first, all under the store's lock,
+        so that of two resumes of one sweep started together only one takes it (``check``
+        raises for the other, which finds the first one's driver alive)."""
+        with self._locked():
+            if check is not None:
+                check(sweep_record(self.call(self.client.get_run, ref.parent_run_id)))
+            self._reopen(ref, done)
+
+    def _reopen(self, ref: SweepRef, done: int) -> None:
         self.call(self.client.update_run, ref.parent_run_id, status="RUNNING")
         self.call(self.client.set_tag, ref.parent_run_id, contract.DRIVER, driver_tag())
         self.call(self.client.set_tag, ref.parent_run_id, contract.RESUMED,

@@ -482,3 +482,54 @@ def test_a_killed_driver_of_an_optuna_sweep_in_packs_resumes_its_study(tmp_path,
     x = {r.data.tags[tracking.TRIAL_KEY]: float(r.data.params["x"]) for r in after}
     assert [t.value for t in trials if t.state == states.COMPLETE] == pytest.approx(
         [10 * x[t.user_attrs[KEY_ATTR]] for t in trials if t.state == states.COMPLETE])
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_of_two_resumes_started_together_the_second_is_refused(tmp_path, monkeypatch):
+    """Both read the sweep as interrupted; the first takes it before Ray starts (seconds), and
+    the second, which reads it again under the store's lock as it takes it, finds the first
+    one's driver alive: it trained the same configurations beside the first, before."""
+    from sweeps.tracking.layout import Tracker
+
+    home = new_home(tmp_path)
+    first = run_sweep(str(write_spec(tmp_path, space={"x": [0.2, 0.9]})), "smoke", home=home,
+                      stream=io.StringIO())
+    t = tracker_of(home)
+    ref = t.find_sweep(first.sweep_id).ref
+    t.end_sweep(ref, "KILLED", {})
+    kept = track(t, ref, "in-flight", {}, end="killed")  # what the other resume would discard
+    download = Tracker.download_spec
+
+    def taken_meanwhile(self, ref_, dest):  # after this resume's first look, as the other's
+        t.reopen_sweep(ref, 2)               # driver (alive: this process) takes the sweep
+        return download(self, ref_, dest)
+
+    monkeypatch.setattr(Tracker, "download_spec", taken_meanwhile)
+    with pytest.raises(ConfigError, match="is still running") as err:
+        resume_sweep(first.sweep_id, home=home, stream=io.StringIO())
+    assert err.value.field == "sweep"
+    assert t.client.get_run(kept).info.lifecycle_stage == "active"
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_a_sweep_interrupted_as_it_began_leaves_no_parent_without_its_spec(tmp_path,
+                                                                          monkeypatch):
+    """Ctrl-C while its spec was being stored left a RUNNING parent that every later resume
+    failed on (a FileNotFoundError traceback): now the parent goes, as if never started; one
+    left by an older version is refused in a line, naming the sweep."""
+    home = new_home(tmp_path)
+    t = tracker_of(home)
+    experiment = t.experiment_id("toy-spec", home)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        patched.setattr(t.client, "log_text", interrupted)
+        t.start_sweep(experiment, "20261207-020319-6ea5", {}, {"spec/toy.yaml": "name: toy"})
+    assert t.find_sweep() is None
+    t.start_sweep(experiment, "20261207-020320-6ea6", {contract.SPEC: "toy-spec"}, {})
+    with pytest.raises(ConfigError, match="stopped as it began, before it stored its spec") \
+            as err:
+        resume_sweep(home=home, force=True, stream=io.StringIO())  # its driver: this one
+    assert (err.value.field, err.value.value) == ("sweep", "20261207-020320-6ea6")
