@@ -23,6 +23,7 @@ the signal ended), no traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import select
 import signal
@@ -112,6 +113,22 @@ ACTION_DESTS = ("sweep_command", "data_action")
 ``ortho data download``), whose words name the command in its error lines."""
 
 
+def unwritable(err: BaseException) -> str | None:
+    """What stops a command writing, where ``err`` (or an error it arose from) is a full disk
+    or a read-only file or database: the store or the sweep's home, usually; None for any
+    other error, which keeps its traceback."""
+    seen: BaseException | None = err
+    while seen is not None:
+        text = str(seen).lower()
+        if (isinstance(seen, OSError) and seen.errno == errno.ENOSPC) or "disk is full" in text:
+            return "no space left on the device"
+        if ((isinstance(seen, OSError) and seen.errno == errno.EROFS)
+                or "readonly database" in text or "read-only file system" in text):
+            return "a read-only file or database"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def command_words(args: argparse.Namespace) -> str:
     """The command that ran, as the user typed it: ``ortho sweep run``, ``ortho report``."""
     actions = [getattr(args, dest) for dest in ACTION_DESTS if getattr(args, dest, None)]
@@ -140,6 +157,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except OrthoError as err:
         print(redact(f"{name}: {err}"), file=sys.stderr)
+        return 1
+    except Exception as err:
+        why = unwritable(err)
+        if why is None:
+            raise
+        cause = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        print(one_line(redact(f"{name}: cannot write: {why} ({cause}); make room or fix the "
+                              "permissions, then run it again (an interrupted sweep goes on "
+                              "with `ortho sweep resume`)")), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)

@@ -42,6 +42,7 @@ imports no Ray).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shlex
@@ -133,6 +134,10 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
                             progress, stream, run_tags, studies, begun)
         except KeyboardInterrupt:  # before Tune's handler was in place, or a second Ctrl-C
             ended = FitEnd(interrupted=True)
+        except Exception:  # Ray or the store failing under the sweep (a disk that filled)
+            _end_killed(tracker, ref)
+            print(f"resume with: {shlex.join(again)}", file=stream, flush=True)
+            raise
     interrupted = ended.interrupted
     runs = tracker.states(ref)
     if interrupted:
@@ -164,6 +169,14 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     if interrupted or final.failed:
         print(f"resume with: {shlex.join(again)}", file=stream, flush=True)
     return final
+
+
+def _end_killed(tracker: tracking.Tracker, ref: tracking.SweepRef) -> None:
+    """End the runs a failing sweep leaves RUNNING, and its parent, KILLED, as an interrupt
+    ends them, as far as the store still takes writes (a resume replaces them either way)."""
+    with contextlib.suppress(Exception):
+        tracker.mark_killed(tracker.states(ref))
+        tracker.end_sweep(ref, "KILLED", {})
 
 
 def finished_values(runs: list[tracking.TaggedRun], metric: str) -> dict[str, float | None]:

@@ -533,3 +533,28 @@ def test_a_sweep_interrupted_as_it_began_leaves_no_parent_without_its_spec(tmp_p
             as err:
         resume_sweep(home=home, force=True, stream=io.StringIO())  # its driver: this one
     assert (err.value.field, err.value.value) == ("sweep", "20261207-020320-6ea6")
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_a_sweep_that_fails_under_ray_ends_its_runs_killed_and_says_how_to_resume(
+        tmp_path, monkeypatch):
+    """A disk that filled mid-sweep raised out of Tune's results with the parent and the runs
+    in flight left RUNNING; they end as an interrupt ends them, and the error goes on."""
+    import sweeps.runner
+
+    home = new_home(tmp_path)
+    t = tracker_of(home)
+
+    def fails(spec, plan, ref, *args, **kwargs):
+        track(t, ref, "in-flight", {}, end="running")
+        raise EOFError("Ran out of input")
+
+    monkeypatch.setattr(sweeps.runner, "execute", fails)
+    out = io.StringIO()
+    with pytest.raises(EOFError):
+        run_sweep(str(write_spec(tmp_path, space={"x": [0.2, 0.9]})), "smoke", home=home,
+                  stream=out)
+    record = t.find_sweep()
+    assert record is not None and record.status == "KILLED"
+    assert [r.status for r in t.states(record.ref)] == ["KILLED"]
+    assert f"resume with: ortho sweep resume {record.ref.sweep_id}" in out.getvalue()

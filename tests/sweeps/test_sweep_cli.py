@@ -570,3 +570,42 @@ def test_run_status_resume_from_the_command_line(tmp_path, capsys):
     assert capsys.readouterr().out == (f"sweep {sweep_id}: toy/smoke has finished, 2 "
                                        "configurations done; nothing to resume\n")
     assert Path(home / "mlflow.db").exists()
+
+
+def _chained(outer: Exception, inner: Exception) -> Exception:
+    try:
+        try:
+            raise inner
+        except Exception as err:
+            raise outer from err
+    except Exception as err:
+        return err
+
+
+@pytest.mark.parametrize(("error", "why"), [
+    (OSError(28, "No space left on device"), "no space left on the device"),
+    (_chained(RuntimeError("(sqlite3.OperationalError) attempt to write a readonly database\n"
+                           "[SQL: DELETE FROM assessments]"), KeyError("x")),
+     "a read-only file or database"),
+    (_chained(EOFError("Ran out of input"), OSError(28, "No space left on device")),
+     "no space left on the device"),
+])
+def test_a_store_that_cannot_be_written_ends_in_one_line_exit_1(error, why, monkeypatch, capsys):
+    """A full disk or a read-only store, under the store or Ray's files: a traceback before."""
+    def fails(args: argparse.Namespace) -> int:
+        raise error
+
+    monkeypatch.setattr("sweeps.sweep_command.cmd_status", fails)
+    assert main(["sweep", "status"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"ortho sweep status: cannot write: {why} (") and err.count("\n") == 1
+    assert "make room or fix the permissions" in err
+
+
+def test_any_other_error_keeps_its_traceback(monkeypatch):
+    def fails(args: argparse.Namespace) -> int:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr("sweeps.sweep_command.cmd_status", fails)
+    with pytest.raises(KeyError, match="a bug"):
+        main(["sweep", "status"])
