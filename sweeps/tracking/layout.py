@@ -225,14 +225,11 @@ class Tracker:
         with self._locked():
             if check is not None:
                 check(sweep_record(self.call(self.client.get_run, ref.parent_run_id)))
-            self._reopen(ref, done)
-
-    def _reopen(self, ref: SweepRef, done: int) -> None:
-        self.call(self.client.update_run, ref.parent_run_id, status="RUNNING")
-        self.call(self.client.set_tag, ref.parent_run_id, contract.DRIVER, driver_tag())
-        self.call(self.client.set_tag, ref.parent_run_id, contract.RESUMED,
-                  json.dumps({"at": round(time.time(), 3), "done": done}))
-        self.heartbeat(ref)
+            self.call(self.client.update_run, ref.parent_run_id, status="RUNNING")
+            self.call(self.client.set_tag, ref.parent_run_id, contract.DRIVER, driver_tag())
+            self.call(self.client.set_tag, ref.parent_run_id, contract.RESUMED,
+                      json.dumps({"at": round(time.time(), 3), "done": done}))
+            self.heartbeat(ref)
 
     def heartbeat(self, ref: SweepRef) -> None:
         """Say that the sweep's driver is alive now."""
