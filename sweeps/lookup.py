@@ -1,11 +1,12 @@
-"""Finding a sweep in the tracking store for ``ortho sweep status`` and ``resume``: sweep ids,
-the latest (or latest unfinished) sweep, refusing to resume a sweep whose driver is alive,
-and a sweep's progress as MLflow holds it.
+"""Finding a sweep in the tracking store for ``ortho sweep status``, ``resume`` and
+``studies``: by id, a spec's latest sweep, the store's latest (or latest unfinished) sweep;
+refusing to resume a sweep whose driver is alive; a sweep's progress as MLflow holds it.
 
-A sweep id given by the user must have the form of :func:`new_sweep_id`; an unknown one is
-a ``ConfigError`` (field ``sweep``) that lists the latest sweeps of the store. Tracking URIs
-are printed with their credentials masked (:func:`sweeps.tracking.redact`). Nothing here
-imports Ray: ``ortho sweep status`` reads MLflow only.
+A sweep the user names is a sweep id, of the form of :func:`new_sweep_id`, or a spec's name;
+one the store does not hold is a ``ConfigError`` (field ``sweep``) that lists its latest
+sweeps. Tracking URIs are printed with their credentials masked
+(:func:`sweeps.tracking.redact`). Nothing here imports Ray: ``ortho sweep status`` reads
+MLflow only.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import re
 import secrets
 import time
+from pathlib import PurePath
 
 from ortho_core.errors import ConfigError, OrthoError
 from sweeps import tracking
@@ -23,6 +25,10 @@ from sweeps.tracking.liveness import check_server
 
 SWEEP_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 """The form of a sweep id (:func:`new_sweep_id`)."""
+
+SPEC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""The form of a spec name this module searches the store for (anything else is refused
+unsearched)."""
 
 LISTED_SWEEPS = 5
 """Sweeps an unknown sweep id's error lists, and ``status`` without an id besides its own."""
@@ -48,25 +54,39 @@ def open_store(uri: str) -> tracking.Tracker:
     return tracking.tracker(uri)
 
 
-def find(tracker: tracking.Tracker, sweep_id: str | None, unfinished: bool = False,
+def find(tracker: tracking.Tracker, sweep: str | None, unfinished: bool = False,
          with_studies: bool = False) -> tracking.SweepRecord | None:
-    """Sweep ``sweep_id``, or the latest one (the latest not FINISHED when ``unfinished``, the
-    latest with Optuna studies when ``with_studies``). A ``sweep_id`` that does not have the
-    form of :func:`new_sweep_id` (it is never put into a search) or that is unknown is a
-    ``ConfigError`` listing the latest sweeps."""
-    if sweep_id is None:
+    """The sweep ``sweep`` names: a sweep id (:func:`new_sweep_id`), or a spec's name (or its
+    file) for that spec's latest sweep (the latest not FINISHED when ``unfinished``, the latest
+    with Optuna studies when ``with_studies``, else its latest). With ``sweep`` None, the
+    store's latest sweep so filtered, or None. An id that is unknown, or a name no sweep of the
+    store has, is a ``ConfigError`` (field ``sweep``) listing the latest sweeps; a text of
+    neither form is never put into a search."""
+    if sweep is None:
         return tracker.find_sweep(unfinished=unfinished, with_studies=with_studies)
-    if SWEEP_ID.fullmatch(sweep_id):
-        record = tracker.find_sweep(sweep_id)
-        if record is not None:
-            return record
-        expected = f"the id of a sweep in {tracking.redact(tracker.uri)}"
+    if SWEEP_ID.fullmatch(sweep):
+        record = tracker.find_sweep(sweep)
+    elif SPEC_NAME.fullmatch(name := spec_name(sweep)):
+        record = (tracker.find_sweep(spec=name, unfinished=unfinished,
+                                     with_studies=with_studies)
+                  or tracker.find_sweep(spec=name))
     else:
-        expected = "a sweep id (UTC date-time-4 hex digits, e.g. 20261121-070102-ab12)"
+        record = None
+    if record is not None:
+        return record
     known = [f"{r.ref.sweep_id} {r.spec}/{r.profile} {state_of(r)}"
              for r in tracker.list_sweeps(LISTED_SWEEPS)]
     held = f"the latest: {'; '.join(known)}" if known else "there are no sweeps yet"
-    raise ConfigError("sweep", f"{expected} ({held})", sweep_id)
+    raise ConfigError("sweep", f"a sweep id (UTC date-time-4 hex digits, e.g. "
+                      f"20261121-070102-ab12) or the name of a spec with sweeps in "
+                      f"{tracking.redact(tracker.uri)} ({held})", sweep)
+
+
+def spec_name(sweep: str) -> str:
+    """The spec a ``SWEEP`` argument names: a spec file's stem (a spec's name is its file's),
+    else the text itself."""
+    path = PurePath(sweep)
+    return path.stem if path.suffix in (".yaml", ".yml") else sweep
 
 
 def refuse_alive(record: tracking.SweepRecord) -> None:
@@ -82,17 +102,17 @@ def refuse_alive(record: tracking.SweepRecord) -> None:
         "are then deleted and trained again)", record.ref.sweep_id)
 
 
-def sweep_status(sweep_id: str | None = None, *, tracking_uri: str | None = None,
+def sweep_status(sweep: str | None = None, *, tracking_uri: str | None = None,
                  home: str | os.PathLike[str] | None = None) -> Progress:
-    """The progress of sweep ``sweep_id`` (default: the latest, then with the latest others
-    the store holds) as MLflow holds it."""
+    """The progress of the sweep ``sweep`` names (:func:`find`; default: the latest, then
+    with the latest others the store holds) as MLflow holds it."""
     uri = tracking.tracking_uri(tracking_uri, tracking.home_dir(home))
     tracker = open_store(uri)
-    record = find(tracker, sweep_id)
+    record = find(tracker, sweep)
     if record is None:
         raise SweepNotFound(f"no sweep in {tracking.redact(uri)}")
     progress = from_mlflow(tracker, record)
-    if sweep_id is None:
+    if sweep is None:
         others = [f"{r.ref.sweep_id} {r.spec}/{r.profile} {state_of(r)}"
                   for r in tracker.list_sweeps(LISTED_SWEEPS + 2)
                   if r.ref.sweep_id != record.ref.sweep_id]

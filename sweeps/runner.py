@@ -210,6 +210,16 @@ def _searches_optuna(spec: ResolvedSpec) -> bool:
     return any(cell.optuna_space for cell in spec.cells())
 
 
+def check_study_storage(spec: ResolvedSpec, explicit: str | None) -> None:
+    """``ConfigError`` (field ``optuna_storage``) for ``--optuna-storage`` given for a spec
+    whose cells all search a grid: it keeps no studies, and a flag ignored in silence hides
+    that the spec is not the one the user meant. ``$ORTHO_OPTUNA_STORAGE``, set for every
+    sweep of a cluster, is not ``explicit``."""
+    if explicit and not _searches_optuna(spec):
+        raise ConfigError("optuna_storage", f"no Optuna storage for {spec.name} (its cells "
+                          "search a grid only: it keeps no studies)", tracking.redact(explicit))
+
+
 def _study_url(spec: ResolvedSpec, explicit: str | None, uri: str) -> str | None:
     """The Optuna storage of a new sweep with Optuna cells
     (:func:`sweeps.studies.storage_url`), else None."""
@@ -246,6 +256,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     begun, begun_at = time.monotonic(), time.time()
     stream = stream or sys.stdout
     spec = resolve(load_spec(spec_ref), profile)
+    check_study_storage(spec, optuna_storage)
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
     contract.check_places(home_path, uri)
@@ -293,13 +304,14 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
                     resume_command(sweep_id, home_path, uri, address, optuna_storage))
 
 
-def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
+def resume_sweep(sweep: str | None = None, *, address: str | None = None,
                  tracking_uri: str | None = None, home: str | os.PathLike[str] | None = None,
                  storage: str | None = None, max_concurrent: int | None = None,
                  optuna_storage: str | None = None, force: bool = False,
                  stream: TextIO | None = None) -> Progress:
-    """Continue sweep ``sweep_id`` (default: the latest one that did not finish, else the
-    latest one).
+    """Continue the sweep ``sweep`` names (a sweep id, or a spec's name for that spec's latest
+    unfinished sweep, else its latest; default: the store's latest one that did not finish,
+    else its latest one: :func:`sweeps.lookup.find`).
 
     Configurations with a FINISHED run are not trained again; every other run of the sweep
     is deleted and its configuration trained anew, so each configuration ends with one run.
@@ -319,7 +331,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
     uri = tracking.tracking_uri(tracking_uri, home_path)
     tracker = open_store(uri)
     # With every sweep finished, the latest: its failed configurations are retried.
-    record = find(tracker, sweep_id, unfinished=True) or find(tracker, None)
+    record = find(tracker, sweep, unfinished=True) or find(tracker, None)
     if record is None:
         raise SweepNotFound(f"no sweep in {tracking.redact(uri)}")
     if not force:
@@ -337,6 +349,7 @@ def resume_sweep(sweep_id: str | None = None, *, address: str | None = None,
         raise ConfigError("spec", f"the spec as sweep {record.ref.sweep_id} resolved it "
                           f"(sha256 {record.spec_sha256[:12]}); the code now resolves it "
                           "differently, so start a new sweep", spec.sha256[:12])
+    check_study_storage(spec, optuna_storage)
     measured = spec.pack_size == pack_size.AUTO
     spec = pack_size.recorded(spec, tracker.call(tracker.client.get_run,
                                                  record.ref.parent_run_id).data.tags)

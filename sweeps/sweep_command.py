@@ -23,7 +23,9 @@ being the one that opens it).
 
 ``resume`` refuses (exit 2) a sweep whose driver is still alive (``status`` shows it
 ``running``; a driver that was killed leaves it ``interrupted``) unless given ``--force``.
-A sweep id that does not exist is bad input (exit 2; the message lists the latest sweeps).
+``SWEEP`` is a sweep id or a spec's name (or file), which names that spec's latest sweep (for
+``resume``, its latest unfinished one first). One that names no sweep of the store is bad input
+(exit 2; the message lists the latest sweeps).
 
 ``submit`` runs the same ``run`` as a Ray job on a cluster, shipping this checkout as the
 job's working directory, and exits with the job's status; it authenticates as Ray's job CLI
@@ -158,7 +160,8 @@ EXAMPLES = {
               "--tracking-uri http://MLFLOW:5000",
     "resume": "ortho sweep resume            # the latest unfinished sweep, else the latest\n"
               "  ortho sweep resume 20261121-070102-ab12",
-    "status": "ortho sweep status            # the latest sweep",
+    "status": "ortho sweep status            # the latest sweep\n"
+              "  ortho sweep status ff-mnist   # the latest sweep of a spec",
     "studies": "ortho sweep studies --dashboard    # then open http://127.0.0.1:8080",
 }
 """The example ``--help`` of ``ortho sweep`` and of each of its actions ends with."""
@@ -231,7 +234,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="the database of the spec's Optuna searches (default: "
                      "$ORTHO_OPTUNA_STORAGE, else optuna.db beside a SQLite tracking store, "
                      "HOME/optuna.db with the local one; required with any other tracking "
-                     "URI)")
+                     "URI; refused for a spec with no Optuna cells)")
     run.set_defaults(func=cmd_run)
 
     submit = commands.add_parser("submit", help="run a sweep as a Ray job on a cluster",
@@ -253,7 +256,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     submit.add_argument("--optuna-storage", metavar="URL",
                         help="the database of the spec's Optuna searches, as the head "
                         "reaches it (default: $ORTHO_OPTUNA_STORAGE, else optuna.db beside a "
-                        "SQLite tracking store)")
+                        "SQLite tracking store; refused for a spec with no Optuna cells)")
     submit.add_argument("--data-dir", metavar="DIR",
                         help="the datasets' folder on the cluster's nodes (absolute or under "
                         "~), passed to the job as ORTHO_DATA_DIR (default: the nodes' own "
@@ -269,7 +272,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     resume = commands.add_parser("resume", help="continue an interrupted sweep",
                                  **_help("resume"))
     resume.add_argument("sweep", nargs="?",
-                        help="sweep id (default: the latest unfinished sweep, else the latest)")
+                        help="sweep id, or a spec's name for its latest sweep (default: the "
+                        "latest unfinished sweep, else the latest)")
     resume.add_argument("--force", action="store_true",
                         help="resume even a sweep whose driver still runs (its runs in flight "
                         "are deleted and trained again)")
@@ -282,14 +286,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     status = commands.add_parser("status", help="show a sweep's progress",
                                  **_help("status"))
-    status.add_argument("sweep", nargs="?", help="sweep id (default: the latest)")
+    status.add_argument("sweep", nargs="?", help="sweep id, or a spec's name for its latest "
+                        "sweep (default: the latest)")
     where(status, address=False)
     status.set_defaults(func=cmd_status)
 
     studies = commands.add_parser("studies", help="a sweep's Optuna studies, and "
                                   "optuna-dashboard on them", **_help("studies"))
-    studies.add_argument("sweep", nargs="?", help="sweep id (default: the latest with Optuna "
-                         "studies)")
+    studies.add_argument("sweep", nargs="?", help="sweep id, or a spec's name for its latest "
+                         "sweep (default: the latest with Optuna studies)")
     where(studies, address=False)
     studies.add_argument("--optuna-storage", metavar="URL",
                          help="the database holding the studies (default: "
@@ -437,12 +442,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     from sweeps.contract import first_line
     from sweeps.ray_session import check_job_server, quiet_environment
-    from sweeps.runner import PROJECT_ROOT
+    from sweeps.runner import PROJECT_ROOT, check_study_storage
     from sweeps.spec import load_spec, resolve
     from sweeps.tracking import redact
     from sweeps.tune_run import check_storage
 
-    resolve(load_spec(args.spec), args.profile)  # the spec's errors, before anything ships
+    # the spec's errors, before anything ships
+    check_study_storage(resolve(load_spec(args.spec), args.profile), args.optuna_storage)
     if args.storage:  # the cluster's: only an unknown scheme or a malformed URI is known here
         check_storage(args.storage, Path(args.home), here=False)
     quiet_environment()

@@ -259,13 +259,16 @@ class Tracker:
                          max_results=limit,
                          order_by=["attributes.start_time DESC"])
 
-    def find_sweep(self, sweep_id: str | None = None, *, unfinished: bool = False,
-                   with_studies: bool = False) -> SweepRecord | None:
-        """The sweep ``sweep_id``, or the latest one (the latest not FINISHED when
-        ``unfinished``, the latest with Optuna studies when ``with_studies``), or None."""
+    def find_sweep(self, sweep_id: str | None = None, *, spec: str | None = None,
+                   unfinished: bool = False, with_studies: bool = False) -> SweepRecord | None:
+        """The sweep ``sweep_id``, or the latest one (of ``spec`` when given; the latest not
+        FINISHED when ``unfinished``, the latest with Optuna studies when ``with_studies``),
+        or None."""
         query = ""
         if sweep_id is not None:
             query += f" and tags.`{contract.SWEEP_ID}` = {quote(sweep_id)}"
+        if spec is not None:
+            query += f" and tags.`{contract.SPEC}` = {quote(spec)}"
         if unfinished:
             query += " and attributes.status != 'FINISHED'"
         if with_studies:

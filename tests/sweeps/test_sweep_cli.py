@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from ortho_core.errors import ConfigError
-from sweeps import contract, tracking
+from sweeps import contract, lookup, tracking
 from sweeps.cli import build_parser, main
 from sweeps.runner import PROJECT_ROOT
 from sweeps.status import rate
@@ -288,14 +288,16 @@ def test_an_unknown_sweep_is_bad_input_that_lists_the_sweeps(tmp_path, capsys):
     for action in ("status", "resume"):
         assert main(["sweep", action, "20261121-100000-cccc", "--home", str(home)]) == 2
         err = capsys.readouterr().err
-        assert f"ortho sweep {action}: invalid sweep: expected the id of a sweep in " \
-            f"sqlite:///{home}/" in err
+        assert err.startswith(f"ortho sweep {action}: invalid sweep: expected a sweep id (UTC "
+                              "date-time-4 hex digits, e.g. 20261121-070102-ab12) or the name "
+                              f"of a spec with sweeps in sqlite:///{home}/"), err
         assert ("(the latest: 20261121-100000-bbbb toy/smoke finished; "
                 "20261120-100000-aaaa ff-mnist/smoke running) (got '20261121-100000-cccc')") \
             in err
 
 
-@pytest.mark.parametrize("sweep_id", ["zzz", "a'b", "x' or tags.`ortho.role` = 'sweep",
+@pytest.mark.parametrize("sweep_id", ["zzz", "toy.yaml.bak", "a'b", "a\\b",
+                                      "x' or tags.`ortho.role` = 'sweep",
                                       '20261121-100000-bbbb"', "20261121-100000-BBBB"])
 def test_a_malformed_sweep_id_is_bad_input(sweep_id, tmp_path, capsys):
     home = new_home(tmp_path)
@@ -304,10 +306,36 @@ def test_a_malformed_sweep_id_is_bad_input(sweep_id, tmp_path, capsys):
         assert main(["sweep", action, sweep_id, "--home", str(home)]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"ortho sweep {action}: invalid sweep: expected a sweep id (UTC "
-                              "date-time-4 hex digits, e.g. 20261121-070102-ab12) (the latest: "
-                              "20261121-100000-bbbb toy/smoke running) (got "), err
+                              "date-time-4 hex digits, e.g. 20261121-070102-ab12) or the name "
+                              f"of a spec with sweeps in sqlite:///{home}/"), err
+        assert err.endswith(f"(the latest: 20261121-100000-bbbb toy/smoke running) (got "
+                            f"{sweep_id!r})\n"), err
         assert "Traceback" not in err
     assert store(home).find_sweep("20261121-100000-bbbb").status == "RUNNING"  # untouched
+
+
+def test_a_spec_name_finds_that_specs_latest_sweep(tmp_path, capsys):
+    home = new_home(tmp_path)
+    running = _tracked_sweep(home, "20261120-100000-aaaa", "ff-mnist")  # this process drives it
+    time.sleep(0.01)
+    done = _tracked_sweep(home, "20261121-100000-bbbb", "ff-mnist")
+    store(home).end_sweep(done, "FINISHED", {})
+    time.sleep(0.01)
+    toy = _tracked_sweep(home, "20261122-100000-cccc")
+    store(home).end_sweep(toy, "FINISHED", {})
+    for name in ("ff-mnist", "sweeps/specs/ff-mnist.yaml", str(tmp_path / "ff-mnist.yml")):
+        assert main(["sweep", "status", name, "--home", str(home)]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("sweep 20261121-100000-bbbb ff-mnist/smoke: "), out
+    # resume: the spec's latest unfinished sweep, not the store's latest (toy) nor its latest
+    assert main(["sweep", "resume", "ff-mnist", "--home", str(home)]) == 2
+    assert capsys.readouterr().err.startswith(
+        "ortho sweep resume: invalid sweep: expected a sweep whose driver has stopped: "
+        f"{running.sweep_id} (ff-mnist/smoke) is still running")
+    # a spec whose sweeps all finished: its latest (its failed configurations are retried)
+    assert lookup.find(store(home), "toy", unfinished=True).ref == toy
+    assert main(["sweep", "status", "lcw-deep-mlp", "--home", str(home)]) == 2
+    assert "invalid sweep: expected a sweep id" in capsys.readouterr().err
 
 
 def test_resume_refuses_a_sweep_that_is_still_running(tmp_path, capsys):
@@ -497,22 +525,54 @@ def test_submit_tries_again_while_the_clusters_job_agent_is_not_ready(monkeypatc
                "No available agent to submit job" in err
 
 
-@pytest.mark.parametrize(("option", "field"), [("--tracking-uri", "tracking_uri"),
-                                               ("--optuna-storage", "optuna_storage")])
-def test_submit_refuses_a_password_for_the_jobs_environment(monkeypatch, capsys, option,
-                                                            field):
+@pytest.mark.parametrize(("env", "field"), [("ORTHO_TRACKING_URI", "tracking_uri"),
+                                            ("ORTHO_OPTUNA_STORAGE", "optuna_storage")])
+def test_submit_refuses_a_password_for_the_jobs_environment(monkeypatch, capsys, env, field):
     """Ray's runtime-env agent logs a job's environment on the cluster: a URI with a password
-    is refused (exit 2, the field named, the password never printed), nothing submitted."""
+    is refused (exit 2, the field named, the password never printed), nothing submitted;
+    from an option (where the spec allows it) as from the environment."""
     from ray import job_submission
 
     monkeypatch.setattr(job_submission, "JobSubmissionClient", _FakeJobClient)
     _FakeJobClient.submitted = {}
     uri = "postgresql://ortho:hunter2@db.example:5432/mlflow"
+    monkeypatch.setenv(env, uri)
     assert main(["sweep", "submit", "synthetic-max-length", "--profile", "smoke",
-                 "--address", "http://127.0.0.1:8265", option, uri, "--no-wait"]) == 2
+                 "--address", "http://127.0.0.1:8265", "--no-wait"]) == 2
     err = capsys.readouterr().err
-    assert field in err and "ortho:***@db.example" in err and "hunter2" not in err
+    assert f"invalid {field}:" in err and "ortho:***@db.example" in err and "hunter2" not in err
     assert _FakeJobClient.submitted == {}
+    monkeypatch.delenv(env)
+    with pytest.raises(ConfigError) as refused:
+        job_request(_submit_args(**{field: uri}), PROJECT_ROOT)
+    assert refused.value.field == field and "hunter2" not in str(refused.value)
+
+
+def test_optuna_storage_is_refused_for_a_grid_spec(monkeypatch, capsys, tmp_path, no_ray):
+    """``--optuna-storage`` for a spec with no Optuna cells: exit 2 naming the field, before
+    anything starts (run, resume) or ships (submit); nothing is created."""
+    from ray import job_submission
+
+    monkeypatch.setattr(job_submission, "JobSubmissionClient", _FakeJobClient)
+    _FakeJobClient.submitted = {}
+    studies = f"sqlite:///{tmp_path / 'studies.db'}"
+    home = tmp_path / "home"
+    for argv in (["run", "synthetic-max-length", "--home", str(home)],
+                 ["submit", "synthetic-max-length", "--address", "http://127.0.0.1:8265"]):
+        assert main(["sweep", *argv, "--profile", "smoke", "--optuna-storage", studies]) == 2
+        assert capsys.readouterr().err == (
+            f"ortho sweep {argv[0]}: invalid optuna_storage: expected no Optuna storage for "
+            "synthetic-max-length (its cells search a grid only: it keeps no studies) (got "
+            f"'{studies}')\n")
+    assert _FakeJobClient.submitted == {} and not home.exists()
+    resumable = new_home(tmp_path)
+    ref = _resumable_sweep(resumable, "20261121-100000-bbbb")
+    assert main(["sweep", "resume", "--home", str(resumable), "--optuna-storage", studies]) == 2
+    assert "invalid optuna_storage: expected no Optuna storage for synthetic-max-length" in \
+        capsys.readouterr().err
+    [run] = store(resumable).configurations(ref)  # nothing deleted, the sweep not reopened
+    assert run.info.status == "RUNNING"
+    assert not (tmp_path / "studies.db").exists()
 
 
 def test_submit_passes_on_the_clusters_interpreter_and_data_dir():
