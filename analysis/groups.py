@@ -30,6 +30,12 @@ def same(a: object, b: object) -> bool:
     return a == b
 
 
+def done_runs(frame: pd.DataFrame) -> pd.DataFrame:
+    """The runs of a loaded ``frame`` that trained to their end (outcome in
+    :data:`~analysis.load.DONE`)."""
+    return frame[frame["outcome"].isin(DONE)]
+
+
 def _matches(column: pd.Series, value: object) -> pd.Series:
     return column.map(lambda v: same(v, value)).astype(bool)
 
@@ -73,9 +79,14 @@ class Group:
         return int((self.runs["outcome"] == outcome).sum())
 
     @property
+    def done(self) -> pd.DataFrame:
+        """The row's configurations that trained to their end (:func:`done_runs`)."""
+        return done_runs(self.runs)
+
+    @property
     def n_done(self) -> int:
         """Configurations that trained to their end."""
-        return int(self.runs["outcome"].isin(DONE).sum())
+        return len(self.done)
 
     @property
     def n_of(self) -> int:
@@ -104,17 +115,18 @@ def group(runs: SweepRuns, values: Mapping[str, object]) -> Group:
     return Group(frame[matching(frame, values)], expected_count(expected(runs), values))
 
 
-def rank(cell: pd.DataFrame, metric: str, fewer: Sequence[str] = ()) -> pd.DataFrame:
-    """The cell's configurations that trained to their end and logged the summary ``metric``,
-    best first: the largest ``metric``; ties go to the smallest of the summaries ``fewer`` in
-    turn (missing: last), then the smaller α, then the smaller λ, then the run id (only for
-    determinism)."""
-    runs = cell[cell["outcome"].isin(DONE)]
+def rank(cell: pd.DataFrame, metric: str, fewer: Sequence[str] = (), *,
+         lowest: bool = False) -> pd.DataFrame:
+    """The cell's configurations that trained to their end and logged the summary ``metric``
+    (not NaN), best first: the largest ``metric`` (the smallest when ``lowest``: an error, a
+    loss); ties go to the smallest of the summaries ``fewer`` in turn (missing: last), then
+    the smaller α, then the smaller λ, then the run id (only for determinism)."""
+    runs = done_runs(cell)
     if f"metrics.{metric}" not in runs:
         return runs.iloc[0:0]
     runs = runs[runs[f"metrics.{metric}"].notna()]
     nan = pd.Series(np.nan, index=runs.index)
-    keys = {"best": -runs[f"metrics.{metric}"]}
+    keys = {"best": runs[f"metrics.{metric}"] * (1 if lowest else -1)}
     keys |= {f"fewer {name}": runs.get(f"metrics.{name}", nan).fillna(math.inf)
              for name in fewer}
     keys |= {
@@ -125,10 +137,10 @@ def rank(cell: pd.DataFrame, metric: str, fewer: Sequence[str] = ()) -> pd.DataF
     return runs.loc[order]
 
 
-def first_ranked(cell: pd.DataFrame, metric: str) -> pd.Series | None:
-    """The cell's best configuration by :func:`rank` (the paper's choice rule), or None when
-    none trained to its end with ``metric``."""
-    ranked = rank(cell, metric)
+def first_ranked(cell: pd.DataFrame, metric: str, *, lowest: bool = False) -> pd.Series | None:
+    """The cell's best configuration by :func:`rank` (the paper's choice rule; the lowest
+    ``metric`` when ``lowest``), or None when none trained to its end with ``metric``."""
+    ranked = rank(cell, metric, lowest=lowest)
     return ranked.iloc[0] if len(ranked) else None
 
 

@@ -149,19 +149,6 @@ class Clock:
             undo()
 
 
-def sgemm_rate() -> float:
-    """float32 matmul rate (GFLOP/s) of a 2048² product, best of three."""
-    import torch
-
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t)
-    return 2 * 2048**3 / best / 1e9
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--trials", type=int, default=20)
@@ -258,7 +245,10 @@ def report(clock: Clock, total: float, tune_elapsed: float, args: argparse.Names
               f"({old_ray_store / ray_store:.1f}x); store alone {old['store']:.2f} s -> "
               f"{s['store']:.2f} s; driver's wait for the writer {old['writer']:.2f} s -> "
               "none")
-    print(f"sgemm {sgemm_rate():.0f} GFLOP/s (2048², float32) at the end")
+    from timing import sgemm_rate  # torch, imported only now
+
+    print(f"sgemm {sgemm_rate(3, time.perf_counter) / 1e9:.0f} GFLOP/s (2048², float32) at "
+          "the end")
 
 
 if __name__ == "__main__":

@@ -67,12 +67,12 @@ def seed_value(value: object, field: str) -> None:
             field, f"an integer in 0..{MAX_SEED} (seeds are 32-bit)", value)
 
 
-def optional_integer_in(value: object, field: str, low: int, high: int) -> None:
-    """Require None or an integer (not a bool) in ``low``..``high`` (a size where None means
+def optional_count(value: object, field: str, high: int) -> None:
+    """Require None or an integer (not a bool) in 1..``high`` (a size where None means
     "all")."""
     require(value is None or (isinstance(value, int) and not isinstance(value, bool)
-                              and low <= value <= high),
-            field, f"None or an integer in {low}..{high}", value)
+                              and 1 <= value <= high),
+            field, f"None or an integer in 1..{high}", value)
 
 
 def batch_fits(batch_size: int, train_size: int | None, n_train: int) -> None:

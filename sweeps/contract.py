@@ -443,9 +443,8 @@ def tracking_uri(uri: str | None, home: Path) -> str:
     uri = uri or os.environ.get("ORTHO_TRACKING_URI") or None
     if uri is None:
         return f"sqlite:///{home / 'mlflow.db'}"
-    scheme, sep, _ = uri.partition("://")
-    kind = scheme.split("+")[0].lower()
-    if not sep or kind not in TRACKING_SCHEMES \
+    kind = uri_kind(uri)
+    if "://" not in uri or kind not in TRACKING_SCHEMES \
             or (kind == "sqlite" and not uri.startswith("sqlite:///")):
         raise LocationError("tracking_uri", "an MLflow store: sqlite:///PATH, "
                             "postgresql://USER@HOST/DB, mysql://..., or a tracking server's "

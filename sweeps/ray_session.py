@@ -380,16 +380,20 @@ EMPTY_SETTINGS = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 """An HTTP/2 SETTINGS frame with no settings: length 0, type 4, no flags, stream 0."""
 
 
-def speaks_grpc(host: str, port: int, timeout: float = 3.0) -> bool:
+GRPC_ANSWER_S = 3.0
+"""How long :func:`speaks_grpc` waits for a server's first frame."""
+
+
+def speaks_grpc(host: str, port: int) -> bool:
     """Whether the server at ``host:port`` answers an HTTP/2 connection preface with a
     SETTINGS frame, as every gRPC server (Ray's GCS, its Ray Client server) does at once;
     False for anything else (an HTTP/1 server answers with text, a silent one within
-    ``timeout`` seconds with nothing)."""
+    :data:`GRPC_ANSWER_S` with nothing)."""
     import socket
 
     head = b""
     try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
+        with socket.create_connection((host, port), timeout=GRPC_ANSWER_S) as sock:
             sock.sendall(HTTP2_PREFACE + EMPTY_SETTINGS)
             while len(head) < len(EMPTY_SETTINGS):
                 chunk = sock.recv(len(EMPTY_SETTINGS) - len(head))

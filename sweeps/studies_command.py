@@ -30,6 +30,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from ortho_core.errors import ConfigError
 from sweeps import contract, tracking
 from sweeps.lookup import SweepNotFound, find, open_store
+from sweeps.status import count
 from sweeps.studies import CELL_ATTR, INTERRUPTED_ATTR, KEY_ATTR, REPEAT_ATTR, sweep_storage
 
 STATE_WORDS = {"COMPLETE": "complete", "RUNNING": "running", "WAITING": "queued",
@@ -138,7 +139,7 @@ def summary_line(summary: StudySummary, metric: str) -> str:
     total = sum(summary.states.values())
     words = [*STATE_WORDS.values(), "interrupted", "repeated", "other"]
     counts = ", ".join(f"{summary.states[w]} {w}" for w in words if summary.states[w])
-    trials = f"{total} trial{'' if total == 1 else 's'}" + (f" ({counts})" if counts else "")
+    trials = count(total, "trial") + (f" ({counts})" if counts else "")
     if summary.best is None:
         return f"  {label}: {trials}; none complete yet"
     best = summary.best

@@ -32,7 +32,7 @@ from ortho_core.reporting import Result
 from sweeps import tracking
 from sweeps.tracking.cells import expected_cells
 
-__all__ = ["expected_cells", "raced_claims", "sqlite_store", "start_sweep", "track"]
+__all__ = ["drive_from", "raced_claims", "sqlite_store", "start_sweep", "track"]
 
 End = Literal["finished", "failed", "killed", "running"]
 """How :func:`track` leaves a run: FINISHED with a result, FAILED with a traceback, KILLED

@@ -42,11 +42,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
 
 
-STORE_KINDS = ("sqlite", "server")
-"""The kinds of store every tracking, resume and analysis-loading test runs against."""
 STORE_PARAMS = [pytest.param("sqlite"), pytest.param("server", marks=pytest.mark.cluster)]
-""":data:`STORE_KINDS` as fixture params: the server's marked ``cluster`` (it starts a
-PostgreSQL-backed MLflow server), so that ``-m "not cluster"`` starts no server."""
+"""The kinds of store every tracking, resume and analysis-loading test runs against, as
+fixture params: the server's marked ``cluster`` (it starts a PostgreSQL-backed MLflow
+server), so that ``-m "not cluster"`` starts no server."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,7 @@ class Store:
     """An empty store under test."""
 
     kind: str
-    """One of :data:`STORE_KINDS`."""
+    """``sqlite`` or ``server`` (:data:`STORE_PARAMS`)."""
     uri: str
     """Its tracking URI."""
 
@@ -88,7 +87,7 @@ def new_store(request: pytest.FixtureRequest, kind: str, directory: Path) -> Sto
 
 @pytest.fixture(params=STORE_PARAMS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    """An empty store of each kind (:data:`STORE_KINDS`), for this test alone."""
+    """An empty store of each kind (:data:`STORE_PARAMS`), for this test alone."""
     return new_store(request, request.param, tmp_path / "store")
 
 

@@ -55,14 +55,16 @@ def data_figure(runs: SweepRuns, histories: Histories) -> Figure:
                   title=_title(runs, "N Figs. 1b, 3 — the 2-D sets and the best runs' errors"))
 
 
-def _profiles(histories: Histories, picks: list[tuple[str, pd.Series | None]],
-              key: str) -> pd.DataFrame:
+def _profiles(histories: Histories, picks: list[tuple[str, pd.Series | None]]) -> pd.DataFrame:
+    """‖∂J/∂a^[l]‖ per layer at initialisation and after training of each picked run
+    (its ``grad_profile`` artifact's ``act_grad``)."""
     rows = []
     for label, best in picks:
         prof = None if best is None else histories.artifact_json(best["run_id"], "grad_profile")
         if prof is None:
             continue
-        for when, values in (("init", prof[key][0]), ("end", prof[key][-1])):
+        for when, values in (("init", prof["act_grad"][0]),
+                              ("end", prof["act_grad"][-1])):
             rows.append(pd.DataFrame({"net": label, "when": when,
                                       "layer": np.arange(1, len(values) + 1),
                                       "norm": values}))
@@ -70,13 +72,13 @@ def _profiles(histories: Histories, picks: list[tuple[str, pd.Series | None]],
     return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
 
 
-def _draw_profiles(data: pd.DataFrame, ax: Any, ylabel: str) -> None:
+def _draw_profiles(data: pd.DataFrame, ax: Any) -> None:
     for (net, when), d in data.groupby(["net", "when"], sort=False):
         if when == "end":
             ax.plot(d["layer"], d["norm"].where(d["norm"] > 0, np.nan), marker=".", label=net)
     ax.set_yscale("log")
     ax.set_xlabel("layer l")
-    ax.set_ylabel(ylabel)
+    ax.set_ylabel(r"$\|\partial J/\partial a^{[l]}\|$")
     ax.legend(fontsize=6, ncol=2)
 
 
@@ -88,10 +90,10 @@ def f1_figure(runs: SweepRuns, histories: Histories) -> Figure:
               lowest_run(group(runs, {"dataset": "two_class", "variant": v, "layers": layers}),
                          "best_train_error"))
              for v, layers in zip(cells["variant"], cells["layers"], strict=True)]
-    data = _profiles(histories, picks, "act_grad")
+    data = _profiles(histories, picks)
 
     def draw(data: pd.DataFrame, fig: MplFigure) -> None:
-        _draw_profiles(data, fig.add_subplot(), r"$\|\partial J/\partial a^{[l]}\|$")
+        _draw_profiles(data, fig.add_subplot())
 
     return Figure(name="n-f1-act-grads", data=data, draw=draw,
                   title=_title(runs, "N Fig. 1a — activation-gradient norms per layer"))
@@ -125,7 +127,7 @@ def f4_figure(runs: SweepRuns, histories: Histories) -> Figure:
               for label, best in picks if best is not None]
     errors = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(
         columns=["step", "value", "net"])
-    profile = _profiles(histories, picks, "act_grad")
+    profile = _profiles(histories, picks)
     data = pd.concat([errors.assign(kind="test_error"), profile.assign(kind="act_grad")],
                      ignore_index=True)
 
@@ -136,8 +138,7 @@ def f4_figure(runs: SweepRuns, histories: Histories) -> Figure:
         left.set_xlabel("iteration")
         left.set_ylabel("test error %")
         left.legend(fontsize=8)
-        _draw_profiles(data[data["kind"] == "act_grad"], right,
-                       r"$\|\partial J/\partial a^{[l]}\|$")
+        _draw_profiles(data[data["kind"] == "act_grad"], right)
 
     return Figure(name="n-f4-mnist", data=data, draw=draw,
                   title=_title(runs, "N Fig. 4 — MNIST: test error and per-layer gradients"))

@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.groups import Group, group, protocol_notes
-from analysis.load import DONE, SweepRuns, numeric_values, param_values
+from analysis.groups import Group, done_runs, first_ranked, group, protocol_notes
+from analysis.load import SweepRuns, numeric_values, param_values
 from analysis.published.nosarzewski import (
     F1_HIDDEN,
     F1_ORTH_DEPTH,
@@ -38,10 +38,6 @@ F4_CLAIMS = {"relu": "untrainable", "orth": "cost and error decrease"}
 """N-F4: what N §6.3 says of each net."""
 
 
-def _done(g: Group) -> pd.DataFrame:
-    return g.runs[g.runs["outcome"].isin(DONE)]
-
-
 def _metric(runs: pd.DataFrame, name: str) -> pd.Series:
     return runs.get(f"metrics.{name}", pd.Series(dtype="float64")).dropna()
 
@@ -49,22 +45,20 @@ def _metric(runs: pd.DataFrame, name: str) -> pd.Series:
 def lowest_run(g: Group, metric: str) -> pd.Series | None:
     """The group's finished run with the lowest ``metric`` (an error: the figures show the
     run that trained best), or None where no finished run logged it; runs whose value is
-    NaN are never picked."""
-    done = _done(g)
-    values = _metric(done, metric)
-    return None if values.empty else done.loc[values.idxmin()]
+    NaN are never picked; ties go to the smaller α (:func:`first_ranked`)."""
+    return first_ranked(g.runs, metric, lowest=True)
 
 
 def _stats(g: Group, metric: str) -> tuple[float | None, float | None]:
     """(min, median) of a summary over the group's finished runs, in %."""
-    values = _metric(_done(g), metric)
+    values = _metric(g.done, metric)
     if values.empty:
         return None, None
     return 100 * float(values.min()), 100 * float(values.median())
 
 
 def _median(g: Group, metric: str) -> float | None:
-    values = _metric(_done(g), metric)
+    values = _metric(g.done, metric)
     return None if values.empty else float(values.median())
 
 
@@ -178,8 +172,8 @@ def f1_table(runs: SweepRuns) -> Table:
 def f3_cells(runs: SweepRuns) -> pd.DataFrame:
     """One row per finished N-F3 run: ``variant``, ``layers``, ``hidden``, ``block``,
     ``spread`` (weight-gradient spread at initialisation), ``error`` (best, %)."""
-    frame = runs.runs
-    spiral = frame[(param_values(frame, "dataset") == "spiral") & frame["outcome"].isin(DONE)]
+    done = done_runs(runs.runs)
+    spiral = done[param_values(done, "dataset") == "spiral"]
     return pd.DataFrame({
         "variant": param_values(spiral, "variant"),
         "layers": pd.to_numeric(param_values(spiral, "layers")),
@@ -243,7 +237,7 @@ def f3_table(runs: SweepRuns) -> Table:
                     if g.runs.empty and not g.n_expected:
                         continue
                     best, median = _stats(g, "best_train_error")
-                    trained = int((_metric(_done(g), "best_train_error") <= TRAINED).sum())
+                    trained = int((_metric(g.done, "best_train_error") <= TRAINED).sum())
                     p = g.partial
                     rows.append([NAMES[variant], layers, hidden,
                                  Cell(block, "d"), Cell(_median(g, "weight_grad_spread_init"),

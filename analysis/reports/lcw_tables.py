@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.groups import Group, group
-from analysis.load import DONE, SweepRuns, numeric_values, param_values
+from analysis.groups import Group, first_ranked, group
+from analysis.load import SweepRuns, numeric_values, param_values
 from analysis.published.kutsuna import EPOCHS, LCW_OVERHEAD, PUBLISHED, Shape
 from analysis.report import provenance
 from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
@@ -49,13 +49,10 @@ def _values(shape: Shape, variant: str) -> dict[str, object]:
 
 def chosen(runs: SweepRuns, shape: Shape, variant: str) -> tuple[Group, pd.Series | None]:
     """The group of (shape, variant) and its configuration with the best training accuracy
-    (the run the tables and figures show for it; None when none finished)."""
+    (the run the tables and figures show for it, ties to the smaller α: :func:`first_ranked`;
+    None when none finished)."""
     g = group(runs, _values(shape, variant))
-    done = g.runs[g.runs["outcome"].isin(DONE)]
-    column = "metrics.best_train_accuracy"
-    if column not in done or done[column].isna().all():
-        return g, None
-    return g, done.sort_values([column, "run_id"], ascending=[False, True]).iloc[0]
+    return g, first_ranked(g.runs, "best_train_accuracy")
 
 
 def _metric(row: pd.Series | None, name: str) -> float | None:

@@ -22,8 +22,8 @@ from matplotlib.figure import Figure as MplFigure
 
 from analysis.claims import Claim, beats, judge, ordered
 from analysis.figures import Figure
-from analysis.groups import Group, group, protocol_notes
-from analysis.load import DONE, Histories, SweepRuns, param_values
+from analysis.groups import Group, done_runs, first_ranked, group, protocol_notes
+from analysis.load import Histories, SweepRuns, param_values
 from analysis.published.galvan import (
     MUSIC_DATASET,
     MUSIC_PROTOCOL,
@@ -86,7 +86,7 @@ def _mean_value(g: Group, summary: str) -> float | None:
     """The mean of ``selected_<summary>`` over the row's finished configurations; None where
     none of them logged it."""
     column = f"metrics.selected_{summary}"
-    done = g.runs[g.runs["outcome"].isin(DONE)]
+    done = g.done
     values = done[column].dropna() if column in done else pd.Series(dtype=float)
     return float(values.mean()) if len(values) else None
 
@@ -173,13 +173,7 @@ def polyphonic_claims(runs: SweepRuns) -> list[Claim]:
 def _best_musedata(runs: SweepRuns) -> tuple[pd.Series | None, Group]:
     """The finished MuseData configuration with the lowest selected validation NLL."""
     g = group(runs, {"dataset": MUSIC_DATASET})
-    done = g.runs[g.runs["outcome"].isin(DONE)]
-    if "metrics.selected_valid_nll" not in done:
-        return None, g
-    done = done[done["metrics.selected_valid_nll"].notna()]
-    if done.empty:
-        return None, g
-    return done.sort_values(["metrics.selected_valid_nll", "run_id"]).iloc[0], g
+    return first_ranked(g.runs, "selected_valid_nll", lowest=True), g
 
 
 def table_4_3(runs: SweepRuns) -> Table:
@@ -210,7 +204,7 @@ def nll_curves(runs: SweepRuns, histories: Histories) -> Figure:
     """G Fig. 4.3: train and validation NLL (eq. 4.2) after every evaluation of each
     configuration, one panel per dataset, one colour per width and rate."""
     rows = []
-    frame = runs.runs[runs.runs["outcome"].isin(DONE)]
+    frame = done_runs(runs.runs)
     for _, run in frame.iterrows():
         epochs = histories.get(run["run_id"], "epoch").rename(columns={"value": "epoch"})
         for split in ("train", "valid"):

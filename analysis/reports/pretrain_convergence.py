@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims import Claim, judge
-from analysis.groups import Group, expected_count
-from analysis.load import DONE, Histories, SweepRuns, param_values
+from analysis.groups import Group, done_runs, expected_count
+from analysis.load import Histories, SweepRuns, param_values
 from analysis.published.manchev import PRETRAIN
 from analysis.report import Report, expected, provenance
 from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
@@ -91,7 +91,7 @@ def pretrain_table(runs: SweepRuns) -> Table:
     for values, members in groups.items():
         g = Group(members, expected_count(spec, dict(zip(keys, values, strict=True))))
         partial = g.partial
-        done = g.runs[g.runs["outcome"].isin(DONE)]
+        done = g.done
         run = _distributions(frame, spec)
         for dist in PRETRAIN:
             pub = PRETRAIN[dist]
@@ -136,7 +136,7 @@ def pretrain_claims(runs: SweepRuns) -> list[Claim]:
     """M-pre, per distribution: every matrix converges, in the published mean number of steps
     (within :data:`STEPS_TOLERANCE`); pooled over every finished configuration."""
     frame = runs.runs
-    done = frame[frame["outcome"].isin(DONE)]
+    done = done_runs(frame)
     run = _distributions(frame, expected(runs))
     partial = provenance(runs).n_expected not in (None, int(done.shape[0]))
     claims = []

@@ -30,8 +30,8 @@ from matplotlib.figure import Figure as MplFigure
 
 from analysis.claims import Claim, judge
 from analysis.figures import Figure
-from analysis.groups import group, protocol_notes
-from analysis.load import DONE, Histories, SweepRuns, numeric_values, param_values
+from analysis.groups import done_runs, group, protocol_notes
+from analysis.load import Histories, SweepRuns, numeric_values, param_values
 from analysis.published.galvan import (
     FIG_4_2_ORDER,
     SYNTHETIC_PROTOCOL,
@@ -60,7 +60,7 @@ def direction_cells(runs: SweepRuns) -> pd.DataFrame:
     rows = []
     for direction in DIRECTIONS:
         g = group(runs, {"direction": direction})
-        done = g.runs[g.runs["outcome"].isin(DONE)]
+        done = g.done
         ok = done[done["outcome"] == "solved"]
         iters = ok.get(f"metrics.{ITERS}", pd.Series(dtype="float64")).dropna()
         rows.append({"direction": direction, **g.counts(), "count": g.count_text(),
@@ -170,7 +170,7 @@ def simplex_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Table:
 
 def _finished_by_seed(runs: pd.DataFrame) -> dict[int, pd.Series]:
     """Seed -> the run of that seed that trained to its end (runs without a seed left out)."""
-    done = runs[runs["outcome"].isin(DONE)]
+    done = done_runs(runs)
     seeds = param_values(done, "seed")
     return {int(seed): run for seed, (_, run) in zip(seeds, done.iterrows(), strict=True)
             if isinstance(seed, (int, float)) and seed == seed}

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure as MplFigure
 from analysis.claims import Claim, judge
 from analysis.figures import Figure
 from analysis.groups import Group, group, matching, protocol_notes, same
-from analysis.load import DONE, Histories, SweepRuns, numeric_values, param_values
+from analysis.load import Histories, SweepRuns, numeric_values, param_values
 from analysis.published.galvan import FIG_4_1, FIG_4_1_RUNS, SYNTHETIC_PROTOCOL
 from analysis.report import Report, expected, provenance
 from analysis.tables import Cell, Table
@@ -69,7 +69,7 @@ def success_cells(runs: SweepRuns) -> pd.DataFrame:
     for seq_len in _lengths(runs):
         for init in INITS:
             g = init_group(runs, init, seq_len)
-            done = g.runs[g.runs["outcome"].isin(DONE)]
+            done = g.done
             solved = int((done["outcome"] == "solved").sum())
             rows.append({"seq_len": seq_len, "init": init, **g.counts(), "solved": solved,
                          "rate": solved / len(done) if len(done) else None,

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure as MplFigure
 from analysis.claims import Claim, judge
 from analysis.figures import Figure
 from analysis.groups import group
-from analysis.load import DONE, Histories, SweepRuns, numeric_values, param_values
+from analysis.load import Histories, SweepRuns, numeric_values, param_values
 from analysis.published.galvan import FIG_3_1, FIG_3_1_SAMPLES, FIG_3_1_TASK
 from analysis.report import Report, provenance
 from analysis.tables import Cell, Table
@@ -67,7 +67,7 @@ def ratio_cells(runs: SweepRuns) -> pd.DataFrame:
     rows = []
     for rho in _radii(runs):
         g = group(runs, {"spectral_radius": rho})
-        done = g.runs[g.runs["outcome"].isin(DONE)]
+        done = g.done
         values = done.get(f"metrics.{RATIO}", pd.Series(dtype="float64")).dropna()
         median = float(values.median()) if len(values) else None
         shape, claim = shape_of(median), claims.get(rho)
@@ -123,8 +123,7 @@ def norm_curves(runs: SweepRuns, histories: Histories) -> Figure:
     seeds at each step), log scale."""
     rows, notes = [], []
     for rho in _radii(runs):
-        g = group(runs, {"spectral_radius": rho}).runs
-        chosen = g[g["outcome"].isin(DONE)]
+        chosen = group(runs, {"spectral_radius": rho}).done
         if chosen.empty:
             notes.append(f"No run with ρ = {rho:g} finished.")
             continue

@@ -46,7 +46,7 @@ from ortho_core.config import (
     integer_at_least,
     non_negative,
     one_of,
-    optional_integer_in,
+    optional_count,
     positive,
     require,
     seed_value,
@@ -154,10 +154,10 @@ class Config:
         info = DATASETS["mnist"]
         if self.dataset == "mnist":
             require(self.batch_size is not None, "batch_size", "a size for mnist", None)
-        optional_integer_in(self.batch_size, "batch_size", 1,
-                            info.n_train if self.dataset == "mnist" else self.n_points)
-        optional_integer_in(self.train_size, "train_size", 1, info.n_train)
-        optional_integer_in(self.test_size, "test_size", 1, info.n_test)
+        optional_count(self.batch_size, "batch_size",
+                       info.n_train if self.dataset == "mnist" else self.n_points)
+        optional_count(self.train_size, "train_size", info.n_train)
+        optional_count(self.test_size, "test_size", info.n_test)
         check_runtime(self.device, self.subnormals)
 
 

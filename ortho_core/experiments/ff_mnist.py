@@ -55,7 +55,7 @@ from ortho_core.config import (
     integer_at_least,
     non_negative,
     one_of,
-    optional_integer_in,
+    optional_count,
     positive,
     require,
     seed_value,
@@ -166,7 +166,7 @@ class Config:
         positive(self.pretrain_tol, "pretrain_tol")
         info = DATASETS["mnist"]
         batch_fits(self.batch_size, self.train_size, info.n_train)
-        optional_integer_in(self.test_size, "test_size", 1, info.n_test)
+        optional_count(self.test_size, "test_size", info.n_test)
         fraction(self.solved_accuracy, "solved_accuracy")
         if self.eval_every is not None:
             samples = self.epochs * epoch_samples(self)

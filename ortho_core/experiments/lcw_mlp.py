@@ -52,7 +52,7 @@ from ortho_core.config import (
     fraction,
     integer_at_least,
     one_of,
-    optional_integer_in,
+    optional_count,
     positive,
     require,
     seed_value,
@@ -155,8 +155,10 @@ class Config:
         positive(self.sigma_z, "sigma_z")
         info = DATASETS[self.dataset]
         batch_fits(self.batch_size, self.train_size, info.n_train)
-        optional_integer_in(self.test_size, "test_size", 1, info.n_test)
+        optional_count(self.test_size, "test_size", info.n_test)
         fraction(self.solved_accuracy, "solved_accuracy")
+        require(isinstance(self.diagnostics, bool), "diagnostics", "true or false",
+                self.diagnostics)
         check_runtime(self.device, self.subnormals)
 
 

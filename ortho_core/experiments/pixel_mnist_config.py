@@ -11,7 +11,7 @@ from ortho_core.config import (
     integer_at_least,
     non_negative,
     one_of,
-    optional_integer_in,
+    optional_count,
     positive,
     require,
     seed_value,
@@ -139,7 +139,7 @@ class Config:
             require(self.penalty == 0, "penalty", "0 unless variant is open", self.penalty)
         fraction(self.rmsprop_rho, "rmsprop_rho")
         fraction(self.learned_margin, "learned_margin")
-        optional_integer_in(self.test_size, "test_size", 1, DATASETS["mnist"].n_test)
+        optional_count(self.test_size, "test_size", DATASETS["mnist"].n_test)
         check_runtime(self.device, self.subnormals)
 
 

@@ -55,7 +55,7 @@ from ortho_core.config import (
     integer_at_least,
     non_negative,
     one_of,
-    optional_integer_in,
+    optional_count,
     positive,
     require,
     seed_value,
@@ -151,7 +151,7 @@ class Config:
         positive(self.init_std, "init_std")
         if self.spectral_radius is not None:
             positive(self.spectral_radius, "spectral_radius")
-        optional_integer_in(self.max_len, "max_len", 1, 1_000_000)
+        optional_count(self.max_len, "max_len", 1_000_000)
         one_of(self.cut, CUTS, "cut")
         require(isinstance(self.predict_first, bool), "predict_first", "true or false",
                 self.predict_first)
@@ -159,7 +159,7 @@ class Config:
                 self.eval_whole)
         require(self.eval_whole or self.cut != "window", "eval_whole",
                 "true with cut window (its windows are drawn per minibatch)", self.eval_whole)
-        optional_integer_in(self.train_size, "train_size", 1, info.songs[0])
+        optional_count(self.train_size, "train_size", info.songs[0])
         seed_value(self.seed, "seed")
         seed_value(self.data_seed, "data_seed")
         check_runtime(self.device, self.subnormals)

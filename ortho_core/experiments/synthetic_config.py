@@ -14,7 +14,7 @@ from ortho_core.config import (
     integer_at_least,
     non_negative,
     one_of,
-    optional_integer_in,
+    optional_count,
     positive,
     require,
     seed_value,
@@ -169,7 +169,7 @@ class Config:
         for name in ("pretrain_max_steps", "seq_len_step", "hidden", "batch_size", "max_iters",
                      "eval_every", "val_size"):
             integer_at_least(getattr(self, name), name, 1)
-        optional_integer_in(self.screen_size, "screen_size", 1, self.val_size - 1)
+        optional_count(self.screen_size, "screen_size", self.val_size - 1)
         integer_at_least(self.max_seq_len, "max_seq_len",
                  self.seq_len if self.protocol == "max_length" else 1)
         positive(self.error_threshold, "error_threshold")

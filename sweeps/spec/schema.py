@@ -37,13 +37,12 @@ def _check(ok: Any, expected: str) -> None:
         raise ValueError(expected)
 
 
-def _at_least(low: float, strict: bool, kind: str) -> AfterValidator:
-    """A validator of values > ``low`` (``strict``) or >= ``low``; ``kind``: "an integer" or
-    "a number", for the message."""
+def _sign(strict: bool, kind: str) -> AfterValidator:
+    """A validator of values > 0 (``strict``) or >= 0; ``kind``: "an integer" or "a number",
+    for the message."""
 
     def check(value: Any) -> Any:
-        _check(value > low if strict else value >= low,
-               f"{kind} {'>' if strict else '>='} {low:g}")
+        _check(value > 0 if strict else value >= 0, f"{kind} {'>' if strict else '>='} 0")
         return value
 
     return AfterValidator(check)
@@ -53,10 +52,10 @@ StrictInt = Annotated[int, Strict()]
 """An integer as YAML writes one: ``true`` is not 1 (pydantic's lax mode would take it)."""
 StrictFloat = Annotated[float, Strict()]
 """A number as YAML writes one (an integer included); ``true`` is not 1.0."""
-PositiveInt = Annotated[StrictInt, _at_least(0, True, "an integer")]
-NonNegativeInt = Annotated[StrictInt, _at_least(0, False, "an integer")]
-PositiveFloat = Annotated[StrictFloat, _at_least(0, True, "a number")]
-NonNegativeFloat = Annotated[StrictFloat, _at_least(0, False, "a number")]
+PositiveInt = Annotated[StrictInt, _sign(True, "an integer")]
+NonNegativeInt = Annotated[StrictInt, _sign(False, "an integer")]
+PositiveFloat = Annotated[StrictFloat, _sign(True, "a number")]
+NonNegativeFloat = Annotated[StrictFloat, _sign(False, "a number")]
 
 
 def _seed(value: int) -> int:

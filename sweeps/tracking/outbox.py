@@ -66,7 +66,10 @@ class Limits:
     """How long an outage, and how many waiting metric values, the outbox survives."""
 
     outage_s: float = DEFAULT_OUTAGE_S
+    """Seconds the server may stay unreachable before the trial gives up
+    (:class:`TrackingOutage`; :data:`OUTAGE_ENV`)."""
     values: int = DEFAULT_BUFFER
+    """Metric values held at most while it is (:data:`BUFFER_ENV`)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Limits:

@@ -9,7 +9,7 @@ import pytest
 
 from analysis.load import SweepRuns
 from analysis.published.manchev import TABLE_III, TABLE_IV
-from analysis.report import REPORTS, builder
+from analysis.report import builder
 from analysis.reports import ff_mnist
 from tests.analysis.conftest import frame_runs
 
@@ -67,7 +67,6 @@ class FFHistories:
 
 
 def test_registered_as_the_ff_mnist_report():
-    assert REPORTS["ff-mnist"] == "analysis.reports.ff_mnist:ff_mnist_report"
     assert builder("ff-mnist") is ff_mnist.ff_mnist_report
 
 

@@ -19,7 +19,7 @@ from analysis.figures import NO_DATA
 from analysis.html import figure_html
 from analysis.load import Histories, Sweep, SweepRuns
 from analysis.published.kutsuna import PUBLISHED
-from analysis.report import REPORTS, Report, build_report, builder
+from analysis.report import Report, build_report, builder
 from analysis.reports import lcw_deep_mlp, lcw_figures, lcw_tables
 from sweeps.tracking.cells import expected_cells
 
@@ -127,7 +127,6 @@ def histories(tmp_path: Path) -> FakeHistories:
 
 
 def test_registered_as_the_lcw_deep_mlp_report():
-    assert REPORTS["lcw-deep-mlp"] == "analysis.reports.lcw_deep_mlp:lcw_report"
     assert builder("lcw-deep-mlp") is lcw_deep_mlp.lcw_report
 
 

@@ -163,6 +163,12 @@ def test_bad_config_values_name_the_field(key, value):
     assert err.value.field == key
 
 
+def test_a_config_built_in_code_is_checked_as_one_read_from_text():
+    with pytest.raises(ConfigError) as err:
+        lcw_mlp.Config(diagnostics=1)  # type: ignore[arg-type]
+    assert err.value.field == "diagnostics"
+
+
 def test_cli_exit_status_2_for_an_unknown_dataset(capsys):
     assert main(["train", "lcw-mlp", "--set", "dataset=imagenet"]) == 2
     assert "dataset" in capsys.readouterr().err

@@ -589,8 +589,11 @@ def test_submitted_spec_must_ship_with_the_checkout(tmp_path):
     inside = PROJECT_ROOT / "sweeps" / "specs" / "synthetic-max-length.yaml"
     assert job_spec_argument(str(inside), PROJECT_ROOT) == "sweeps/specs/synthetic-max-length.yaml"
     assert job_spec_argument("synthetic-max-length", PROJECT_ROOT) == "synthetic-max-length"
-    with pytest.raises(Exception, match="spec"):
-        job_spec_argument(str(write_spec(tmp_path)), PROJECT_ROOT)
+    outside = write_spec(tmp_path)
+    with pytest.raises(ConfigError) as refused:
+        job_spec_argument(str(outside), PROJECT_ROOT)
+    assert refused.value.field == "spec" and str(outside) in str(refused.value)
+    assert f"a spec inside {PROJECT_ROOT}" in str(refused.value)
 
 
 @pytest.mark.usefixtures(toy_ray.__name__)
