@@ -93,9 +93,10 @@ class Config:
     """Width of each hidden layer (M: 100)."""
     lr: float = 0.01
     """α: SGD learning rate (M's grid 10⁻¹…10⁻⁵; best 0.01 for OPEN and OINIT)."""
-    penalty: float = 0.01
-    """λ: weight of the orthogonality penalty, > 0 with ``open`` and unused by the other
-    variants, which keep this default (M's grid 1, 0.1, 0.01, 0.001; best 0.01)."""
+    penalty: float = 0.0
+    """λ: weight of the orthogonality penalty, > 0 with ``open`` and 0 with the other
+    variants, so that a run's params say which nets were penalised (M's grid 1, 0.1, 0.01,
+    0.001; best 0.01)."""
     init_std: float = 0.001
     """σ: initial weights are drawn from N(0, σ²) (M: 0.001); biases start at 0."""
     pretrain_lr: float = 0.1
@@ -161,6 +162,8 @@ class Config:
         non_negative(self.penalty, "penalty")
         if self.variant == "open":
             require(self.penalty > 0, "penalty", "a number > 0 with variant open", self.penalty)
+        else:
+            require(self.penalty == 0, "penalty", "0 unless variant is open", self.penalty)
         positive(self.init_std, "init_std")
         positive(self.pretrain_lr, "pretrain_lr")
         positive(self.pretrain_tol, "pretrain_tol")

@@ -109,7 +109,8 @@ def test_pack_members_equal_training_alone(variants):
     settings = [dict(lr=0.1, penalty=0.5, init_std=0.05, seed=1),
                 dict(lr=0.05, penalty=0.1, init_std=0.01, seed=2, pretrain_lr=0.05),
                 dict(lr=0.1, penalty=0.1, init_std=0.05, seed=3)]
-    configs = [small(variant=v, **kw) for v, kw in zip(variants, settings, strict=False)]
+    configs = [small(variant=v, **(kw if v == "open" else {**kw, "penalty": 0.0}))
+               for v, kw in zip(variants, settings, strict=False)]
     pack_reports, pack_results = collect(configs)
     assert all(r.outcome is not Outcome.DIVERGED for r in pack_results)
     for member, cfg in enumerate(configs):
@@ -300,11 +301,22 @@ def test_train_feeds_the_configured_preprocessing(monkeypatch):
                                             ("train_size", "10"), ("device", "gpu"),
                                             ("preprocessing", "bogus"), ("eval_every", "30"),
                                             ("eval_every", "0"),
-                                            ("eval_every", "6000020"), ("shuffle", "maybe")])
+                                            ("eval_every", "6000020"), ("shuffle", "maybe"),
+                                            ("penalty", "0.01")])  # on FF, which it is not
 def test_bad_config_values_name_the_field(key, value):
     with pytest.raises(ConfigError) as err:
         from_dict(ff_mnist.Config, {key: value})
     assert err.value.field == key
+
+
+def test_only_open_runs_carry_a_penalty():
+    """λ is 0 unless the net is penalised, so that a run's params say which were: OPEN needs
+    one (> 0), FF and FF+OINIT have none by default."""
+    assert ff_mnist.Config().penalty == ff_mnist.Config(variant="oinit").penalty == 0.0
+    with pytest.raises(ConfigError) as err:
+        ff_mnist.Config(variant="open")
+    assert err.value.field == "penalty"
+    assert ff_mnist.Config(variant="open", penalty=0.01).penalty == 0.01
 
 
 def test_cli_exit_status_2_for_bad_input(capsys):
