@@ -25,6 +25,8 @@ where that can happen (without it, every member that does not diverge is taken t
 whole budget, and ``pack_size: auto`` times every member as doing so, see below);
 ``ADDED_FIELDS``: fields added after sweeps of it were tracked, left out of
 a configuration's trial key while they hold their default, so that stored keys stay valid;
+``FORMER_DEFAULTS``: fields whose default changed after sweeps of it were tracked, hashed
+into a trial key at their former default while they hold the new one, for the same reason;
 ``data_files(config)``: the dataset files the configuration reads, which a sweep checks
 before it starts (:mod:`ortho_core.experiments.data_check`); and
 ``probe_config(config) -> Config``: the same configuration cut to a throughput probe, the

@@ -196,6 +196,13 @@ ADDED_FIELDS: tuple[str, ...] = ("preprocessing", "eval_every", "shuffle")
 checkpoints and minibatch order): a trial key leaves each out while it holds its default, so
 that configurations tracked before keep their keys (:func:`sweeps.spec.trial_key`)."""
 
+FORMER_DEFAULTS: dict[str, object] = {"penalty": 0.01}
+"""Defaults changed after sweeps of this experiment were first tracked (2026-12-07: λ of FF
+and FF+OINIT from 0.01, which they never used, to 0): a trial key hashes such a field at its
+former default while it holds the new one, so that configurations tracked before keep their
+keys and a sweep resumed across the change trains none of them again
+(:func:`sweeps.spec.trial_key`)."""
+
 
 def epoch_samples(config: Config) -> int:
     """Training samples in one epoch of ``config``: its whole minibatches of its training

@@ -195,8 +195,10 @@ def trial_key(experiment: str, params: Mapping[str, Any]) -> str:
     give the same key, while any changed value gives another. ``device`` and ``subnormals``
     are left out (:data:`KEY_EXCLUDED`), and so is a field of the experiment's
     ``ADDED_FIELDS`` that holds its default, so that keys stored before the field existed stay
-    valid. MLflow tags each child run with it (``ortho.trial_key``) so that a resumed or
-    retried configuration reuses its run.
+    valid; a field of its ``FORMER_DEFAULTS`` that holds its default is hashed at its former
+    one, so that keys stored before the default changed stay valid. MLflow tags each child
+    run with it (``ortho.trial_key``) so that a resumed or retried configuration reuses its
+    run.
     """
     module = experiments.get(experiment)
     config = from_dict(module.Config, params)
@@ -205,6 +207,9 @@ def trial_key(experiment: str, params: Mapping[str, Any]) -> str:
     for name in getattr(module, "ADDED_FIELDS", ()):
         if values.get(name) == defaults[name]:
             del values[name]
+    for name, former in getattr(module, "FORMER_DEFAULTS", {}).items():
+        if values.get(name) == defaults[name]:
+            values[name] = former
     blob = json.dumps({"experiment": experiment, "config": values}, sort_keys=True,
                       separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -119,6 +119,18 @@ def test_fields_added_later_keep_the_keys_already_stored():
     assert len(changed) == 5 and stored not in changed
 
 
+def test_a_changed_default_keeps_the_keys_already_stored():
+    """ff-mnist's λ of FF and FF+OINIT went from 0.01 to 0 (``FORMER_DEFAULTS``): the keys of
+    configurations tracked before (these, computed at d7db2ce) stay, so a sweep resumed across
+    the change trains none of its finished configurations again; OPEN's keys never moved."""
+    assert trial_key("ff-mnist", {"variant": "plain", "lr": 0.1}) == "87c43ba254175c8d"
+    assert trial_key("ff-mnist", {"variant": "oinit", "lr": 0.01}) == "98c57c7eb223666b"
+    assert trial_key("ff-mnist", {"variant": "open", "lr": 0.1, "penalty": 0.01}) == \
+        "1d93a8de9b6d594b"
+    assert trial_key("ff-mnist", {"variant": "plain", "lr": 0.01}) != \
+        trial_key("ff-mnist", {"variant": "plain", "lr": 0.1})
+
+
 def test_trial_key_changes_with_any_param(tmp_path):
     cells = cells_of(tmp_path, BASE)
     keys = {trial_key("synthetic", c.params) for c in cells}
