@@ -78,9 +78,9 @@ class Where:
     def child_argv(self, *args: str) -> list[str]:
         """``python -m MODULE ARGS`` with ``--address`` appended, and for a sweep command
         ``--home`` and a ``--tracking-uri`` that holds no password (one that does reaches
-        the child in its environment, :meth:`child_env`), so that the commands a sweep
-        prints for later (``resume with: ...``) name the store, as the user's shell has no
-        ``$ORTHO_TRACKING_URI``."""
+        the child in its environment, :meth:`child_env`, off the process table); the
+        commands a sweep prints for later (``resume with: ...``) name the store either way
+        (:func:`sweeps.contract.store_options`)."""
         argv = [sys.executable, "-m", *args]
         if self.address:
             argv += ["--address", self.address]

@@ -355,17 +355,23 @@ def check_places(home: Path, uri: str) -> None:
 
 def store_options(home: Path, uri: str) -> list[str]:
     """The options that name the store at ``home`` / ``uri`` again, for the commands a sweep
-    or a reproduction tells the user to run next from the same folder and environment:
-    ``--home`` unless ``home`` is the default there (:func:`home_dir`), ``--tracking-uri``
-    (credentials masked: the user types the password back) unless ``uri`` is the default for
-    that home (:func:`tracking_uri`). A default that cannot be resolved (``./ortho-runs`` a
-    file) is not the store's: the options are given."""
+    or a reproduction tells the user to run next from the same folder: ``--home`` unless
+    ``home`` is the default there (:func:`home_dir`), ``--tracking-uri`` (credentials masked:
+    the user types the password back) unless ``uri`` is that home's embedded store, even where
+    ``$ORTHO_TRACKING_URI`` gave it: the command may be run in another environment than the
+    one that printed it (a submitted sweep's job has its own). A default home that cannot be
+    resolved (``./ortho-runs`` a file) is not the store's: ``--home`` is given."""
     try:
         default_home = home_dir(None)
     except LocationError:
         default_home = None
     options = [] if home == default_home else ["--home", str(home)]
-    return options + ([] if uri == tracking_uri(None, home) else ["--tracking-uri", redact(uri)])
+    return options + ([] if uri == embedded_store(home) else ["--tracking-uri", redact(uri)])
+
+
+def embedded_store(home: Path) -> str:
+    """The tracking URI of ``home``'s embedded SQLite store."""
+    return f"sqlite:///{home / 'mlflow.db'}"
 
 
 DATABASE_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}
@@ -442,7 +448,7 @@ def tracking_uri(uri: str | None, home: Path) -> str:
     """
     uri = uri or os.environ.get("ORTHO_TRACKING_URI") or None
     if uri is None:
-        return f"sqlite:///{home / 'mlflow.db'}"
+        return embedded_store(home)
     kind = uri_kind(uri)
     if "://" not in uri or kind not in TRACKING_SCHEMES \
             or (kind == "sqlite" and not uri.startswith("sqlite:///")):

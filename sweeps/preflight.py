@@ -10,8 +10,9 @@ and the sweep exited 1.
 
 Where the check runs: on this machine, for a sweep on the embedded Ray (no ``--address``),
 whose trials read this machine's files (``$ORTHO_DATA_DIR`` of this process, which its Ray
-workers inherit, or the spec's ``data_dir``). With ``--address`` the trials read the files of
-the cluster's nodes (each node's own ``$ORTHO_DATA_DIR``; ``ortho sweep submit --data-dir``),
+workers inherit, set by ``--data-dir`` where given, or the spec's ``data_dir``). With
+``--address`` the trials read the files of the cluster's nodes (each node's own
+``$ORTHO_DATA_DIR``, or the folder ``--data-dir`` names there),
 which this machine need not have, so nothing is checked here: each trial's loader checks the
 files of its node as before (:class:`~ortho_core.errors.DataError` naming the file as that
 node sees it, in the run's ``traceback.txt``), and ``ortho sweep resume`` retries those

@@ -16,7 +16,7 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -218,11 +218,36 @@ CREDENTIAL_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|^AWS_", r
 """Names of environment variables that hold credentials (cloud keys, tokens, passwords)."""
 
 
+def data_dir_variables(data_dir: str | None, address: str | None) -> dict[str, str]:
+    """What ``--data-dir`` asks of a sweep's trials, as variables of their runtime
+    environment (:func:`trial_environment`). Not given: none, each trial reads its node's
+    ``$ORTHO_DATA_DIR``. On the embedded Ray (``address`` None): none either; the folder, made
+    absolute, becomes this process's ``$ORTHO_DATA_DIR``, which the Ray it starts gives its
+    workers and the sweep's data check reads. With an address: ``ORTHO_DATA_DIR`` for every
+    trial, a folder on the cluster's nodes, absolute or under ``~`` (``ConfigError`` naming
+    ``data_dir`` otherwise, and through Ray Client, where Tune runs on the cluster with the
+    runtime environment it has there)."""
+    if not data_dir:
+        return {}
+    if address is None:
+        os.environ["ORTHO_DATA_DIR"] = str(Path(data_dir).expanduser().resolve())
+        return {}
+    if not data_dir.startswith(("/", "~")):
+        raise ConfigError("data_dir", "an absolute path on the cluster's nodes (or one under ~)",
+                          data_dir)
+    if address.startswith("ray://"):
+        raise ConfigError("data_dir", "no --data-dir through Ray Client (ray://): the nodes' "
+                          "own $ORTHO_DATA_DIR, or `ortho sweep submit --data-dir`", data_dir)
+    return {"ORTHO_DATA_DIR": data_dir}
+
+
 @contextmanager
-def trial_environment() -> Iterator[None]:
+def trial_environment(variables: Mapping[str, str]) -> Iterator[None]:
     """Tune's runtime environment for its trials while it runs (``Tuner.fit``; Tune is
     imported here): no credentials of this process's environment, and no variable Tune adds
-    on its own, so that it is empty unless the user set one of the variables Tune carries.
+    on its own, so that it is empty unless the user set one of the variables Tune carries;
+    then ``variables`` (:func:`data_dir_variables`), those the job's own runtime environment
+    does not already hold at the same value (a submitted sweep's).
 
     Credentials: Tune passes ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and the AWS
     session tokens to every trainable through ``runtime_env`` (its ``ENV_VARS_TO_PROPAGATE``),
@@ -242,12 +267,14 @@ def trial_environment() -> Iterator[None]:
     ``fit`` in an actor of its own on the cluster, where none of this applies: its trials
     keep Tune's variables.
     """
+    import ray
     from ray.tune.execution import class_cache
 
     saved = class_cache.ENV_VARS_TO_PROPAGATE, class_cache.DEFAULT_ENV_VARS
     class_cache.ENV_VARS_TO_PROPAGATE = {
         name for name in saved[0] if not CREDENTIAL_NAME.search(name)}
-    class_cache.DEFAULT_ENV_VARS = {}
+    job = (ray.get_runtime_context().runtime_env.get("env_vars") or {}) if variables else {}
+    class_cache.DEFAULT_ENV_VARS = {k: v for k, v in variables.items() if job.get(k) != v}
     try:
         yield
     finally:
@@ -333,21 +360,27 @@ ADDRESS_FORMS = ("HOST:PORT of its GCS (port 6379 by default), ray://HOST:PORT o
 def check_address(address: str | None) -> None:
     """``ConfigError`` naming ``address`` when it is none of :data:`ADDRESS_FORMS` (Ray
     raised ``ValueError`` with a traceback), when ``auto`` finds no cluster on this machine
-    (Ray's ``ConnectionError``; the cluster it finds is Ray's to reach, as inside a Ray job),
-    when nothing answers at the cluster's ``HOST:PORT``, or when what answers is not a gRPC
+    (Ray's ``ConnectionError``), when nothing answers at the cluster's ``HOST:PORT`` (the one
+    ``auto`` finds included: ``ray start`` leaves its record when the cluster dies), or when
+    what answers is not a gRPC
     server (:func:`speaks_grpc`: the GCS, and the Ray Client server of ``ray://``, are; the
     dashboard at 8265, a web server or a database are not; not asked where Ray uses TLS,
     :func:`uses_tls`): ``ray.init`` would retry for minutes either way, printing only its own
     warnings. The embedded Ray (None) and Ray's ``local`` are left alone."""
     if address is None or address == "local":
         return
-    if address == "auto":
-        _check_auto(address)
-        return
-    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    found = _check_auto(address) if address == "auto" else address
+    if "://" in found and not found.startswith("ray://"):
+        raise ConfigError("address", "a Ray cluster's address: " + ADDRESS_FORMS + " (a URL "
+                          "such as http://HOST:8265 is its dashboard's, for `ortho sweep "
+                          "submit`" + ("" if found == address else
+                                       f"; auto found {found} in $RAY_ADDRESS") + ")", address)
+    what = ("a running Ray cluster's address" if found == address
+            else f"a running Ray cluster where auto found one ({found}, as `ray start` left it)")
+    host, sep, port = found.removeprefix("ray://").rpartition(":")
     if not (sep and host and port.isdigit()):
         raise ConfigError("address", "a Ray cluster's address: " + ADDRESS_FORMS, address)
-    check_reachable("address", "a running Ray cluster's address", host, int(port), address)
+    check_reachable("address", what, host, int(port), address)
     if not uses_tls() and not speaks_grpc(host, int(port)):
         raise ConfigError("address", "a Ray cluster's GCS, HOST:PORT (port 6379 by "
                           "default), or ray://HOST:PORT for its Ray Client server (10001); "
@@ -355,13 +388,14 @@ def check_address(address: str | None) -> None:
                           "dashboard's port, for `ortho sweep submit`)", address)
 
 
-def _check_auto(address: str) -> None:
-    """``ConfigError`` when ``auto`` means no cluster: ``ray.init`` finds none in
-    ``$RAY_ADDRESS`` (set inside a Ray job) or among those ``ray start`` started here."""
+def _check_auto(address: str) -> str:
+    """The GCS address ``auto`` means, as ``ray.init`` finds it: in ``$RAY_ADDRESS`` (set
+    inside a Ray job) or among those ``ray start`` started here (whose record outlives a
+    cluster that died); ``ConfigError`` when there is none."""
     from ray._private.services import get_ray_address_from_environment
 
     try:
-        get_ray_address_from_environment("auto", None)
+        return get_ray_address_from_environment("auto", None)
     except ConnectionError:
         raise ConfigError("address", "a Ray cluster started on this machine, for auto (none "
                           "is running: `ray start --head` starts one; without --address a "

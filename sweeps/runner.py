@@ -61,6 +61,7 @@ from sweeps.ray_session import (
     beside_ray_start,
     check_address,
     check_resources,
+    data_dir_variables,
     quiet_environment,
     ray_session,
     trial_slots,
@@ -119,9 +120,11 @@ def refuse_ray_client(address: str | None, uri: str, spec: ResolvedSpec) -> None
 def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracking.Tracker,
          home: Path, storage: str | None, run_name: str, max_concurrent: int | None,
          progress: Progress, stream: TextIO, run_tags: dict[str, str],
-         studies: Any, begun: float, again: list[str]) -> Progress:
+         studies: Any, begun: float, again: list[str],
+         trial_env: dict[str, str]) -> Progress:
     """Run what ``plan`` leaves (``run_tags`` on every run it creates; the Optuna cells
-    searched by ``studies``, a :class:`sweeps.studies.Studies`), end the parent run with this
+    searched by ``studies``, a :class:`sweeps.studies.Studies`; ``trial_env`` in every
+    trial's runtime environment), end the parent run with this
     run's configurations finished per hour (since ``begun``, a ``time.monotonic()``, not
     counting those ``progress`` holds as done already), and print the last line, and the
     command ``again`` (:func:`resume_command`) when something is left to train."""
@@ -131,7 +134,7 @@ def _run(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, tracker: tracki
     if plan.n_tune_trials:
         try:
             ended = execute(spec, plan, ref, tracker.uri, store, run_name, max_concurrent,
-                            progress, stream, run_tags, studies, begun)
+                            progress, stream, run_tags, studies, begun, trial_env)
         except KeyboardInterrupt:  # before Tune's handler was in place, or a second Ctrl-C
             ended = FitEnd(interrupted=True)
         except Exception:  # Ray or the store failing under the sweep (a disk that filled)
@@ -193,15 +196,18 @@ def failed_keys(runs: list[tracking.TaggedRun]) -> set[str]:
 
 
 def resume_command(sweep_id: str, home: Path, uri: str, address: str | None,
-                   optuna_storage: str | None) -> list[str]:
+                   optuna_storage: str | None, data_dir: str | None = None) -> list[str]:
     """``ortho sweep resume ID`` with the options that find this sweep again from this
     folder: its store where it is not the default (:func:`sweeps.contract.store_options`),
-    its cluster, and the Optuna storage given explicitly (credentials masked)."""
+    its cluster, and the Optuna storage (credentials masked) and datasets' folder given
+    explicitly."""
     command = ["ortho", "sweep", "resume", sweep_id, *contract.store_options(home, uri)]
     if address:
         command += ["--address", tracking.redact(address)]
     if optuna_storage:
         command += ["--optuna-storage", tracking.redact(optuna_storage)]
+    if data_dir:
+        command += ["--data-dir", data_dir]
     return command
 
 
@@ -241,8 +247,11 @@ def _where(uri: str, study_url: str | None, sweep_id: str) -> str:
 def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
               tracking_uri: str | None = None, home: str | os.PathLike[str] | None = None,
               storage: str | None = None, max_concurrent: int | None = None,
-              optuna_storage: str | None = None, stream: TextIO | None = None) -> Progress:
-    """Run the sweep ``spec_ref`` (a shipped spec's name or a YAML path) with ``profile``.
+              optuna_storage: str | None = None, data_dir: str | None = None,
+              stream: TextIO | None = None) -> Progress:
+    """Run the sweep ``spec_ref`` (a shipped spec's name or a YAML path) with ``profile``,
+    its trials reading the datasets in ``data_dir`` where given
+    (:func:`sweeps.ray_session.data_dir_variables`).
 
     Everything the user can get wrong (the spec, the profile, a cell's values, a sweep with
     Optuna cells and no Optuna storage: :func:`sweeps.studies.storage_url`; on the embedded
@@ -262,6 +271,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     contract.check_places(home_path, uri)
     refuse_ray_client(address, uri, spec)
     check_storage(storage, home_path, here=not is_ray_client(address))
+    trial_env = data_dir_variables(data_dir, address)
     preflight.check_data(spec, address)  # a missing or corrupt dataset: before Ray starts
     check_server(uri)  # seconds, not MLflow's minutes of retries, before Ray starts
     check_address(address)  # likewise, not Ray's minute of retries
@@ -301,17 +311,19 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
                             metric=spec.metric, mode=spec.mode, total=plan.n_configs)
         return _run(spec, plan, ref, tracker, home_path, storage, sweep_id, max_concurrent,
                     progress, stream, code.tags(), studies, begun,
-                    resume_command(sweep_id, home_path, uri, address, optuna_storage))
+                    resume_command(sweep_id, home_path, uri, address, optuna_storage,
+                                   data_dir), trial_env)
 
 
 def resume_sweep(sweep: str | None = None, *, address: str | None = None,
                  tracking_uri: str | None = None, home: str | os.PathLike[str] | None = None,
                  storage: str | None = None, max_concurrent: int | None = None,
                  optuna_storage: str | None = None, force: bool = False,
-                 stream: TextIO | None = None) -> Progress:
+                 data_dir: str | None = None, stream: TextIO | None = None) -> Progress:
     """Continue the sweep ``sweep`` names (a sweep id, or a spec's name for that spec's latest
     unfinished sweep, else its latest; default: the store's latest one that did not finish,
-    else its latest one: :func:`sweeps.lookup.find`).
+    else its latest one: :func:`sweeps.lookup.find`), its trials reading the datasets in
+    ``data_dir`` where given (:func:`sweeps.ray_session.data_dir_variables`).
 
     Configurations with a FINISHED run are not trained again; every other run of the sweep
     is deleted and its configuration trained anew, so each configuration ends with one run.
@@ -363,6 +375,7 @@ def resume_sweep(sweep: str | None = None, *, address: str | None = None,
         refuse_ray_client(address, uri, spec)
         check_storage(storage, home_path, here=not is_ray_client(address))
         check_address(address)
+    trial_env = data_dir_variables(data_dir, address)
     preflight.check_data(spec, address, finished=values)
     studies = study_url = None
     if _searches_optuna(spec):
@@ -405,4 +418,4 @@ def resume_sweep(sweep: str | None = None, *, address: str | None = None,
         return _run(spec, plan, record.ref, tracker, home_path, storage, run_name,
                     max_concurrent, progress, stream, provenance.current(PROJECT_ROOT).tags(),
                     studies, begun, resume_command(record.ref.sweep_id, home_path, uri, address,
-                                                   optuna_storage))
+                                                   optuna_storage, data_dir), trial_env)

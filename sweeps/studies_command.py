@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import shlex
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -215,5 +216,9 @@ def cmd_studies(args: argparse.Namespace) -> int:
     if args.dashboard:
         serve_dashboard(url, args.host, args.port, sys.stdout)
     else:
-        print(f"browse them with: ortho sweep studies {record.ref.sweep_id} --dashboard")
+        again = ["ortho", "sweep", "studies", record.ref.sweep_id,
+                 *contract.store_options(tracking.home_dir(args.home), uri)]
+        if args.optuna_storage:
+            again += ["--optuna-storage", contract.redact(args.optuna_storage)]
+        print(f"browse them with: {shlex.join([*again, '--dashboard'])}")
     return 0

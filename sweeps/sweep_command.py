@@ -223,6 +223,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--max-concurrent", type=_positive_int, metavar="N",
                        help="at most N trials (packs of configurations) at once (default: "
                        "as many as the resources allow)")
+        p.add_argument("--data-dir", metavar="DIR",
+                       help="the datasets' folder the trials read (default: their node's "
+                       "$ORTHO_DATA_DIR, else ~/.cache/ortho-sweeps/data); with --address, "
+                       "a folder on the cluster's nodes, absolute or under ~")
 
     run = commands.add_parser("run", help="run a sweep here", **_help("run"))
     run.add_argument("spec", help=SPEC_HELP)
@@ -322,7 +326,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _exit_status(run_sweep(
         args.spec, args.profile, address=args.address, tracking_uri=args.tracking_uri,
         home=args.home, storage=args.storage, max_concurrent=args.max_concurrent,
-        optuna_storage=args.optuna_storage))
+        optuna_storage=args.optuna_storage, data_dir=args.data_dir))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -332,7 +336,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _exit_status(resume_sweep(
         args.sweep, address=args.address, tracking_uri=args.tracking_uri, home=args.home,
         storage=args.storage, max_concurrent=args.max_concurrent, force=args.force,
-        optuna_storage=args.optuna_storage))
+        optuna_storage=args.optuna_storage, data_dir=args.data_dir))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -370,7 +374,7 @@ def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     docstring), as is the commit of ``root`` and whether it is dirty (the shipped copy has no
     ``.git``: :mod:`sweeps.provenance`)."""
     from sweeps import provenance, tracking
-    from sweeps.ray_session import QUIET_ENV
+    from sweeps.ray_session import QUIET_ENV, data_dir_variables
 
     command = [args.python, "-m", "sweeps.cli", "sweep", "run",
                job_spec_argument(args.spec, root), "--profile", args.profile,
@@ -385,11 +389,9 @@ def job_request(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     studies = args.optuna_storage or os.environ.get("ORTHO_OPTUNA_STORAGE")
     if studies:
         env["ORTHO_OPTUNA_STORAGE"] = _without_credentials("optuna_storage", studies)
-    if args.data_dir:
-        if not args.data_dir.startswith(("/", "~")):
-            raise ConfigError("data_dir", "an absolute path on the cluster's nodes (or one "
-                              "under ~)", args.data_dir)
-        env["ORTHO_DATA_DIR"] = args.data_dir
+    if args.data_dir:  # in the job's environment, which its trials share, and for its hints
+        env |= data_dir_variables(args.data_dir, args.address)
+        command += ["--data-dir", args.data_dir]
     return {"entrypoint": shlex.join(command),
             "runtime_env": {"working_dir": str(root), "excludes": SUBMIT_EXCLUDES,
                             "env_vars": env}}

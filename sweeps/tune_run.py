@@ -197,11 +197,12 @@ class FitEnd:
 def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
             storage: str, run_name: str, max_concurrent: int | None, progress: Progress,
             stream: TextIO, run_tags: Mapping[str, str], studies: Studies | None,
-            begun: float | None = None) -> FitEnd:
+            begun: float | None = None, trial_env: Mapping[str, str] | None = None) -> FitEnd:
     """Run ``plan`` on Tune, on the Ray this process is connected to, the trials tracking
     through a writer on this node (:mod:`sweeps.writer`) with ``run_tags`` on every run and
     the Optuna cells searched by ``studies``, the progress's time elapsed counted from
-    ``begun`` (the command's start, a ``time.monotonic()``); how it ended."""
+    ``begun`` (the command's start, a ``time.monotonic()``), ``trial_env`` in every trial's
+    runtime environment (:func:`sweeps.ray_session.trial_environment`); how it ended."""
     import ray
 
     writer = launch_writer(uri, f"ortho-writer-{run_name}")
@@ -211,7 +212,7 @@ def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
                                  metric=spec.metric, mode=spec.mode, cpus=spec.resources.cpu,
                                  step_metric=spec.scheduler.metric_step if spec.scheduler
                                  else None, run_tags=dict(run_tags)), studies,
-                    writer, begun)
+                    writer, begun, trial_env or {})
     finally:
         ray.kill(writer.actor)
 
@@ -219,7 +220,7 @@ def execute(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str,
 def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, storage: str,
          run_name: str, max_concurrent: int | None, progress: Progress, stream: TextIO,
          context: TrialContext, studies: Studies | None,
-         writer: StartingWriter, begun: float | None) -> FitEnd:
+         writer: StartingWriter, begun: float | None, trial_env: Mapping[str, str]) -> FitEnd:
     """:func:`execute` once its writer is launched: Tune sets up and starts the trials while
     the writer starts, whose claims wait for it; its errors end the fit
     (:class:`~sweeps.tune_progress.WriterStarted`) or, were it over first, raise after it."""
@@ -250,7 +251,7 @@ def _fit(spec: ResolvedSpec, plan: Plan, ref: tracking.SweepRef, uri: str, stora
             failure_config=tune.FailureConfig(max_failures=spec.max_failures)))
     try:
         with (_staging(staged_trials(plan.n_tune_trials, max_concurrent)),
-              trial_environment()):
+              trial_environment(trial_env)):
             tuner.fit()
     finally:
         callback.close()

@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
+from ortho_core.errors import ConfigError
 from ortho_core.reporting import Outcome, Result
 from sweeps import contract
 from sweeps.tracking import bootstrap, retry
@@ -64,6 +65,9 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 T = TypeVar("T")
+
+SERVED_ARTIFACTS = "mlflow-artifacts:"
+"""The scheme of artifacts that only a tracking server (``--serve-artifacts``) stores."""
 
 BATCH = 1000
 """MLflow's limit of metrics per ``log_batch`` call."""
@@ -177,12 +181,22 @@ class Tracker:
     def experiment_id(self, name: str, home: Path | None = None) -> str:
         """The id of experiment ``name``, created (artifacts beside a SQLite store, or under
         ``home`` for another database: :func:`~sweeps.tracking.uri.artifact_location`) or
-        restored from the trash if need be."""
+        restored from the trash if need be. ``ConfigError`` (field ``tracking_uri``) where it
+        was created through a tracking server that serves its artifacts
+        (:data:`SERVED_ARTIFACTS`) and this tracker writes into the database directly: the
+        sweep would stop at its first artifact."""
         with self._locked():
             exp = self.call(self.client.get_experiment_by_name, name)
             if exp is None:
                 return self.call(self.client.create_experiment, name,
                                  artifact_location=artifact_location(self.uri, name, home))
+            if (exp.artifact_location.startswith(SERVED_ARTIFACTS)
+                    and not self.uri.startswith(("http://", "https://"))):
+                raise ConfigError(
+                    "tracking_uri", f"the tracking server's http(s):// address: experiment "
+                    f"{name} keeps its artifacts behind a tracking server "
+                    f"({exp.artifact_location}), which a run written into the database "
+                    "directly cannot reach", contract.redact(self.uri))
             if exp.lifecycle_stage == "deleted":
                 self.call(self.client.restore_experiment, exp.experiment_id)
             return exp.experiment_id

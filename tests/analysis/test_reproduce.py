@@ -216,10 +216,9 @@ def test_an_interrupt_before_the_first_sweep_made_its_store_exits_130(
 @pytest.mark.parametrize("uri", ["http://127.0.0.1:5000", "postgresql://u:pw@db.internal/runs"])
 def test_a_sweep_child_gets_the_store_where_its_hints_name_it_and_no_password_in_argv(
         env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uri: str) -> None:
-    """A URI without a password goes on the sweep child's command line, so that what the
-    child prints to run later (``resume with: ortho sweep resume ID ...``) names the store
-    in a shell without ``$ORTHO_TRACKING_URI``; one with a password only in its
-    environment."""
+    """A URI without a password goes on the sweep child's command line, one with a password
+    only in its environment; what the child prints to run later (``resume with: ortho sweep
+    resume ID ...``) names the store either way, the password masked."""
     from sweeps import contract
 
     where = reproduce.Where(tracking_uri=uri, home=str(tmp_path))
@@ -231,7 +230,7 @@ def test_a_sweep_child_gets_the_store_where_its_hints_name_it_and_no_password_in
     assert child_env.get("ORTHO_TRACKING_URI") == (uri if "pw" in uri else None)
     monkeypatch.setattr("os.environ", child_env)  # as the child resolves its store
     hint = contract.store_options(tmp_path, contract.tracking_uri(given, tmp_path))
-    assert ("--tracking-uri" in hint) == ("pw" not in uri)
+    assert hint[hint.index("--tracking-uri") + 1] == uri.replace(":pw@", ":***@")
 
 
 def _runs(home: Path) -> int:

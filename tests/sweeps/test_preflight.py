@@ -65,6 +65,21 @@ def test_a_missing_or_corrupt_dataset_exits_2_naming_the_file_before_ray(
 
 
 @pytest.mark.usefixtures("no_ray")
+def test_data_dir_names_the_folder_the_sweep_reads(tmp_path, monkeypatch, capsys):
+    """``--data-dir`` on the embedded Ray: the folder checked (and read) instead of
+    ``$ORTHO_DATA_DIR``, relative to the working directory."""
+    monkeypatch.setenv("ORTHO_DATA_DIR", DATA_DIR)  # intact: not the one read
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    home = tmp_path / "home"
+    assert main(["sweep", "run", "ff-mnist", "--profile", "smoke", "--home", str(home),
+                 "--data-dir", "empty"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ortho sweep run: invalid {tmp_path / 'empty' / 'mnist'}"), err
+    assert not home.exists()
+
+
+@pytest.mark.usefixtures("no_ray")
 def test_missing_music_names_the_music_folder_and_no_workspace_file(tmp_path, monkeypatch,
                                                                     capsys):
     """It said "placed in DATA_DIR" (the loader reads DATA_DIR/music/) and pointed at

@@ -6,10 +6,12 @@ taken as a Ctrl-C while a sweep has Ray."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 import time
+from typing import ClassVar
 
 import psutil
 import pytest
@@ -19,6 +21,7 @@ from ray._private.node import Node
 from ortho_core.errors import ConfigError
 from sweeps import ray_session
 from sweeps.ray_session import trial_slots
+from tests.servers import free_port
 from tests.sweeps.helpers import toy_ray
 
 
@@ -106,7 +109,7 @@ def test_tune_gives_trials_no_credential_and_no_variable_of_its_own(monkeypatch)
     monkeypatch.setenv("RAY_TRAIN_V2_ENABLED", "1")
     tunes = env_vars()
     assert tunes["AWS_SECRET_ACCESS_KEY"] == "hunter2" and tunes["PL_DISABLE_FORK"] == "1"
-    with ray_session.trial_environment():
+    with ray_session.trial_environment({}):
         assert env_vars() == {"RAY_TRAIN_V2_ENABLED": "1"}
         monkeypatch.delenv("RAY_TRAIN_V2_ENABLED")
         assert env_vars() == {}
@@ -116,13 +119,61 @@ def test_tune_gives_trials_no_credential_and_no_variable_of_its_own(monkeypatch)
 
 
 @pytest.mark.usefixtures(toy_ray.__name__)
+def test_a_cluster_s_trials_get_the_data_dir_the_job_does_not_give_them(monkeypatch):
+    """``--data-dir`` with an address: every trial's actor runs with it as $ORTHO_DATA_DIR
+    (a resume from the head reaches the nodes' folder as the submitted job did), unless the
+    job's own runtime environment holds it already (a submitted job: its trials then start
+    in the workers Ray started ahead)."""
+    from ray.tune.execution import class_cache
+
+    class Trainable:
+        def data_dir(self) -> str | None:
+            return os.environ.get("ORTHO_DATA_DIR")
+
+    wanted = {"ORTHO_DATA_DIR": "/nodes/data"}
+    with ray_session.trial_environment(wanted):
+        actor = class_cache._ActorClassCache().get(Trainable).remote()
+        assert ray.get(actor.data_dir.remote()) == "/nodes/data"
+        ray.kill(actor)
+
+    class Submitted:
+        runtime_env: ClassVar[dict[str, dict[str, str]]] = {
+            "env_vars": {"ORTHO_DATA_DIR": "/nodes/data", "OTHER": "1"}}
+
+    monkeypatch.setattr(ray, "get_runtime_context", Submitted)
+    with ray_session.trial_environment(wanted):
+        assert class_cache.DEFAULT_ENV_VARS == {}
+    with ray_session.trial_environment({"ORTHO_DATA_DIR": "/elsewhere"}):
+        assert class_cache.DEFAULT_ENV_VARS == {"ORTHO_DATA_DIR": "/elsewhere"}
+
+
+def test_data_dir_is_this_machine_s_for_the_embedded_ray_and_the_nodes_for_a_cluster(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ORTHO_DATA_DIR", raising=False)
+    assert ray_session.data_dir_variables(None, "10.0.0.1:6379") == {}
+    assert "ORTHO_DATA_DIR" not in os.environ
+    assert ray_session.data_dir_variables("data", None) == {}
+    assert os.environ["ORTHO_DATA_DIR"] == str(tmp_path / "data")  # the Ray started inherits
+    assert ray_session.data_dir_variables("~/data", "10.0.0.1:6379") == {
+        "ORTHO_DATA_DIR": "~/data"}  # each node's ~
+    for address in ("10.0.0.1:6379", "ray://10.0.0.1:10001"):
+        with pytest.raises(ConfigError) as refused:
+            ray_session.data_dir_variables("data" if address[0] == "1" else "/data", address)
+        assert refused.value.field == "data_dir"
+
+
+@pytest.mark.usefixtures(toy_ray.__name__)
 def test_the_embedded_ray_starts_no_dashboard_head_while_usage_stats_are_off():
     """Ray's own start would run ``dashboard.py`` (its usage-stats module) even without the
     dashboard; the embedded Ray of these tests (usage statistics off) runs no such process,
     and its node knows of none, yet runs tasks."""
     node = ray._private.worker.global_worker.node
     assert "dashboard" not in node.all_processes
-    commands = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
+    commands = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):  # a worker ending meanwhile (a zombie)
+            commands.append(" ".join(child.cmdline()))
     assert any("raylet" in c for c in commands), commands
     assert not any("dashboard/dashboard.py" in c for c in commands), commands
     assert ray.get(ray.remote(lambda: 6 * 7).remote()) == 42
@@ -175,10 +226,10 @@ def test_an_address_of_no_form_ray_takes_is_refused_naming_the_forms(address):
     assert refused.value.expected == "a Ray cluster's address: " + ray_session.ADDRESS_FORMS
 
 
-def test_auto_is_refused_where_ray_would_find_no_cluster(monkeypatch):
-    """Where ``ray.init(address="auto")`` would raise ``ConnectionError`` with a traceback:
-    exit 2 naming the field. A cluster it finds is left to Ray (inside a Ray job
-    ``$RAY_ADDRESS`` names it)."""
+def test_auto_is_refused_where_ray_would_find_no_cluster_or_a_dead_one(monkeypatch, not_ray):
+    """Where ``ray.init(address="auto")`` would raise ``ConnectionError`` with a traceback,
+    or retry for minutes at the address a cluster that died left behind (or a URL in
+    ``$RAY_ADDRESS``): exit 2 naming the field, within seconds."""
     from ray._private import services
 
     def none_running(addr, temp_dir):
@@ -187,11 +238,26 @@ def test_auto_is_refused_where_ray_would_find_no_cluster(monkeypatch):
     monkeypatch.setattr(services, "get_ray_address_from_environment", none_running)
     with pytest.raises(ConfigError, match="none is running: `ray start --head` starts one"):
         ray_session.check_address("auto")
-    found = []
-    monkeypatch.setattr(services, "get_ray_address_from_environment",
-                        lambda addr, temp_dir: found.append(addr) or "10.0.0.9:6379")
-    ray_session.check_address("auto")
-    assert found == ["auto"]
+    dead = free_port()
+    for found, says in ((f"127.0.0.1:{dead}", f"where auto found one (127.0.0.1:{dead}, "),
+                        (f"127.0.0.1:{not_ray['web']}", "is not Ray"),
+                        ("http://127.0.0.1:8265", "auto found http://127.0.0.1:8265 in "
+                                                  "$RAY_ADDRESS")):
+        monkeypatch.setattr(services, "get_ray_address_from_environment",
+                            lambda addr, temp_dir, found=found: found)
+        began = time.monotonic()
+        with pytest.raises(ConfigError) as refused:
+            ray_session.check_address("auto")
+        assert says in str(refused.value) and refused.value.value == "auto"
+        assert time.monotonic() - began < 10
+
+
+def test_a_dashboard_url_is_refused_naming_the_command_it_is_for():
+    with pytest.raises(ConfigError) as refused:
+        ray_session.check_address("http://127.0.0.1:8265")
+    assert refused.value.field == "address"
+    assert "(a URL such as http://HOST:8265 is its dashboard's, for `ortho sweep submit`)" in \
+        refused.value.expected
 
 
 def test_where_ray_uses_tls_only_the_port_is_checked(not_ray, monkeypatch):

@@ -236,7 +236,8 @@ def test_a_ray_client_address_is_refused_with_a_local_store_optuna_cells_or_a_sc
 def test_the_resume_command_names_what_is_not_the_default(tmp_path, monkeypatch):
     """The command printed after an interrupt or a failure finds the sweep again: it names
     the home, the store, the cluster and the Optuna storage that are not the defaults
-    (credentials masked), and nothing that is."""
+    (credentials masked), and nothing that is; a store other than the home's embedded one is
+    named even where the environment gave it."""
     tmp_path = tmp_path.resolve()
     monkeypatch.chdir(tmp_path)
     for name in ("ORTHO_HOME", "ORTHO_TRACKING_URI"):
@@ -250,13 +251,18 @@ def test_the_resume_command_names_what_is_not_the_default(tmp_path, monkeypatch)
                           "postgresql://u:pw@db/studies") == [
         *base, "--tracking-uri", "postgresql://u:***@db/runs", "--address", "ray://head:10001",
         "--optuna-storage", "postgresql://u:***@db/studies"]
+    assert resume_command("ID", default, f"sqlite:///{default}/mlflow.db", "auto", None,
+                          "/mnt/data") == [*base, "--address", "auto", "--data-dir", "/mnt/data"]
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("ORTHO_HOME", str(tmp_path / "file"))  # no default home: named
     assert resume_command("ID", other, f"sqlite:///{other}/mlflow.db", None, None) == [
         *base, "--home", str(other)]
     monkeypatch.setenv("ORTHO_HOME", str(other))  # named again by the environment
     monkeypatch.setenv("ORTHO_TRACKING_URI", "http://127.0.0.1:5000")
-    assert resume_command("ID", other, "http://127.0.0.1:5000", None, None) == base
+    # a store from the environment is named all the same: a submitted sweep's job prints the
+    # command from an environment that is not the user's
+    assert resume_command("ID", other, "http://127.0.0.1:5000", None, None) == [
+        *base, "--tracking-uri", "http://127.0.0.1:5000"]
 
 
 def test_packed_toy_sweep_trains_each_configuration_once(tmp_path):

@@ -99,7 +99,9 @@ def test_the_summary_gives_each_cells_trials_and_best_point(sweeps):
         assert lines[1 + cell] == (
             f"  cell-{cell} steps={steps}: 4 trials (4 complete); best score {score:.4g} at "
             f"x={float(best.data.params['x']):.4g} (trial {number})")
-    assert lines[3] == f"browse them with: ortho sweep studies {sweeps.optuna_id} --dashboard"
+    # the command names the store it was given, to be run as it is
+    assert lines[3] == (f"browse them with: ortho sweep studies {sweeps.optuna_id} --home "
+                        f"{sweeps.home} --dashboard")
     latest = _ortho("sweep", "studies", "--home", str(sweeps.home))
     assert latest == (0, out, ""), "the latest sweep with studies, not the later grid sweep"
 

@@ -581,6 +581,8 @@ def test_submit_passes_on_the_clusters_interpreter_and_data_dir():
     assert shlex.split(request["entrypoint"])[:3] == ["/home/ray/anaconda3/bin/python", "-m",
                                                       "sweeps.cli"]
     assert request["runtime_env"]["env_vars"]["ORTHO_DATA_DIR"] == "~/data"  # the node's ~
+    command = shlex.split(request["entrypoint"])
+    assert command[command.index("--data-dir") + 1] == "~/data"  # the job's hints name it
     with pytest.raises(ConfigError, match="data_dir"):
         job_request(_submit_args(data_dir="data"), PROJECT_ROOT)  # relative to what?
 

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from ortho_core.errors import ConfigError
 from ortho_core.reporting import Outcome, Result
 from sweeps import tracking
 from sweeps.contract import LocationError, database_url, read_expected_cells
+from sweeps.testing import sqlite_store
 from sweeps.tracking import layout
 from tests.conftest import Store
 
@@ -50,6 +52,29 @@ def test_artifacts_live_beside_a_sqlite_store(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     assert tracking.artifact_location(uri, "spec") == (tmp_path / "artifacts/spec").as_uri()
     assert tracking.artifact_location("http://h:5000", "spec") is None
+
+
+def test_an_experiment_of_a_server_that_serves_its_artifacts_is_refused_in_its_database(
+        tmp_path):
+    """A server's database opened directly (cluster/README: MLflow's database given to a
+    sweep on the head): an experiment the server created keeps its artifacts at
+    ``mlflow-artifacts:`` URIs, which only the server can write, so the sweep is refused
+    (exit 2, naming tracking_uri) before its parent run exists, not stopped by MLflow at its
+    first artifact. One this store created itself is used."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    sqlite_store(tmp_path)
+    client = MlflowClient(tracking_uri=uri)
+    client.create_experiment("served", artifact_location="mlflow-artifacts:/1")
+    tracker = tracking.tracker(uri)
+    with pytest.raises(ConfigError) as refused:
+        tracker.experiment_id("served", tmp_path)
+    assert refused.value.field == "tracking_uri"
+    assert "http(s):// address" in str(refused.value) and "mlflow-artifacts:/1" in str(
+        refused.value)
+    assert tracker.experiment_id("own", tmp_path)
+    assert client.search_runs([e.experiment_id for e in client.search_experiments()]) == []
 
 
 def test_metrics_csv_has_a_column_per_metric_in_first_seen_order():
