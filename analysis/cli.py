@@ -180,7 +180,9 @@ def register_report(sub: argparse._SubParsersAction) -> None:
     _store_arguments(p)
     _ui_argument(p)
     p.add_argument("--refresh", action="store_true",
-                   help="read every run from MLflow again instead of the parquet cache")
+                   help="read every run from MLflow again instead of the parquet cache "
+                   "(beside a SQLite store; for a server's, under HOME/cache when a home is "
+                   "named, else ~/.cache/ortho-sweeps/analysis)")
     p.set_defaults(func=run_report)
 
 

@@ -54,10 +54,19 @@ def open_store(uri: str) -> MlflowClient:
     return MlflowClient(tracking_uri=database_url(uri))
 
 
+USER_CACHE = Path("~/.cache/ortho-sweeps/analysis")
+"""Where reports of a server's store cache what they read when no home is named (beside the
+datasets' default folder, ``~/.cache/ortho-sweeps/data``)."""
+
+
 def cache_dir(uri: str, home: str | Path | None = None) -> Path:
-    """Where reports cache what they read: ``cache/analysis`` beside a SQLite store, else
-    ``<home>/cache/analysis/<hash of the URI>``."""
+    """Where reports cache what they read: ``cache/analysis`` beside a SQLite store; for
+    another store, ``<home>/cache/analysis/<hash of the URI>`` where a home is named
+    (``--home``, ``$ORTHO_HOME``), else :data:`USER_CACHE`/``<hash>``, not a folder the
+    command would make in the working directory."""
     path = sqlite_path(uri)
     if path is not None:
         return path.parent / "cache" / "analysis"
-    return home_dir(home) / "cache" / "analysis" / hashlib.sha256(uri.encode()).hexdigest()[:12]
+    named = home is not None or os.environ.get("ORTHO_HOME")
+    base = home_dir(home) / "cache" / "analysis" if named else USER_CACHE.expanduser()
+    return base / hashlib.sha256(uri.encode()).hexdigest()[:12]

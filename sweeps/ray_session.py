@@ -481,12 +481,30 @@ def trial_slots(cpu: float, gpu: float, max_concurrent: int | None = None) -> in
     worker yet). What :func:`sweeps.plan.pack` fills."""
     import ray
 
-    slots = 0
-    for node in ray.nodes():
-        if not node["Alive"]:
-            continue
-        have = node["Resources"]
-        fits = [math.floor(have.get(name, 0.0) / want + 1e-9)
-                for name, want in (("CPU", cpu), ("GPU", gpu)) if want > 0]
-        slots += min(fits, default=0)
+    slots = sum(_fits(node["Resources"], cpu, gpu) for node in ray.nodes() if node["Alive"])
     return max(1, min(slots, max_concurrent or slots))
+
+
+def _fits(have: Mapping[str, float], cpu: float, gpu: float) -> int:
+    """How many trials asking ``cpu`` CPUs and ``gpu`` GPUs a node with resources ``have``
+    runs at once."""
+    return min((math.floor(have.get(name, 0.0) / want + 1e-9)
+                for name, want in (("CPU", cpu), ("GPU", gpu)) if want > 0), default=0)
+
+
+def unplaceable(cpu: float, gpu: float) -> str | None:
+    """Why no trial asking ``cpu`` CPUs and ``gpu`` GPUs can start on the cluster as it is
+    (no node that is alive has them; Tune waits in silence, as for an autoscaler's node), or
+    None when one can."""
+    import ray
+
+    nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+    if any(_fits(have, cpu, gpu) for have in nodes):
+        return None
+    asked = " and ".join(f"{want:g} {name}{'s' if want != 1 else ''}"
+                         for name, want in (("CPU", cpu), ("GPU", gpu)) if want > 0)
+    largest = max(nodes, key=lambda have: (have.get("GPU", 0.0), have.get("CPU", 0.0)),
+                  default={})
+    return (f"no node of the cluster has the {asked} a trial asks (the spec's resources; "
+            f"its largest has {largest.get('CPU', 0.0):g} CPUs and {largest.get('GPU', 0.0):g}"
+            " GPUs): the trials wait until such a node joins (Ctrl-C stops the sweep)")

@@ -65,6 +65,7 @@ from sweeps.ray_session import (
     quiet_environment,
     ray_session,
     trial_slots,
+    unplaceable,
 )
 from sweeps.spec import ResolvedSpec, load_spec, resolve
 from sweeps.status import Progress, count, format_line, from_mlflow, studies_line
@@ -211,6 +212,17 @@ def resume_command(sweep_id: str, home: Path, uri: str, address: str | None,
     return command
 
 
+def _check_resources(embedded: bool, spec: ResolvedSpec, stream: TextIO) -> None:
+    """A trial's resources against the Ray just joined: more than the embedded Ray has is
+    bad input (:func:`sweeps.ray_session.check_resources`); a cluster where no node has them
+    may yet gain one (an autoscaler's), so its sweep starts with a warning saying why nothing
+    runs (:func:`sweeps.ray_session.unplaceable`)."""
+    if embedded:
+        check_resources(spec.resources.cpu, spec.resources.gpu)
+    elif (why := unplaceable(spec.resources.cpu, spec.resources.gpu)) is not None:
+        print(f"warning: {why}", file=stream, flush=True)
+
+
 def _searches_optuna(spec: ResolvedSpec) -> bool:
     """Whether a cell of ``spec`` is searched by Optuna."""
     return any(cell.optuna_space for cell in spec.cells())
@@ -279,8 +291,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     code = provenance.current(PROJECT_ROOT)
     opening = beside_ray_start(lambda: tracking.tracker(uri))
     with ray_session(address) as embedded:
-        if embedded:
-            check_resources(spec.resources.cpu, spec.resources.gpu)
+        _check_resources(embedded, spec, stream)
         slots = partial(trial_slots, spec.resources.cpu, spec.resources.gpu, max_concurrent)
         spec, sized = pack_size.settle(spec, stream, slots)  # counted after its probe
         plan = build_plan(spec, slots=slots())
@@ -401,8 +412,7 @@ def resume_sweep(sweep: str | None = None, *, address: str | None = None,
     # refused rather than training the same configurations.
     tracker.reopen_sweep(record.ref, len(values), None if force else refuse_alive)
     with ray_session(address) as embedded:
-        if embedded:
-            check_resources(spec.resources.cpu, spec.resources.gpu)
+        _check_resources(embedded, spec, stream)
         tracker.discard_unfinished(runs)
         plan = fill_slots(plan, spec.pack_size, trial_slots(spec.resources.cpu,
                                                             spec.resources.gpu, max_concurrent))

@@ -65,3 +65,21 @@ def test_a_new_fingerprint_drops_the_sweep_s_histories(tmp_path: Path) -> None:
     assert cache.get_history(SPEC, SWEEP, "r0", "val_error") is None
     assert cache.get_runs(SPEC, SWEEP, "fp-1") is None
     assert len(cache.get_runs(SPEC, SWEEP, "fp-2")[0]) == 4
+
+
+def test_a_server_s_cache_is_in_a_named_home_else_the_user_s_cache(tmp_path, monkeypatch):
+    """A report of a tracking server writes no ``./ortho-runs`` into the working directory
+    (it did); a SQLite store's cache is beside it."""
+    from analysis.store import cache_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.delenv("ORTHO_HOME", raising=False)
+    server = "http://127.0.0.1:5000"
+    default = cache_dir(server)
+    assert default.parent == tmp_path / "user" / ".cache" / "ortho-sweeps" / "analysis"
+    assert cache_dir(server, tmp_path / "h").parent == tmp_path / "h" / "cache" / "analysis"
+    monkeypatch.setenv("ORTHO_HOME", str(tmp_path / "env"))
+    assert cache_dir(server) == tmp_path / "env" / "cache" / "analysis" / default.name
+    assert cache_dir(f"sqlite:///{tmp_path}/s/mlflow.db") == tmp_path / "s" / "cache" / "analysis"
+    assert cache_dir(server, tmp_path / "h") != cache_dir("http://127.0.0.1:5001", tmp_path / "h")

@@ -147,6 +147,18 @@ def test_a_cluster_s_trials_get_the_data_dir_the_job_does_not_give_them(monkeypa
         assert class_cache.DEFAULT_ENV_VARS == {"ORTHO_DATA_DIR": "/elsewhere"}
 
 
+@pytest.mark.usefixtures(toy_ray.__name__)
+def test_a_trial_no_node_can_hold_is_named_with_what_it_asks():
+    """Tune waits in silence for resources no node has (a cluster may gain one): the sweep
+    says so when it starts. The embedded Ray here has 2 CPUs and no GPU."""
+    assert ray_session.unplaceable(2, 0) is None
+    assert ray_session.unplaceable(3, 0) == (
+        "no node of the cluster has the 3 CPUs a trial asks (the spec's resources; its largest "
+        "has 2 CPUs and 0 GPUs): the trials wait until such a node joins (Ctrl-C stops the "
+        "sweep)")
+    assert "has the 1 CPU and 0.25 GPUs a trial asks" in ray_session.unplaceable(1, 0.25)
+
+
 def test_data_dir_is_this_machine_s_for_the_embedded_ray_and_the_nodes_for_a_cluster(
         tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
