@@ -47,7 +47,7 @@ from analysis.mlflow_ui import DEFAULT_UI
 from analysis.reports import REPORTS
 from analysis.tables import FORMATS
 from ortho_core.errors import ConfigError
-from sweeps.contract import database_url, is_file, redact, unwritable
+from sweeps.contract import database_url, is_file, redact, spec_named, unwritable
 
 HELP = {
     "report": """\
@@ -151,13 +151,12 @@ def spec_name(text: str) -> str:
     must be one a spec file can have (no blanks, separators or control characters). A file
     must exist, as ``ortho sweep run`` requires: a missing one is a mistyped path, not the
     name of a spec the store may lack."""
-    path = Path(text)
-    a_file = path.suffix in (".yaml", ".yml")
-    name = path.stem if a_file else text
+    name = spec_named(text)
+    a_file = name != text
     if not name or not name.isprintable() or any(c in name for c in " /\\"):
         raise argparse.ArgumentTypeError(f"expected a spec's name or its .yaml file "
                                          f"(got {text!r})")
-    if a_file and not is_file(path):
+    if a_file and not is_file(Path(text)):
         raise argparse.ArgumentTypeError(f"expected an existing YAML file (got {text!r})")
     return name
 

@@ -53,7 +53,8 @@ OUTCOMES = (*DONE, "failed", "incomplete")
 interrupted without an ``ortho.outcome`` tag."""
 
 RAW_COLUMNS = ["run_id", "trial_key", "status", "outcome_tag", "start_time", "end_time",
-               "node", "parent_run_id", "hostname", "run_name", "optuna_params"]
+               "node", "parent_run_id", "hostname", "run_name", "optuna_params", "attempt",
+               "stopped_early"]
 """Columns of :func:`raw_frame` before the ``params.*`` and ``metrics.*`` ones."""
 
 _INT = re.compile(r"[+-]?\d+")
@@ -116,7 +117,10 @@ class SweepRuns:
     """The sweep the rows belong to."""
     runs: pd.DataFrame
     """One row per configuration: ``run_id``, ``trial_key``, ``status``, ``outcome``,
-    ``attempts`` (runs tracked for the key), ``start_time``, ``end_time``, ``node``,
+    ``attempts`` (tries of the configuration: its runs' ``ortho.attempt``, or the runs
+    tracked for the key where more), ``stopped_early`` (the sweep's early-stopping scheduler
+    ended it: its metrics are those of the step it reached, not a summary), ``start_time``,
+    ``end_time``, ``node``,
     ``parent_run_id``, ``optuna_params`` (the JSON of the point an Optuna cell chose, None
     for a grid configuration), ``params.<key>`` (parsed) and ``metrics.<name>`` (latest
     value)."""
@@ -254,7 +258,9 @@ def raw_frame(runs: Iterable[Run]) -> pd.DataFrame:
             "start_time": run.info.start_time, "end_time": run.info.end_time,
             "node": tags.get(contract.NODE), "parent_run_id": tags.get(contract.PARENT),
             "hostname": tags.get(contract.HOSTNAME), "run_name": run.info.run_name,
-            "optuna_params": tags.get(contract.OPTUNA_PARAMS)}
+            "optuna_params": tags.get(contract.OPTUNA_PARAMS),
+            "attempt": tags.get(contract.ATTEMPT),
+            "stopped_early": tags.get(contract.STOPPED_EARLY) == "true"}
         record.update({f"params.{k}": v for k, v in run.data.params.items()})
         record.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
         records.append(record)
@@ -290,7 +296,8 @@ def select_latest(raw: pd.DataFrame) -> pd.DataFrame:
     """One row per trial key: its latest ``FINISHED`` run, else its latest run.
 
     "Latest" orders by end time, then start time (a run that has not ended counts as older
-    than any that has). Adds ``attempts`` (runs tracked for the key) and ``outcome``
+    than any that has). Adds ``attempts`` (the most of the runs tracked for the key and
+    their ``ortho.attempt``: a resume deletes the runs it replaces) and ``outcome``
     (:func:`outcome_of`); params are parsed with :func:`parse_param`, and metrics MLflow
     holds as the largest float are infinite again (:func:`infinite`).
     """
@@ -299,12 +306,16 @@ def select_latest(raw: pd.DataFrame) -> pd.DataFrame:
     order = order.sort_values(["trial_key", "_finished", "_end", "start_time"], kind="stable")
     best = order.groupby("trial_key", sort=False).tail(1).drop(columns=["_finished", "_end"])
     best = best.sort_values(["start_time", "run_id"], kind="stable").reset_index(drop=True)
-    attempts = raw.groupby("trial_key").size()
+    tries = pd.to_numeric(raw.get("attempt", pd.Series(index=raw.index, dtype=object)),
+                          errors="coerce").groupby(raw["trial_key"]).max()
+    attempts = raw.groupby("trial_key").size().combine(tries, max, fill_value=0)
     best.insert(3, "outcome", pd.Series(
         [outcome_of(s, t) for s, t in zip(best["status"], best["outcome_tag"], strict=True)],
         index=best.index, dtype=object))
     best.insert(4, "attempts", best["trial_key"].map(attempts).astype("int64"))
-    best = best.drop(columns=["outcome_tag"])
+    best = best.drop(columns=["outcome_tag", "attempt"], errors="ignore")
+    best["stopped_early"] = (best["stopped_early"].fillna(False).astype(bool)
+                             if "stopped_early" in best else False)  # a frame cached before
     for col in [c for c in best.columns if c.startswith("params.")]:
         parsed = pd.Series([parse_param(v if isinstance(v, str) else None) for v in best[col]],
                            index=best.index, dtype=object)
@@ -427,14 +438,15 @@ class Histories:
 
 def read(spec: str, sweep_id: str | None = None, *, tracking_uri: str | None = None,
          home: str | Path | None = None) -> tuple[SweepRuns, Histories]:
-    """Sweep ``sweep_id`` of ``spec`` (default: its latest) from the store ``ortho`` would
-    use with the same ``--tracking-uri`` and ``--home`` (default: ``$ORTHO_TRACKING_URI``,
-    else ``./ortho-runs``), as :func:`load_sweep`'s frame of its configurations and their
-    metric :class:`Histories`, read from MLflow as they are asked for. ``ConfigError`` for a
-    store, spec or sweep that is not there, naming what exists. Like every reader of a store
+    """Sweep ``sweep_id`` of ``spec`` (a spec's name or its file; default: its latest) from
+    the store ``ortho`` would use with the same ``--tracking-uri`` and ``--home`` (default:
+    ``$ORTHO_TRACKING_URI``, else ``./ortho-runs``), as :func:`load_sweep`'s frame of its
+    configurations and their metric :class:`Histories`, read from MLflow as they are asked
+    for. ``ConfigError`` for a store, spec or sweep that is not there, naming what exists.
+    Like every reader of a store
     here (:func:`~analysis.store.open_store`), it turns MLflow's artifact progress bars off
     for the process unless ``$MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR`` is set."""
     uri = resolve_tracking_uri(tracking_uri, home)
     client = open_store(uri)
-    runs = load_sweep(client, spec, sweep_id, tracking_uri=uri)
+    runs = load_sweep(client, contract.spec_named(spec), sweep_id, tracking_uri=uri)
     return runs, Histories(client, runs)

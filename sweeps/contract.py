@@ -369,6 +369,13 @@ def store_options(home: Path, uri: str) -> list[str]:
     return options + ([] if uri == embedded_store(home) else ["--tracking-uri", redact(uri)])
 
 
+def spec_named(text: str) -> str:
+    """The spec a command's argument names: a spec file's stem (a spec's name is its file's:
+    ``my-runs.yaml`` -> ``my-runs``), else the text as given."""
+    path = Path(text)
+    return path.stem if path.suffix in (".yaml", ".yml") else text
+
+
 def embedded_store(home: Path) -> str:
     """The tracking URI of ``home``'s embedded SQLite store."""
     return f"sqlite:///{home / 'mlflow.db'}"

@@ -15,11 +15,10 @@ import os
 import re
 import secrets
 import time
-from pathlib import PurePath
 
 from ortho_core.errors import ConfigError, OrthoError
 from sweeps import tracking
-from sweeps.contract import NO_STORE
+from sweeps.contract import NO_STORE, spec_named
 from sweeps.status import Progress, duration, from_mlflow, state_of
 from sweeps.tracking.liveness import check_server
 
@@ -66,7 +65,7 @@ def find(tracker: tracking.Tracker, sweep: str | None, unfinished: bool = False,
         return tracker.find_sweep(unfinished=unfinished, with_studies=with_studies)
     if SWEEP_ID.fullmatch(sweep):
         record = tracker.find_sweep(sweep)
-    elif SPEC_NAME.fullmatch(name := spec_name(sweep)):
+    elif SPEC_NAME.fullmatch(name := spec_named(sweep)):
         record = (tracker.find_sweep(spec=name, unfinished=unfinished,
                                      with_studies=with_studies)
                   or tracker.find_sweep(spec=name))
@@ -80,13 +79,6 @@ def find(tracker: tracking.Tracker, sweep: str | None, unfinished: bool = False,
     raise ConfigError("sweep", f"a sweep id (UTC date-time-4 hex digits, e.g. "
                       f"20261121-070102-ab12) or the name of a spec with sweeps in "
                       f"{tracking.redact(tracker.uri)} ({held})", sweep)
-
-
-def spec_name(sweep: str) -> str:
-    """The spec a ``SWEEP`` argument names: a spec file's stem (a spec's name is its file's),
-    else the text itself."""
-    path = PurePath(sweep)
-    return path.stem if path.suffix in (".yaml", ".yml") else sweep
 
 
 def refuse_alive(record: tracking.SweepRecord) -> None:

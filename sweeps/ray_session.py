@@ -306,7 +306,9 @@ def beside_ray_start(fn: Callable[[], T]) -> Future[T]:
 def ray_session(address: str | None) -> Iterator[bool]:
     """Ray for a sweep: the running instance if this process already has one, else an
     embedded one (``address`` None) or a connection to ``address``; shut down afterwards
-    only if started here. Yields whether Ray is embedded here."""
+    only if started here. Yields whether Ray is embedded here. A Ctrl-C while Ray shuts down
+    after the sweep has ended cuts the shutdown short (its processes die with this one) and
+    changes nothing of the sweep's result: the command still exits with its status."""
     import ray
 
     if ray.is_initialized():
@@ -318,10 +320,16 @@ def ray_session(address: str | None) -> Iterator[bool]:
         quiet_environment()
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     with terminate_as_interrupt():  # after ray.init, whose own handler it replaces
+        ended = False
         try:
             yield address is None
+            ended = True
         finally:
-            ray.shutdown()
+            try:
+                ray.shutdown()
+            except KeyboardInterrupt:
+                if not ended:
+                    raise  # the sweep's own interrupt, which shutting down Ray met again
 
 
 @contextmanager

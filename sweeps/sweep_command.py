@@ -104,7 +104,8 @@ and continue it after an interruption with resume.""",
     "run": """\
 Run a sweep of a spec here and show its progress: configurations done, running (and how far
 through their planned steps) and failed, the best value of the spec's metric so far, time
-elapsed and left (a bar on a terminal, a line every few seconds elsewhere).
+elapsed and left (a bar on a terminal; elsewhere a line as trials end, and at least every
+30 s).
 
 Without --address it runs on a Ray started here, reachable from this machine only, and
 tracks into ./ortho-runs/mlflow.db. Ctrl-C (or SIGTERM) stops it; "ortho sweep resume"

@@ -173,9 +173,10 @@ class Recorder:
 
             self.last_forwarded = {step_metric: values[step_metric], "step": report.step}
             self.flush(wait=True)  # MLflow has every report before the scheduler may stop it
-            # Tune requires the searcher's metric in every result; it is known at the end.
+            # Tune requires the searcher's metric in every result; it is known at the end
+            # (NaN till then), unless it is the scheduler's own, reported now.
             try:
-                tune.report({**self.last_forwarded, self.context.metric: math.nan})
+                tune.report({self.context.metric: math.nan, **self.last_forwarded})
             except SystemExit:
                 self.stopped = True
                 raise

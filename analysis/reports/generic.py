@@ -5,7 +5,8 @@ The shipped specs' reports set the papers' tables beside the published values; a
 wrote (``sweeps/specs/README.md``: a spec may live anywhere) has no published counterpart, so
 its report is the one table every sweep can have: each configuration by its run's name (what
 varies, :mod:`sweeps.naming`), the metric the spec ranks by (its ``metric:`` line, a tag of
-the sweep's parent run), the outcome and the attempts, best first. It states no claim.
+the sweep's parent run), the outcome (and whether the scheduler stopped it early: ranked
+after those that trained to their end) and the attempts, best first. It states no claim.
 
 A configuration the spec defines that no run holds (an interrupted sweep's) is a row of its
 own, last, named by the values that vary across the spec's cells, its metric ``missing``
@@ -38,14 +39,18 @@ from sweeps.contract import (
 
 
 def ranked(runs: SweepRuns) -> pd.DataFrame:
-    """The configurations best first by the sweep's metric (its mode), those without a value
-    last, in start order otherwise."""
+    """The configurations best first by the sweep's metric (its mode), those the early-
+    stopping scheduler stopped after those that trained to their end (their value is the
+    metric at the step they reached, where the summary has a key of that name), those
+    without a value last, in start order otherwise."""
     frame = runs.runs
     column = f"metrics.{runs.sweep.metric}"
     values = pd.to_numeric(frame[column], errors="coerce") if column in frame else (
         pd.Series(float("nan"), index=frame.index))
-    order = values.sort_values(ascending=runs.sweep.mode == "min", na_position="last",
-                               kind="stable").index
+    key = values if runs.sweep.mode == "min" else -values
+    order = pd.DataFrame({"missing": values.isna(), "stopped": frame["stopped_early"],
+                          "key": key}).sort_values(["missing", "stopped", "key"],
+                                                   kind="stable").index
     return frame.loc[order].assign(_value=values.loc[order])
 
 
@@ -57,7 +62,7 @@ def generic_report(runs: SweepRuns, histories: Histories | None = None) -> Repor
     frame = ranked(runs)
     rows = [[Cell(name if isinstance(name := r.get("run_name"), str) else r["trial_key"]),
              Cell(r["_value"], "g", partial=r["outcome"] == "incomplete"),
-             Cell(r["outcome"]),
+             Cell(f"{r['outcome']}, stopped early" if r["stopped_early"] else r["outcome"]),
              Cell(int(r["attempts"]), "d")]
             for _, r in frame.iterrows()]
     rows += [[Cell(name), Cell(None, partial=True), Cell(None), Cell(0, "d")]

@@ -59,6 +59,23 @@ def test_a_users_spec_is_ranked_by_its_metric_best_first(uri: str, tmp_path: Pat
     assert "Verdicts" not in out
 
 
+def test_a_configuration_stopped_early_ranks_after_those_that_trained_to_their_end(
+        uri: str, capsys) -> None:
+    """ASHA stopped k5 at step 1 with a loss better than any finished one: that value is a
+    step's, not a summary, so it does not lead the ranking (the sweep's status, which counts
+    summaries only, named 0.1 the best), and its outcome says it was stopped."""
+    t = tracking.tracker(uri)
+    ref = t.find_sweep("mine-1").ref
+    track(t, ref, "k5", {"lr": 0.5}, result=Result(Outcome.UNSOLVED), rows=[(1, {"loss": 0.05})],
+          tags={contract.STOPPED_EARLY: "true"})
+    assert main(["report", SPEC, "--tracking-uri", uri]) == 0
+    _, *rows = md_rows(capsys.readouterr().out)
+    assert [r[:3] for r in rows] == [["k2", "0.1", "solved"], ["k3", "0.2", "solved"],
+                                     ["k1", "0.3", "solved"],
+                                     ["k5", "0.05", "unsolved, stopped early"],
+                                     ["k4", "–", "failed"]]
+
+
 @pytest.mark.parametrize("value", ["", "two words", "a/b", "x\x00"])
 def test_a_value_no_spec_could_be_named_is_refused_naming_spec(value: str, tmp_path: Path,
                                                                capsys) -> None:

@@ -24,6 +24,7 @@ from analysis.load import (
     outcome_of,
     parse_param,
     read,
+    select_latest,
 )
 from ortho_core.errors import ConfigError
 from ortho_core.reporting import Outcome, Result
@@ -251,6 +252,8 @@ def test_read_is_the_one_call_from_a_home(tmp_path: Path, monkeypatch, capfd) ->
     assert list(runs.runs["metrics.loss"]) == [0.25] and len(runs.expected_cells) == 1
     assert list(histories.get(runs.runs.run_id[0], "loss")["value"]) == [0.5, 0.25]
     assert "Downloading artifacts" not in capfd.readouterr().err
+    by_file, _ = read(str(tmp_path / "specs" / "mine.yaml"), home=home)  # as `ortho report`
+    assert list(by_file.runs["run_id"]) == list(runs.runs["run_id"])
 
 
 def test_an_infinite_metric_reads_back_infinite(tmp_path: Path) -> None:
@@ -267,3 +270,19 @@ def test_an_infinite_metric_reads_back_infinite(tmp_path: Path) -> None:
     assert t.client.get_run(runs.runs.run_id[0]).data.metrics["loss"] == sys.float_info.max
     assert list(runs.runs["metrics.loss"]) == [math.inf]
     assert list(histories.get(runs.runs.run_id[0], "loss")["value"]) == [0.5, math.inf]
+
+
+def test_attempts_count_the_tries_a_resume_deleted_the_runs_of():
+    """A resume deletes the run it replaces, so a configuration's active runs undercount
+    its tries; its run's ``ortho.attempt`` says how many there were. A frame cached before
+    these columns existed loads as untagged and not stopped."""
+    raw = pd.DataFrame({"run_id": ["a", "b1", "b2"], "trial_key": ["ka", "kb", "kb"],
+                        "status": ["FINISHED", "FAILED", "FINISHED"],
+                        "outcome_tag": ["solved", None, "solved"],
+                        "start_time": [1.0, 2.0, 3.0], "end_time": [4.0, 5.0, 6.0],
+                        "attempt": ["3", None, None], "stopped_early": [False, False, True]})
+    latest = select_latest(raw).set_index("trial_key")
+    assert latest["attempts"].to_dict() == {"ka": 3, "kb": 2}
+    assert latest["stopped_early"].to_dict() == {"ka": False, "kb": True}
+    cached = select_latest(raw.drop(columns=["attempt", "stopped_early"]))
+    assert cached["attempts"].tolist() == [1, 2] and not cached["stopped_early"].any()

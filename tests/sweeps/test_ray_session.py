@@ -288,3 +288,18 @@ def test_sweep_run_against_a_web_server_exits_2_naming_address(not_ray, tmp_path
     assert main(["sweep", "run", "synthetic-max-length", "--profile", "smoke", "--home",
                  str(tmp_path), "--address", f"127.0.0.1:{not_ray['web']}"]) == 2
     assert "invalid address" in capsys.readouterr().err
+
+
+def test_a_ctrl_c_while_ray_shuts_down_after_the_sweep_leaves_its_result(monkeypatch):
+    """The sweep had ended (its last line printed); a Ctrl-C then made the command exit 130."""
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray_session, "start_embedded_ray", lambda: None)
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ray, "shutdown", interrupted)
+    with ray_session.ray_session(None) as embedded:
+        assert embedded
+    with pytest.raises(KeyboardInterrupt), ray_session.ray_session(None):
+        raise KeyboardInterrupt  # the sweep's own: still an interrupt

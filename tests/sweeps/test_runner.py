@@ -319,8 +319,12 @@ def test_an_optuna_point_that_repeats_a_grid_configuration_counts_as_done_untrai
     assert record.repeats == 1 and f": {done}best score 5, finished in " in shown
 
 
-def test_asha_stops_unpromising_trials_early(tmp_path):
+@pytest.mark.parametrize("metric", ["score", "loss"])
+def test_asha_stops_unpromising_trials_early(tmp_path, metric):
+    """Also where the spec ranks by the summary of the key the scheduler reads (``loss``):
+    each step's value reached the scheduler as NaN there, so it stopped nothing."""
     path = write_spec(tmp_path, fixed={"steps": 16}, space={"x": [0.1, 0.2, 0.4, 0.6, 0.8]},
+                      metric={"name": metric, "mode": "max" if metric == "score" else "min"},
                       scheduler={"kind": "asha", "metric_step": "loss", "mode": "min",
                                  "grace_period": 2, "reduction_factor": 2})
     home = new_home(tmp_path)

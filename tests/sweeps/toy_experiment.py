@@ -2,10 +2,10 @@
 
 Registered into ``ortho_core.experiments.EXPERIMENTS`` as ``toy`` by the tests (Ray's
 workers import it by module path). Each member reports ``loss = x / (step + 1)`` and
-``value = x`` at steps 0..steps-1 and ends with summary ``score = 10 x`` and ``threads``
-(``torch.get_num_threads()`` while it trained); ``x > 0.5`` is solved. Every call of
-:func:`train` appends one line per member to ``<counter_dir>/<key>.count`` so that tests can
-count how often a configuration was trained.
+``value = x`` at steps 0..steps-1 and ends with summary ``score = 10 x``, ``loss`` (its last
+report's) and ``threads`` (``torch.get_num_threads()`` while it trained); ``x > 0.5`` is
+solved. Every call of :func:`train` appends one line per member to
+``<counter_dir>/<key>.count`` so that tests can count how often a configuration was trained.
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ def planned_steps(config: Config) -> int:
 METRICS: dict[str, str] = {"loss": "x / (step + 1)", "value": "x"}
 """The keys of a report's metrics."""
 
-SUMMARY: dict[str, str] = {"score": "10 x", "threads": "torch's threads while it trained"}
+SUMMARY: dict[str, str] = {"score": "10 x", "loss": "x / steps, the last report's",
+                           "threads": "torch's threads while it trained"}
 """The keys of a member's summary."""
 
 
@@ -104,4 +105,5 @@ def train(configs: Sequence[Config], reporter: Reporter) -> list[Result]:
         time.sleep(max(c.sleep for c in configs))
     threads = torch.get_num_threads()
     return [Result(Outcome.SOLVED if c.x > 0.5 else Outcome.UNSOLVED,
-                   summary={"score": 10 * c.x, "threads": threads}) for c in configs]
+                   summary={"score": 10 * c.x, "loss": c.x / c.steps, "threads": threads})
+            for c in configs]

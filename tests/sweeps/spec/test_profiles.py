@@ -91,6 +91,15 @@ def test_sizes_counted_before_expanding(tmp_path):
     assert (err.profile, err.field, err.value) == ("smoke", "space.lr", 8 * 10**6)
 
 
+def test_a_spec_without_profiles_is_refused_as_itself_not_as_a_profile(tmp_path):
+    """Its error named ``profile 'smoke'``, which the file does not have."""
+    bare = BASE[:BASE.index("profiles:")]
+    err = _refused(tmp_path, bare.replace("seed: 0\n",
+                                          f"seed: 0\npack_size: {MAX_PACK_SIZE + 1}\n"))
+    assert (err.profile, err.field) == (None, "pack_size")
+    assert "profile '" not in str(err)
+
+
 def test_pack_and_seed_bounds(tmp_path):
     err = _refused(tmp_path, BASE.replace("seed: 0\n",
                                           f"seed: 0\npack_size: {MAX_PACK_SIZE + 1}\n"))
@@ -106,3 +115,21 @@ def test_an_optuna_seed_beyond_32_bits_is_refused_before_any_work(tmp_path, seed
     err = _refused(tmp_path, OPTUNA.replace("seed: 3}", f"seed: {seed}}}"))
     assert (err.field, err.value) == ("search.seed", seed)
     assert f"an integer in 0..{MAX_SEED} (seeds are 32-bit)" in str(err)
+
+
+@pytest.mark.parametrize(("name", "near"), [("smok", "smoke"), ("Paper", "paper"),
+                                            ("cpuu", "cpu")])
+def test_a_misspelt_profile_is_refused_at_its_line(tmp_path, name, near):
+    """``--profile smoke`` on a spec whose profile reads ``smok`` ran the spec with no
+    override, silently."""
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, BASE.replace("  paper: {}", f"  {name}: {{}}")))
+    assert (info.value.field, info.value.line, info.value.value) == (
+        f"profiles.{name}", 21, name)
+    assert info.value.expected.startswith(f"{near}, or a name of the spec's own")
+
+
+def test_a_profile_of_the_spec_s_own_name_is_taken(tmp_path):
+    for name in ("gpu", "smoke2", "cpu-long", "quick"):
+        spec = load_spec(write(tmp_path, BASE.replace("  paper: {}", f"  {name}: {{}}")))
+        assert resolve(spec, name).profile == name
