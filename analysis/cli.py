@@ -47,7 +47,14 @@ from analysis.mlflow_ui import DEFAULT_UI
 from analysis.reports import REPORTS
 from analysis.tables import FORMATS
 from ortho_core.errors import ConfigError
-from sweeps.contract import database_url, is_file, redact, spec_named, unwritable
+from sweeps.contract import (
+    could_name_a_spec,
+    database_url,
+    is_file,
+    redact,
+    spec_named,
+    unwritable,
+)
 
 HELP = {
     "report": """\
@@ -153,7 +160,7 @@ def spec_name(text: str) -> str:
     name of a spec the store may lack."""
     name = spec_named(text)
     a_file = name != text
-    if not name or not name.isprintable() or any(c in name for c in " /\\"):
+    if not could_name_a_spec(name):
         raise argparse.ArgumentTypeError(f"expected a spec's name or its .yaml file "
                                          f"(got {text!r})")
     if a_file and not is_file(Path(text)):

@@ -359,14 +359,19 @@ def store_options(home: Path, uri: str) -> list[str]:
     ``home`` is the default there (:func:`home_dir`), ``--tracking-uri`` (credentials masked:
     the user types the password back) unless ``uri`` is that home's embedded store, even where
     ``$ORTHO_TRACKING_URI`` gave it: the command may be run in another environment than the
-    one that printed it (a submitted sweep's job has its own). A default home that cannot be
-    resolved (``./ortho-runs`` a file) is not the store's: ``--home`` is given."""
+    one that printed it (a submitted sweep's job has its own, which holds no password); one
+    with a password that ``$ORTHO_TRACKING_URI`` gave is left to it, since its masked form
+    would not open the store. A default home that cannot be resolved (``./ortho-runs`` a
+    file) is not the store's: ``--home`` is given."""
     try:
         default_home = home_dir(None)
     except LocationError:
         default_home = None
     options = [] if home == default_home else ["--home", str(home)]
-    return options + ([] if uri == embedded_store(home) else ["--tracking-uri", redact(uri)])
+    given_again = uri == tracking_uri(None, home) and redact(uri) != uri
+    if uri == embedded_store(home) or given_again:
+        return options
+    return [*options, "--tracking-uri", redact(uri)]
 
 
 def spec_named(text: str) -> str:
@@ -374,6 +379,13 @@ def spec_named(text: str) -> str:
     ``my-runs.yaml`` -> ``my-runs``), else the text as given."""
     path = Path(text)
     return path.stem if path.suffix in (".yaml", ".yml") else text
+
+
+def could_name_a_spec(name: str) -> bool:
+    """Whether ``name`` is one a spec file can have: not empty, no blanks, path separators,
+    control characters or both kinds of quote (which no MLflow search can hold)."""
+    return (bool(name) and name.isprintable() and not any(c in name for c in " /\\")
+            and not ("'" in name and '"' in name))
 
 
 def embedded_store(home: Path) -> str:

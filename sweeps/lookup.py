@@ -18,16 +18,13 @@ import time
 
 from ortho_core.errors import ConfigError, OrthoError
 from sweeps import tracking
-from sweeps.contract import NO_STORE, spec_named
+from sweeps.contract import NO_STORE, could_name_a_spec, spec_named
 from sweeps.status import Progress, duration, from_mlflow, state_of
 from sweeps.tracking.liveness import check_server
 
 SWEEP_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 """The form of a sweep id (:func:`new_sweep_id`)."""
 
-SPEC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-"""The form of a spec name this module searches the store for (anything else is refused
-unsearched)."""
 
 LISTED_SWEEPS = 5
 """Sweeps an unknown sweep id's error lists, and ``status`` without an id besides its own."""
@@ -65,7 +62,7 @@ def find(tracker: tracking.Tracker, sweep: str | None, unfinished: bool = False,
         return tracker.find_sweep(unfinished=unfinished, with_studies=with_studies)
     if SWEEP_ID.fullmatch(sweep):
         record = tracker.find_sweep(sweep)
-    elif SPEC_NAME.fullmatch(name := spec_named(sweep)):
+    elif could_name_a_spec(name := spec_named(sweep)):
         record = (tracker.find_sweep(spec=name, unfinished=unfinished,
                                      with_studies=with_studies)
                   or tracker.find_sweep(spec=name))

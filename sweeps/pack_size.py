@@ -405,10 +405,12 @@ def references(spec: ResolvedSpec) -> list[dict[str, Any]]:
     return max(candidates, key=len, default=[])
 
 
-def choose(spec: ResolvedSpec, slots: Callable[[], int] = lambda: 1) -> Choice:
+def choose(spec: ResolvedSpec, slots: Callable[[], int] = lambda: 1,
+           trial_env: Mapping[str, str] | None = None) -> Choice:
     """Measure and choose K for ``spec`` (``pack_size: auto``) in the Ray this process is
     connected to, which runs ``slots()`` trials at once once the probe is over (see the module
-    docstring)."""
+    docstring); the probe runs with the trials' ``trial_env`` (the datasets' folder on a
+    cluster's nodes: :func:`sweeps.ray_session.data_dir_variables`)."""
     if spec.scheduler is not None:
         return Choice(1, {}, "1 (an early-stopping scheduler judges one configuration per "
                       "trial)")
@@ -425,8 +427,9 @@ def choose(spec: ResolvedSpec, slots: Callable[[], int] = lambda: 1) -> Choice:
     # max_calls=1: the worker exits after the probe and frees what it held (the trainer's
     # data; on a GPU its CUDA context and cached memory) for the trials. Ray sets it for GPU
     # tasks only when num_gpus is given to ray.remote itself, not to .options().
+    env = {"runtime_env": {"env_vars": dict(trial_env)}} if trial_env else {}
     task = ray.remote(num_cpus=spec.resources.cpu, num_gpus=spec.resources.gpu, max_retries=0,
-                      max_calls=1)(probe_curve)
+                      max_calls=1, **env)(probe_curve)
     started = time.monotonic()
     try:
         probe = ray.get(task.remote(module_path, params, spec.resources.cpu,
@@ -484,13 +487,15 @@ def decide(spec: ResolvedSpec, params: Sequence[Mapping[str, Any]], probe: Probe
 
 
 def settle(spec: ResolvedSpec, stream: TextIO | None = None,
-           slots: Callable[[], int] = lambda: 1) -> tuple[ResolvedSpec, dict[str, str]]:
+           slots: Callable[[], int] = lambda: 1, trial_env: Mapping[str, str] | None = None,
+           ) -> tuple[ResolvedSpec, dict[str, str]]:
     """``spec`` with a numeric ``pack_size`` and the parent run's tags that record it: for
-    ``auto`` the measured choice for ``slots()`` trials at once (printed to ``stream``), else
-    ``spec`` as it is and no tags. Runs in the sweep's Ray session, before planning."""
+    ``auto`` the measured choice for ``slots()`` trials at once (printed to ``stream``; the
+    probe with the trials' ``trial_env``), else ``spec`` as it is and no tags. Runs in the
+    sweep's Ray session, before planning."""
     if spec.pack_size != AUTO:
         return spec, {}
-    choice = choose(spec, slots)
+    choice = choose(spec, slots, trial_env)
     if stream is not None:
         print(f"pack_size auto: {choice.why}", file=stream, flush=True)
     return dataclasses.replace(spec, pack_size=choice.k), choice.tags()

@@ -293,7 +293,7 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     with ray_session(address) as embedded:
         _check_resources(embedded, spec, stream)
         slots = partial(trial_slots, spec.resources.cpu, spec.resources.gpu, max_concurrent)
-        spec, sized = pack_size.settle(spec, stream, slots)  # counted after its probe
+        spec, sized = pack_size.settle(spec, stream, slots, trial_env)  # slots() after it
         plan = build_plan(spec, slots=slots())
         tracker = opening.result()
         sweep_id = new_sweep_id()

@@ -277,8 +277,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     resume = commands.add_parser("resume", help="continue an interrupted sweep",
                                  **_help("resume"))
     resume.add_argument("sweep", nargs="?",
-                        help="sweep id, or a spec's name for its latest sweep (default: the "
-                        "latest unfinished sweep, else the latest)")
+                        help="sweep id, or a spec's name for its latest unfinished sweep, "
+                        "else its latest (default: the store's latest unfinished sweep, else "
+                        "its latest)")
     resume.add_argument("--force", action="store_true",
                         help="resume even a sweep whose driver still runs (its runs in flight "
                         "are deleted and trained again)")

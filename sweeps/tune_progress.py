@@ -282,11 +282,12 @@ class ProgressCallback(Callback):
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any,
                           **info: Any) -> None:
         result = trial.last_result or {}
-        if "configs" not in result:
+        if "configs" not in result:  # stopped at a step: its metric there is no summary
             self.stopped_early += [m["key"] for m in trial.config.get("members", ())]
+        else:
+            self.progress.offer(result.get(self.progress.metric))
         self.progress.done += int(result.get("configs", _pack_size(trial)))
         self.progress.failed += int(result.get("configs_failed", 0))
-        self.progress.offer(result.get(self.progress.metric))
         self._ended()
         if self.bar is not None:
             self.print_line(trials, ended=trial)

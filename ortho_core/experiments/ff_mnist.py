@@ -201,7 +201,9 @@ FORMER_DEFAULTS: dict[str, object] = {"penalty": 0.01}
 and FF+OINIT from 0.01, which they never used, to 0): a trial key hashes such a field at its
 former default while it holds the new one, so that configurations tracked before keep their
 keys and a sweep resumed across the change trains none of them again
-(:func:`sweeps.spec.trial_key`)."""
+(:func:`sweeps.spec.trial_key`). A spec that wrote ``penalty: 0`` on FF itself (keys hashed
+at 0 before) is the exception: its FF configurations get new keys, and a resume trains them
+again."""
 
 
 def epoch_samples(config: Config) -> int:

@@ -6,7 +6,6 @@ checks the rest for the profile it applies.
 
 from __future__ import annotations
 
-import difflib
 from importlib import resources
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from sweeps.spec.profiles import (
     check_size,
 )
 from sweeps.spec.schema import PROFILES, Profile, Spec
-from sweeps.spec.source import SpecError, SpecSource, read_yaml, validation_error
+from sweeps.spec.source import SpecError, read_yaml, validation_error
 
 SPEC_DIR = resources.files("sweeps") / "specs"
 """The shipped specs (package data)."""
@@ -50,20 +49,6 @@ def _locate(name_or_path: str) -> tuple[Path, str]:
     return Path(str(shipped)), shipped.name
 
 
-def _not_a_misspelling(name: str, source: SpecSource) -> None:
-    """A profile of the spec's own name (``gpu``, ``smoke2``, ``cpu-long``) is taken as it
-    is; one that looks like a misspelt :data:`PROFILES` name (``smok``, ``Paper``, ``cpuu``)
-    is a :class:`SpecError`
-    at its line, since ``--profile smoke`` would otherwise run the spec with no override."""
-    if name in PROFILES:
-        return
-    near = difflib.get_close_matches(name.lower(), PROFILES, n=1, cutoff=0.75)
-    variant = near and name.startswith(near[0]) and not name[len(near[0]):][:1].isalpha()
-    if near and not variant:
-        raise source.error(("profiles", name), f"{near[0]}, or a name of the spec's own "
-                           f"that is not a misspelling of {', '.join(PROFILES)}", name)
-
-
 def load_spec(name_or_path: str) -> Spec:
     """Read and check a spec: a shipped spec's name or a path to a YAML file.
 
@@ -83,9 +68,7 @@ def load_spec(name_or_path: str) -> Spec:
     spec._source = source
     if spec.name != path.stem:
         raise source.error(("name",), f"the file's stem {path.stem!r}", spec.name)
-    for name in spec.profiles:
-        _not_a_misspelling(name, source)
-    written = set(spec.profiles)
+    written = spec._written = frozenset(spec.profiles)
     for profile in PROFILES:
         spec.profiles.setdefault(profile, Profile())
     check_levels(spec)

@@ -10,6 +10,7 @@ in MLflow.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import hashlib
 import importlib.util
@@ -84,12 +85,20 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
     at their low end (first choice). The spec is validated whole: every other profile's
     resolved form is checked the same way, so that a bad value a profile happens to override
     is still found; such an error names its profile. Raises :class:`SpecError` naming the
-    field and line, or ``ConfigError`` naming ``profile`` for a profile the spec lacks.
+    field and line (a profile the file writes and the one asked for lacks, whose name is
+    close to it: ``smok`` for ``smoke``, at its line), or ``ConfigError`` naming ``profile``
+    for a profile the spec lacks.
     """
     source = spec.source
     if profile not in spec.profiles:  # the command line's fault, not the file's
         raise ConfigError("profile", f"one of the profiles of {source.file}: "
                           + ", ".join(spec.profiles), profile)
+    if profile not in spec.profiles_written:
+        near = difflib.get_close_matches(profile, spec.profiles_written, n=1, cutoff=0.75)
+        if near:  # the file's fault: a misspelt profile, which would leave this one bare
+            raise source.error(("profiles", near[0]), f"a profile named {profile} (the file "
+                               f"writes none, so --profile {profile} would run the spec with "
+                               "no override)", near[0])
     try:
         trainer = experiments.get(spec.experiment)
     except ImportError as err:
@@ -103,8 +112,9 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
         if other != profile:
             try:
                 _checked(spec, other, trainer)
-            except SpecError as err:
-                raise err.in_profile(other) from None
+            except SpecError as err:  # under a profile the file does not write: its own
+                raise (err.in_profile(other) if other in spec.profiles_written
+                       else err) from None
     search: Search = eff.value("search")
     text = yaml.dump(_resolved_document(spec, eff), Dumper=_PlainDumper, sort_keys=False,
                      allow_unicode=True)

@@ -251,6 +251,7 @@ class Spec(StrictModel):
 
     _source: SpecSource = PrivateAttr(
         default_factory=lambda: SpecSource(file="<spec>", path=Path("<spec>")))
+    _written: frozenset[str] = PrivateAttr(default=frozenset())
 
     @field_validator("experiment")
     @classmethod
@@ -263,4 +264,11 @@ class Spec(StrictModel):
     def source(self) -> SpecSource:
         """The file the spec was read from, with the line of each key."""
         return self._source
+
+    @property
+    def profiles_written(self) -> frozenset[str]:
+        """The profiles its file writes (:attr:`profiles` adds each of :data:`PROFILES` it
+        leaves out, overriding nothing): an error under one it does not write is the spec's
+        own."""
+        return self._written
 

@@ -450,6 +450,23 @@ def test_the_probe_worker_exits_after_the_probe(tmp_path):
 
 
 @pytest.mark.usefixtures(toy_ray.__name__)
+def test_the_probe_reads_the_data_dir_the_trials_get(tmp_path, monkeypatch):
+    """``--data-dir`` on a cluster reaches the trials through their runtime environment; the
+    probe, a task of its own, gets the same (it read the nodes' default folder and failed,
+    leaving K at the default)."""
+    import ray
+
+    asked: list[dict] = []
+    real = ray.remote
+    monkeypatch.setattr(ray, "remote", lambda **kw: asked.append(kw) or real(**kw))
+    path = write_spec(tmp_path, pack_size="auto", fixed={"steps": 4, "sleep": 0.01})
+    wanted = {"ORTHO_DATA_DIR": str(tmp_path)}
+    choice = pack_size.choose(resolve(load_spec(str(path)), "smoke"), trial_env=wanted)
+    assert set(choice.curve) == {1, 2, 4}  # measured, with the environment Ray was given
+    assert asked[-1]["runtime_env"] == {"env_vars": wanted}
+
+
+@pytest.mark.usefixtures(toy_ray.__name__)
 def test_auto_measures_records_and_keeps_k_on_resume(tmp_path, monkeypatch):
     home = new_home(tmp_path)
     out = io.StringIO()

@@ -135,6 +135,26 @@ def test_the_sweep_bar_does_not_count_the_trial_that_just_ended_as_running():
     callback.close()
 
 
+def test_a_trial_the_scheduler_stopped_offers_no_best():
+    """Its last result is a step's report (the scheduler's metric, which may be the spec's
+    own name): not a summary, so the live best stays that of the trials that ended, as the
+    final line and ``ortho sweep status`` count it."""
+    from sweeps.status import Progress
+    from sweeps.tune_progress import ProgressCallback
+
+    callback = ProgressCallback(Progress(sweep_id="s", label="toy/smoke", metric="loss",
+                                         mode="min", total=2), io.StringIO())
+    stopped = SimpleNamespace(status="TERMINATED", last_result={"loss": 0.05, "step": 1},
+                              config={"members": [{"key": "k5"}]}, error_file=None)
+    ended = SimpleNamespace(status="TERMINATED", last_result={"configs": 1, "loss": 0.1},
+                            config={"members": [{"key": "k2"}]}, error_file=None)
+    callback.on_trial_complete(0, [stopped, ended], stopped)
+    callback.on_trial_complete(0, [ended], ended)
+    assert callback.stopped_early == ["k5"] and callback.progress.best == 0.1
+    assert callback.progress.done == 2
+    callback.close()
+
+
 def test_a_reader_that_leaves_early_ends_the_command_quietly():
     """``ortho train synthetic --keys | head -0``: the pipe is closed before the command
     writes, so every write fails; it ends with 128 + SIGPIPE and writes nothing to stderr."""

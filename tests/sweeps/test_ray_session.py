@@ -162,7 +162,8 @@ def test_a_trial_no_node_can_hold_is_named_with_what_it_asks():
 def test_data_dir_is_this_machine_s_for_the_embedded_ray_and_the_nodes_for_a_cluster(
         tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("ORTHO_DATA_DIR", raising=False)
+    monkeypatch.setenv("ORTHO_DATA_DIR", "set")  # so that the test's own setting is undone
+    monkeypatch.delenv("ORTHO_DATA_DIR")
     assert ray_session.data_dir_variables(None, "10.0.0.1:6379") == {}
     assert "ORTHO_DATA_DIR" not in os.environ
     assert ray_session.data_dir_variables("data", None) == {}

@@ -263,6 +263,9 @@ def test_the_resume_command_names_what_is_not_the_default(tmp_path, monkeypatch)
     # command from an environment that is not the user's
     assert resume_command("ID", other, "http://127.0.0.1:5000", None, None) == [
         *base, "--tracking-uri", "http://127.0.0.1:5000"]
+    # ... but not one with a password, whose masked form would not open the store
+    monkeypatch.setenv("ORTHO_TRACKING_URI", "postgresql://u:pw@db/runs")
+    assert resume_command("ID", other, "postgresql://u:pw@db/runs", None, None) == base
 
 
 def test_packed_toy_sweep_trains_each_configuration_once(tmp_path):

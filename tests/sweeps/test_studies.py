@@ -157,7 +157,7 @@ def _one_pack_of_three(tmp_path, monkeypatch, ends: list[str], interrupted: bool
     asked = []
 
     def one_pack(spec, plan, ref, uri, store, run_name, max_concurrent, progress, stream,
-                 run_tags, studies, begun) -> FitEnd:
+                 run_tags, studies, begun, trial_env) -> FitEnd:
         searcher = SweepSearcher(plan, spec.metric, spec.mode, studies)
         members = searcher.suggest("a")["members"]
         searcher.on_trial_start("a")

@@ -336,6 +336,10 @@ def test_a_spec_name_finds_that_specs_latest_sweep(tmp_path, capsys):
     assert lookup.find(store(home), "toy", unfinished=True).ref == toy
     assert main(["sweep", "status", "lcw-deep-mlp", "--home", str(home)]) == 2
     assert "invalid sweep: expected a sweep id" in capsys.readouterr().err
+    time.sleep(0.01)
+    _tracked_sweep(home, "20261123-100000-dddd", "λ-sweep+v2")  # any name a file can have
+    assert main(["sweep", "status", "λ-sweep+v2.yaml", "--home", str(home)]) == 0
+    assert capsys.readouterr().out.startswith("sweep 20261123-100000-dddd λ-sweep+v2/smoke: ")
 
 
 def test_resume_refuses_a_sweep_that_is_still_running(tmp_path, capsys):

@@ -121,15 +121,29 @@ def test_an_optuna_seed_beyond_32_bits_is_refused_before_any_work(tmp_path, seed
                                             ("cpuu", "cpu")])
 def test_a_misspelt_profile_is_refused_at_its_line(tmp_path, name, near):
     """``--profile smoke`` on a spec whose profile reads ``smok`` ran the spec with no
-    override, silently."""
+    override, silently; the misspelt profile itself still runs by its name."""
+    text = BASE.replace(f"  {near}: ", "  other: ")  # the file writes no profile near ...
+    text = text.replace("  other: {}" if near == "paper" else "  paper: {}", f"  {name}: {{}}")
+    spec = load_spec(write(tmp_path, text))  # ... but the misspelt one, at line 21
     with pytest.raises(SpecError) as info:
-        load_spec(write(tmp_path, BASE.replace("  paper: {}", f"  {name}: {{}}")))
+        resolve(spec, near)
     assert (info.value.field, info.value.line, info.value.value) == (
         f"profiles.{name}", 21, name)
-    assert info.value.expected.startswith(f"{near}, or a name of the spec's own")
+    assert info.value.expected.startswith(f"a profile named {near} (the file writes none")
+    assert resolve(spec, name).profile == name
 
 
 def test_a_profile_of_the_spec_s_own_name_is_taken(tmp_path):
     for name in ("gpu", "smoke2", "cpu-long", "quick"):
         spec = load_spec(write(tmp_path, BASE.replace("  paper: {}", f"  {name}: {{}}")))
         assert resolve(spec, name).profile == name
+
+
+def test_an_error_under_a_profile_the_file_does_not_write_is_the_spec_s_own(tmp_path):
+    """Resolving smoke checks the other profiles too: the base's hidden 0, which cpu and
+    paper (not written) inherit, was reported as ``profile 'cpu'``."""
+    text = BASE[:BASE.index("profiles:")].replace("  hidden: 8\n", "  hidden: 0\n")
+    text += "profiles:\n  smoke: {fixed: {hidden: 8}}\n"
+    with pytest.raises(SpecError) as info:
+        resolve(load_spec(write(tmp_path, text)), "smoke")
+    assert (info.value.profile, info.value.field) == (None, "fixed.hidden")
