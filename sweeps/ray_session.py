@@ -396,6 +396,13 @@ def check_address(address: str | None) -> None:
                           "dashboard's port, for `ortho sweep submit`)", address)
 
 
+def cluster_address(address: str | None) -> str | None:
+    """The address ``address`` stands for, for the checks that depend on the kind of
+    connection (Ray Client's ``ray://``): what ``auto`` finds (``$RAY_ADDRESS`` may be a
+    ``ray://`` one; ``ConfigError`` when it finds none), else ``address`` itself."""
+    return _check_auto(address) if address == "auto" else address
+
+
 def _check_auto(address: str) -> str:
     """The GCS address ``auto`` means, as ``ray.init`` finds it: in ``$RAY_ADDRESS`` (set
     inside a Ray job) or among those ``ray start`` started here (whose record outlives a

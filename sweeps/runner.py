@@ -61,6 +61,7 @@ from sweeps.ray_session import (
     beside_ray_start,
     check_address,
     check_resources,
+    cluster_address,
     data_dir_variables,
     quiet_environment,
     ray_session,
@@ -281,9 +282,10 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
     contract.check_places(home_path, uri)
-    refuse_ray_client(address, uri, spec)
-    check_storage(storage, home_path, here=not is_ray_client(address))
-    trial_env = data_dir_variables(data_dir, address)
+    seen = cluster_address(address)
+    refuse_ray_client(seen, uri, spec)
+    check_storage(storage, home_path, here=not is_ray_client(seen))
+    trial_env = data_dir_variables(data_dir, seen)
     preflight.check_data(spec, address)  # a missing or corrupt dataset: before Ray starts
     check_server(uri)  # seconds, not MLflow's minutes of retries, before Ray starts
     check_address(address)  # likewise, not Ray's minute of retries
@@ -381,12 +383,14 @@ def resume_sweep(sweep: str | None = None, *, address: str | None = None,
     plan = build_plan(spec, values)
     # Every check before anything is discarded; a finished sweep needs no cluster (an Optuna
     # cell's budget left is its study's, below).
+    seen = address
     if record.status != "FINISHED" or plan.n_todo:
         contract.check_places(home_path, uri)
-        refuse_ray_client(address, uri, spec)
-        check_storage(storage, home_path, here=not is_ray_client(address))
+        seen = cluster_address(address)
+        refuse_ray_client(seen, uri, spec)
+        check_storage(storage, home_path, here=not is_ray_client(seen))
         check_address(address)
-    trial_env = data_dir_variables(data_dir, address)
+    trial_env = data_dir_variables(data_dir, seen)
     preflight.check_data(spec, address, finished=values)
     studies = study_url = None
     if _searches_optuna(spec):

@@ -98,7 +98,7 @@ def resolve(spec: Spec, profile: str) -> ResolvedSpec:
         if near:  # the file's fault: a misspelt profile, which would leave this one bare
             raise source.error(("profiles", near[0]), f"a profile named {profile} (the file "
                                f"writes none, so --profile {profile} would run the spec with "
-                               "no override)", near[0])
+                               f"no override; `{profile}: {{}}` says that is meant)", near[0])
     try:
         trainer = experiments.get(spec.experiment)
     except ImportError as err:

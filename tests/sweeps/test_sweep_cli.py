@@ -552,6 +552,22 @@ def test_submit_refuses_a_password_for_the_jobs_environment(monkeypatch, capsys,
     assert refused.value.field == field and "hunter2" not in str(refused.value)
 
 
+def test_auto_that_means_ray_client_is_refused_as_ray_client_is(monkeypatch, capsys,
+                                                                  tmp_path, no_ray):
+    """``$RAY_ADDRESS=ray://…`` makes ``auto`` a Ray Client connection, through which a store
+    on this disk cannot be written (nor ``--data-dir`` given): refused as ``ray://`` is."""
+    from ray._private import services
+
+    monkeypatch.setattr(services, "get_ray_address_from_environment",
+                        lambda addr, temp_dir: "ray://10.0.0.9:10001")
+    home = tmp_path / "home"
+    assert main(["sweep", "run", "synthetic-max-length", "--profile", "smoke", "--home",
+                 str(home), "--address", "auto"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "ortho sweep run: invalid address: expected a cluster address the driver runs on")
+    assert not home.exists()
+
+
 def test_optuna_storage_is_refused_for_a_grid_spec(monkeypatch, capsys, tmp_path, no_ray):
     """``--optuna-storage`` for a spec with no Optuna cells: exit 2 naming the field, before
     anything starts (run, resume) or ships (submit); nothing is created."""

@@ -131,6 +131,8 @@ def test_a_misspelt_profile_is_refused_at_its_line(tmp_path, name, near):
         f"profiles.{name}", 21, name)
     assert info.value.expected.startswith(f"a profile named {near} (the file writes none")
     assert resolve(spec, name).profile == name
+    text += f"  {near}: {{}}\n"  # written, bare on purpose
+    assert resolve(load_spec(write(tmp_path, text)), near).profile == near
 
 
 def test_a_profile_of_the_spec_s_own_name_is_taken(tmp_path):
