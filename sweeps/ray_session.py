@@ -478,6 +478,19 @@ def check_job_server(address: str) -> None:
                     "default)", parts.hostname, port, redact(address))
 
 
+def machine_resources() -> dict[str, float]:
+    """The CPUs and GPUs of the Ray a sweep starts here (:func:`start_embedded_ray`), counted
+    as Ray counts them (a container's CPU limit; ``$CUDA_VISIBLE_DEVICES``), without
+    starting it."""
+    from ray._private.accelerators import get_accelerator_manager_for_resource
+    from ray._private.utils import get_num_cpus
+
+    gpus = get_accelerator_manager_for_resource("GPU")
+    visible = gpus.get_current_process_visible_accelerator_ids()
+    n_gpus = len(visible) if visible is not None else gpus.get_current_node_num_accelerators()
+    return {"CPU": float(get_num_cpus()), "GPU": float(n_gpus)}
+
+
 def check_resources(cpu: float, gpu: float) -> None:
     """On the embedded Ray, a trial asking ``cpu`` CPUs and ``gpu`` GPUs must fit the machine
     (a cluster may add nodes): ``ConfigError`` naming ``resources.cpu`` or ``resources.gpu``."""

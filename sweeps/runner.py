@@ -63,12 +63,14 @@ from sweeps.ray_session import (
     check_resources,
     cluster_address,
     data_dir_variables,
+    machine_resources,
     quiet_environment,
     ray_session,
     trial_slots,
     unplaceable,
 )
-from sweeps.spec import ResolvedSpec, load_spec, resolve
+from sweeps.spec import ResolvedSpec, Spec, load_spec, resolve
+from sweeps.spec.profiles import Effective
 from sweeps.status import Progress, count, format_line, from_mlflow, studies_line
 from sweeps.tracking.liveness import check_server
 from sweeps.tune_run import FitEnd, backfill_failures, check_storage, execute, storage_path
@@ -213,6 +215,21 @@ def resume_command(sweep_id: str, home: Path, uri: str, address: str | None,
     return command
 
 
+def _fits_this_machine(loaded: Spec, profile: str) -> None:
+    """A trial's resources beyond the Ray a sweep starts here
+    (:func:`sweeps.ray_session.machine_resources`): a ``SpecError`` at the line that sets
+    them, before Ray's seconds of start (the check once Ray is up,
+    :func:`sweeps.ray_session.check_resources`, names no line)."""
+    resources, path = Effective.of(loaded, profile).settings["resources"]
+    have = machine_resources()
+    for key, name in (("cpu", "CPU"), ("gpu", "GPU")):
+        want = getattr(resources, key)
+        if want > have[name]:
+            raise loaded.source.error((*path, key), f"at most the {have[name]:g} {name}s of "
+                                      "this machine, where the sweep starts its Ray (or "
+                                      "--address of a cluster that has them)", want)
+
+
 def _check_resources(embedded: bool, spec: ResolvedSpec, stream: TextIO) -> None:
     """A trial's resources against the Ray just joined: more than the embedded Ray has is
     bad input (:func:`sweeps.ray_session.check_resources`); a cluster where no node has them
@@ -277,8 +294,11 @@ def run_sweep(spec_ref: str, profile: str, *, address: str | None = None,
     """
     begun, begun_at = time.monotonic(), time.time()
     stream = stream or sys.stdout
-    spec = resolve(load_spec(spec_ref), profile)
+    loaded = load_spec(spec_ref)
+    spec = resolve(loaded, profile)
     check_study_storage(spec, optuna_storage)
+    if address is None:
+        _fits_this_machine(loaded, profile)
     home_path = tracking.home_dir(home)
     uri = tracking.tracking_uri(tracking_uri, home_path)
     contract.check_places(home_path, uri)

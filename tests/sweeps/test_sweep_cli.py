@@ -5,6 +5,7 @@ status -> resume through the command line."""
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import socket
 import subprocess
@@ -565,6 +566,27 @@ def test_auto_that_means_ray_client_is_refused_as_ray_client_is(monkeypatch, cap
                  str(home), "--address", "auto"]) == 2
     assert capsys.readouterr().err.startswith(
         "ortho sweep run: invalid address: expected a cluster address the driver runs on")
+    assert not home.exists()
+
+
+def test_resources_beyond_this_machine_are_refused_at_their_line_before_ray(
+        monkeypatch, capsys, tmp_path, no_ray):
+    """They were refused once Ray had started (10 s here), naming no line."""
+    from sweeps import runner
+    from sweeps.ray_session import machine_resources
+
+    assert machine_resources() == {"CPU": float(os.cpu_count() or 1), "GPU": 0.0}
+    monkeypatch.setattr(runner, "machine_resources", lambda: {"CPU": 0.5, "GPU": 0.0})
+    shipped = PROJECT_ROOT / "sweeps" / "specs" / "synthetic-max-length.yaml"
+    line = next(i for i, text in enumerate(shipped.read_text().splitlines(), 1)
+                if text.startswith("resources:"))
+    home = tmp_path / "home"
+    assert main(["sweep", "run", "synthetic-max-length", "--profile", "smoke", "--home",
+                 str(home)]) == 2
+    assert capsys.readouterr().err == (
+        f"ortho sweep run: invalid synthetic-max-length.yaml:{line}: resources.cpu: expected "
+        "at most the 0.5 CPUs of this machine, where the sweep starts its Ray (or --address "
+        "of a cluster that has them) (got 1.0)\n")
     assert not home.exists()
 
 
