@@ -14,6 +14,7 @@ import difflib
 import functools
 import hashlib
 import importlib.util
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -177,8 +178,11 @@ def _validate(config_cls: type, source: SpecSource, point: dict[str, Any],
         except ConfigError as err:
             if err.field in where:
                 raise source.error(where[err.field], err.expected, err.value) from err
-            # a key the spec leaves at the Config's default: named as it is, at its group
-            raise SpecError(source.file, source.line(group_path), err.field,
+            # a key the spec leaves at the Config's default: named as it is, at the line of
+            # the key its check names ("... with direction simplex_switch"), else its group's
+            related = [k for k in where if re.search(rf"\b{re.escape(k)}\b", err.expected)]
+            at = where[related[0]] if related else group_path or ("fixed",)
+            raise SpecError(source.file, source.line(at), err.field,
                             f"{err.expected}; the spec leaves {err.field} at its default, "
                             "so set it in fixed or space", err.value) from err
 

@@ -66,3 +66,16 @@ def test_the_cmaes_sampler_needs_the_cmaes_package(tmp_path, monkeypatch, instal
     assert (info.value.field, info.value.line, info.value.value) == (
         "search.sampler", search_line, "cmaes")
     assert "cmaes package" in info.value.expected
+
+
+def test_a_key_left_at_its_default_is_refused_at_the_line_of_the_key_its_check_names(
+        tmp_path):
+    """``direction: simplex_switch`` without ``switch_norm``: the check names direction,
+    whose line the error gives (it gave line 1, the file's top, in a spec with no groups)."""
+    text = BASE[:BASE.index("groups:")] + "repeats: 1\nseed: 0\n"
+    text = text.replace("  max_iters: 10\n", "  max_iters: 10\n  direction: simplex_switch\n")
+    with pytest.raises(SpecError) as info:
+        resolve(load_spec(write(tmp_path, text)), "smoke")
+    assert info.value.field == "switch_norm"
+    assert info.value.line == text.splitlines().index("  direction: simplex_switch") + 1
+    assert "the spec leaves switch_norm at its default" in str(info.value)
