@@ -50,6 +50,7 @@ from ortho_core.errors import ConfigError
 from sweeps.contract import (
     could_name_a_spec,
     database_url,
+    given,
     is_file,
     redact,
     spec_named,
@@ -236,10 +237,11 @@ def run_reproduce(args: argparse.Namespace) -> int:
 
 
 def _store_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tracking-uri", dest="tracking_uri", metavar="URI",
+    p.add_argument("--tracking-uri", type=given, dest="tracking_uri", metavar="URI",
                    help="the MLflow tracking URI (default: $ORTHO_TRACKING_URI, else "
                    "sqlite:///HOME/mlflow.db)")
-    p.add_argument("--home", metavar="DIR", help="where the local store lives (default: "
+    p.add_argument("--home", type=given, metavar="DIR",
+                   help="where the local store lives (default: "
                    "$ORTHO_HOME, else ./ortho-runs)")
 
 

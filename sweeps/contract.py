@@ -381,6 +381,17 @@ def spec_named(text: str) -> str:
     return path.stem if path.suffix in (".yaml", ".yml") else text
 
 
+def given(text: str) -> str:
+    """An option's value on the command line that is not empty: ``--home ""`` or
+    ``--data-dir ""`` would otherwise read as not given, and the default be used in silence
+    (``argparse.ArgumentTypeError``: exit 2 naming the option)."""
+    import argparse
+
+    if not text:
+        raise argparse.ArgumentTypeError("expected a value, not an empty string")
+    return text
+
+
 def could_name_a_spec(name: str) -> bool:
     """Whether ``name`` is one a spec file can have: not empty, no blanks, path separators,
     control characters or both kinds of quote (which no MLflow search can hold)."""

@@ -36,6 +36,7 @@ from ortho_core.data.checksums import (
     verify,
 )
 from ortho_core.errors import ConfigError, DataError, OrthoError
+from sweeps.contract import given
 
 EXTRACTED: dict[Published, tuple[Published, ...]] = {
     CIFAR10_ARCHIVE: CIFAR10["train"] + CIFAR10["test"],
@@ -69,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                formatter_class=argparse.RawDescriptionHelpFormatter)
     fetch.add_argument("name", metavar="NAME",
                        help="the dataset: " + ", ".join(DOWNLOADS))
-    fetch.add_argument("--data-dir", dest="dir", metavar="D", default=None,
+    fetch.add_argument("--data-dir", type=given, dest="dir", metavar="D", default=None,
                        help="target directory (default: $ORTHO_DATA_DIR, else "
                             "~/.cache/ortho-sweeps/data)")
     fetch.set_defaults(func=_run_download)

@@ -73,9 +73,11 @@ def find(tracker: tracking.Tracker, sweep: str | None, unfinished: bool = False,
     known = [f"{r.ref.sweep_id} {r.spec}/{r.profile} {state_of(r)}"
              for r in tracker.list_sweeps(LISTED_SWEEPS)]
     held = f"the latest: {'; '.join(known)}" if known else "there are no sweeps yet"
-    raise ConfigError("sweep", f"a sweep id (UTC date-time-4 hex digits, e.g. "
-                      f"20261121-070102-ab12) or the name of a spec with sweeps in "
-                      f"{tracking.redact(tracker.uri)} ({held})", sweep)
+    store = tracking.redact(tracker.uri)
+    expected = (f"the id of a sweep in {store}" if SWEEP_ID.fullmatch(sweep) else
+                "a sweep id (UTC date-time-4 hex digits, e.g. 20261121-070102-ab12) or the "
+                f"name of a spec with sweeps in {store}")
+    raise ConfigError("sweep", f"{expected} ({held})", sweep)
 
 
 def refuse_alive(record: tracking.SweepRecord) -> None:

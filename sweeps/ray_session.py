@@ -222,7 +222,8 @@ def data_dir_variables(data_dir: str | None, address: str | None) -> dict[str, s
     """What ``--data-dir`` asks of a sweep's trials, as variables of their runtime
     environment (:func:`trial_environment`). Not given: none, each trial reads its node's
     ``$ORTHO_DATA_DIR``. On the embedded Ray (``address`` None): none either; the folder, made
-    absolute, becomes this process's ``$ORTHO_DATA_DIR``, which the Ray it starts gives its
+    absolute (``ConfigError`` naming ``data_dir`` where it is none), becomes this process's
+    ``$ORTHO_DATA_DIR``, which the Ray it starts gives its
     workers and the sweep's data check reads. With an address: ``ORTHO_DATA_DIR`` for every
     trial, a folder on the cluster's nodes, absolute or under ``~`` (``ConfigError`` naming
     ``data_dir`` otherwise, and through Ray Client, where Tune runs on the cluster with the
@@ -230,7 +231,10 @@ def data_dir_variables(data_dir: str | None, address: str | None) -> dict[str, s
     if not data_dir:
         return {}
     if address is None:
-        os.environ["ORTHO_DATA_DIR"] = str(Path(data_dir).expanduser().resolve())
+        folder = Path(data_dir).expanduser().resolve()
+        if not folder.is_dir():
+            raise ConfigError("data_dir", "an existing folder holding the datasets", data_dir)
+        os.environ["ORTHO_DATA_DIR"] = str(folder)
         return {}
     if not data_dir.startswith(("/", "~")):
         raise ConfigError("data_dir", "an absolute path on the cluster's nodes (or one under ~)",
@@ -378,16 +382,17 @@ def check_address(address: str | None) -> None:
     if address is None or address == "local":
         return
     found = _check_auto(address) if address == "auto" else address
+    where = ("" if found == address else f"; auto found {found} " + (
+        "in $RAY_ADDRESS" if os.environ.get("RAY_ADDRESS") else "where `ray start` left it"))
     if "://" in found and not found.startswith("ray://"):
         raise ConfigError("address", "a Ray cluster's address: " + ADDRESS_FORMS + " (a URL "
                           "such as http://HOST:8265 is its dashboard's, for `ortho sweep "
-                          "submit`" + ("" if found == address else
-                                       f"; auto found {found} in $RAY_ADDRESS") + ")", address)
-    what = ("a running Ray cluster's address" if found == address
-            else f"a running Ray cluster where auto found one ({found}, as `ray start` left it)")
+                          f"submit`{where})", address)
+    what = "a running Ray cluster's address" + (f" ({where[2:]})" if where else "")
     host, sep, port = found.removeprefix("ray://").rpartition(":")
     if not (sep and host and port.isdigit()):
-        raise ConfigError("address", "a Ray cluster's address: " + ADDRESS_FORMS, address)
+        raise ConfigError("address", f"a Ray cluster's address: {ADDRESS_FORMS}"
+                          + (f" ({where[2:]})" if where else ""), address)
     check_reachable("address", what, host, int(port), address)
     if not uses_tls() and not speaks_grpc(host, int(port)):
         raise ConfigError("address", "a Ray cluster's GCS, HOST:PORT (port 6379 by "

@@ -258,12 +258,14 @@ def check_study_storage(spec: ResolvedSpec, explicit: str | None) -> None:
 
 def _study_url(spec: ResolvedSpec, explicit: str | None, uri: str) -> str | None:
     """The Optuna storage of a new sweep with Optuna cells
-    (:func:`sweeps.studies.storage_url`), else None."""
+    (:func:`sweeps.studies.storage_url`), opened once to see that it opens, else None."""
     if not _searches_optuna(spec):
         return None
-    from sweeps.studies import storage_url
+    from sweeps.studies import open_storage, storage_url
 
-    return storage_url(explicit, uri)
+    url = storage_url(explicit, uri)
+    open_storage(url)  # a storage that cannot be opened: refused before Ray starts
+    return url
 
 
 def _where(uri: str, study_url: str | None, sweep_id: str) -> str:

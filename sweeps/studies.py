@@ -75,6 +75,9 @@ def storage_url(explicit: str | None, tracking_uri: str) -> str:
     the driver this package installs (:func:`sweeps.contract.database_url`), so that the URL
     the parent run records opens as it is in ``optuna.load_study``."""
     url = explicit or os.environ.get(STORAGE_ENV) or None
+    if url is not None and url.split("?")[0] in ("sqlite://", "sqlite:///:memory:"):
+        raise ConfigError("optuna_storage", "a database that outlives this process (an "
+                          "in-memory SQLite one goes with it, and the studies with it)", url)
     if url is None:
         db = contract.sqlite_path(tracking_uri)
         if db is None:
@@ -183,9 +186,11 @@ def study_name(sweep_id: str, cell: int) -> str:
     return contract.STUDY_NAME.format(sweep_id=sweep_id, cell=cell)
 
 
-def _storage(url: str | None) -> Any:
-    """The storage ``url`` opens (None: in memory); Optuna's line per study created (INFO)
-    is silenced first, since the sweep's first line names the storage and the studies."""
+def open_storage(url: str | None) -> Any:
+    """The storage ``url`` opens (None: in memory; ``ConfigError`` naming ``optuna_storage``
+    when it cannot be opened, which a new sweep asks before Ray starts); Optuna's line per
+    study created (INFO) is silenced first, since the sweep's first line names the storage
+    and the studies."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if url is None:
         return None
@@ -209,7 +214,7 @@ def create_studies(url: str | None, sweep_id: str, plan: Plan, settings: OptunaS
                    mode: str) -> Studies:
     """A new study for each Optuna cell of ``plan`` in the storage ``url``, holding its
     cell's fixed params as the trainer resolves them (:data:`CELL_ATTR`)."""
-    storage = _storage(url)
+    storage = open_storage(url)
     by_cell = {}
     cells = resolved_params(plan.experiment, list(plan.optuna_cells.values()))
     for (index, cell), params in zip(plan.optuna_cells.items(), cells, strict=True):
@@ -228,7 +233,7 @@ def resume_studies(url: str, sweep_id: str, plan: Plan, settings: OptunaSettings
     docstring); ``values`` holds the metric of every FINISHED configuration run by trial
     key, ``failed`` the trial keys of its FAILED runs. A study missing from ``url`` raises
     ``ConfigError`` naming ``optuna_storage``."""
-    storage = _storage(url)
+    storage = open_storage(url)
     opened = Studies(by_cell={}, known=dict(values))
     for index, cell in plan.optuna_cells.items():
         name = study_name(sweep_id, index)

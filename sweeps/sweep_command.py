@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from ortho_core.errors import ConfigError, OrthoError
+from sweeps.contract import given
 
 
 class SubmitError(OrthoError):
@@ -212,19 +213,20 @@ def register(sub: argparse._SubParsersAction) -> None:
             p.add_argument("--address", help="a running Ray cluster to use, e.g. "
                            "HEAD:6379, or auto inside a Ray job (default: a Ray started here, on "
                            "127.0.0.1 only)")
-        p.add_argument("--tracking-uri", metavar="URI", help="the MLflow tracking URI "
+        p.add_argument("--tracking-uri", type=given, metavar="URI", help="the MLflow tracking URI "
                        "(default: $ORTHO_TRACKING_URI, else sqlite:///HOME/mlflow.db)")
-        p.add_argument("--home", metavar="DIR", help="where the local store and Ray Tune's "
+        p.add_argument("--home", type=given, metavar="DIR",
+                       help="where the local store and Ray Tune's "
                        "state live (default: $ORTHO_HOME, else ./ortho-runs)")
 
     def tune_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--storage", metavar="PATH|URI", help="where Ray Tune keeps its "
+        p.add_argument("--storage", type=given, metavar="PATH|URI", help="where Ray Tune keeps its "
                        "state: a folder or an object store URI such as s3://bucket/ray "
                        "(default HOME/ray; only this machine writes it)")
         p.add_argument("--max-concurrent", type=_positive_int, metavar="N",
                        help="at most N trials (packs of configurations) at once (default: "
                        "as many as the resources allow)")
-        p.add_argument("--data-dir", metavar="DIR",
+        p.add_argument("--data-dir", type=given, metavar="DIR",
                        help="the datasets' folder the trials read (default: their node's "
                        "$ORTHO_DATA_DIR, else ~/.cache/ortho-sweeps/data); with --address, "
                        "a folder on the cluster's nodes, absolute or under ~")
@@ -235,7 +237,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help=f"smoke, cpu or paper (default {DEFAULT_PROFILE})")
     where(run)
     tune_options(run)
-    run.add_argument("--optuna-storage", metavar="URL",
+    run.add_argument("--optuna-storage", type=given, metavar="URL",
                      help="the database of the spec's Optuna searches (default: "
                      "$ORTHO_OPTUNA_STORAGE, else optuna.db beside a SQLite tracking store, "
                      "HOME/optuna.db with the local one; required with any other tracking "
@@ -249,20 +251,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="the cluster's job API, e.g. http://HEAD:8265")
     submit.add_argument("--profile", default=DEFAULT_PROFILE,
                         help=f"smoke, cpu or paper (default {DEFAULT_PROFILE})")
-    submit.add_argument("--tracking-uri", metavar="URI", help="the MLflow tracking URI, as "
+    submit.add_argument("--tracking-uri", type=given, metavar="URI",
+                        help="the MLflow tracking URI, as "
                         "the cluster reaches it "
                         "(default: $ORTHO_TRACKING_URI, else SQLite under HOME on the head)")
-    submit.add_argument("--home", default="~/ortho-runs", metavar="DIR",
+    submit.add_argument("--home", type=given, default="~/ortho-runs", metavar="DIR",
                         help="where the local store and Ray Tune's state live on the "
                         "cluster's head node (default ~/ortho-runs)")
-    submit.add_argument("--storage", metavar="PATH|URI", help="where Ray Tune keeps its "
+    submit.add_argument("--storage", type=given, metavar="PATH|URI",
+                        help="where Ray Tune keeps its "
                         "state: a folder on the head or an object store URI such as "
                         "s3://bucket/ray (default HOME/ray)")
-    submit.add_argument("--optuna-storage", metavar="URL",
+    submit.add_argument("--optuna-storage", type=given, metavar="URL",
                         help="the database of the spec's Optuna searches, as the head "
                         "reaches it (default: $ORTHO_OPTUNA_STORAGE, else optuna.db beside a "
                         "SQLite tracking store; refused for a spec with no Optuna cells)")
-    submit.add_argument("--data-dir", metavar="DIR",
+    submit.add_argument("--data-dir", type=given, metavar="DIR",
                         help="the datasets' folder on the cluster's nodes (absolute or under "
                         "~), passed to the job as ORTHO_DATA_DIR (default: the nodes' own "
                         "$ORTHO_DATA_DIR; this machine's is never passed on)")
@@ -285,7 +289,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "are deleted and trained again)")
     where(resume)
     tune_options(resume)
-    resume.add_argument("--optuna-storage", metavar="URL",
+    resume.add_argument("--optuna-storage", type=given, metavar="URL",
                         help="the database of the sweep's Optuna studies (default: "
                         "$ORTHO_OPTUNA_STORAGE, else the storage the sweep recorded)")
     resume.set_defaults(func=cmd_resume)
@@ -302,7 +306,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     studies.add_argument("sweep", nargs="?", help="sweep id, or a spec's name for its latest "
                          "sweep (default: the latest with Optuna studies)")
     where(studies, address=False)
-    studies.add_argument("--optuna-storage", metavar="URL",
+    studies.add_argument("--optuna-storage", type=given, metavar="URL",
                          help="the database holding the studies (default: "
                          "$ORTHO_OPTUNA_STORAGE, else the storage the sweep recorded)")
     studies.add_argument("--dashboard", action="store_true",

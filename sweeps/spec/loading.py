@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ortho_core.errors import ConfigError
-from sweeps.contract import is_file
+from sweeps.contract import could_name_a_spec, is_file
 from sweeps.spec.profiles import (
     Effective,
     check_levels,
@@ -66,6 +66,9 @@ def load_spec(name_or_path: str) -> Spec:
     except ValidationError as err:
         raise validation_error(err, source) from None
     spec._source = source
+    if not could_name_a_spec(spec.name):  # its sweeps could not be found by name
+        raise source.error(("name",), "a name without blanks, path separators, control "
+                           "characters or both kinds of quote", spec.name)
     if spec.name != path.stem:
         raise source.error(("name",), f"the file's stem {path.stem!r}", spec.name)
     written = spec._written = frozenset(spec.profiles)

@@ -166,6 +166,10 @@ def test_data_dir_is_this_machine_s_for_the_embedded_ray_and_the_nodes_for_a_clu
     monkeypatch.delenv("ORTHO_DATA_DIR")
     assert ray_session.data_dir_variables(None, "10.0.0.1:6379") == {}
     assert "ORTHO_DATA_DIR" not in os.environ
+    with pytest.raises(ConfigError) as refused:
+        ray_session.data_dir_variables("data", None)  # no such folder here
+    assert refused.value.field == "data_dir" and "ORTHO_DATA_DIR" not in os.environ
+    (tmp_path / "data").mkdir()
     assert ray_session.data_dir_variables("data", None) == {}
     assert os.environ["ORTHO_DATA_DIR"] == str(tmp_path / "data")  # the Ray started inherits
     assert ray_session.data_dir_variables("~/data", "10.0.0.1:6379") == {
@@ -252,10 +256,16 @@ def test_auto_is_refused_where_ray_would_find_no_cluster_or_a_dead_one(monkeypat
     with pytest.raises(ConfigError, match="none is running: `ray start --head` starts one"):
         ray_session.check_address("auto")
     dead = free_port()
-    for found, says in ((f"127.0.0.1:{dead}", f"where auto found one (127.0.0.1:{dead}, "),
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    for found, says in ((f"127.0.0.1:{dead}", f"(auto found 127.0.0.1:{dead} where `ray "
+                                              "start` left it) that answers (connection "),
                         (f"127.0.0.1:{not_ray['web']}", "is not Ray"),
                         ("http://127.0.0.1:8265", "auto found http://127.0.0.1:8265 in "
-                                                  "$RAY_ADDRESS")):
+                                                  "$RAY_ADDRESS"),
+                        ("garbage", "or auto for the one started on this machine (auto "
+                                    "found garbage in $RAY_ADDRESS)")):
+        if found in ("http://127.0.0.1:8265", "garbage"):
+            monkeypatch.setenv("RAY_ADDRESS", found)  # where auto found it
         monkeypatch.setattr(services, "get_ray_address_from_environment",
                             lambda addr, temp_dir, found=found: found)
         began = time.monotonic()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 import yaml
 
 from ortho_core.errors import ConfigError
-from sweeps import contract, lookup, tracking
+from sweeps import contract, lookup, runner, tracking
 from sweeps.cli import build_parser, main
 from sweeps.runner import PROJECT_ROOT
 from sweeps.status import rate
@@ -289,9 +290,8 @@ def test_an_unknown_sweep_is_bad_input_that_lists_the_sweeps(tmp_path, capsys):
     for action in ("status", "resume"):
         assert main(["sweep", action, "20261121-100000-cccc", "--home", str(home)]) == 2
         err = capsys.readouterr().err
-        assert err.startswith(f"ortho sweep {action}: invalid sweep: expected a sweep id (UTC "
-                              "date-time-4 hex digits, e.g. 20261121-070102-ab12) or the name "
-                              f"of a spec with sweeps in sqlite:///{home}/"), err
+        assert err.startswith(f"ortho sweep {action}: invalid sweep: expected the id of a "
+                              f"sweep in sqlite:///{home}/"), err
         assert ("(the latest: 20261121-100000-bbbb toy/smoke finished; "
                 "20261120-100000-aaaa ff-mnist/smoke running) (got '20261121-100000-cccc')") \
             in err
@@ -588,6 +588,50 @@ def test_resources_beyond_this_machine_are_refused_at_their_line_before_ray(
         "at most the 0.5 CPUs of this machine, where the sweep starts its Ray (or --address "
         "of a cluster that has them) (got 1.0)\n")
     assert not home.exists()
+
+
+@pytest.mark.parametrize("option", ["--home", "--tracking-uri", "--storage", "--data-dir",
+                                    "--optuna-storage"])
+def test_an_empty_value_is_refused_not_read_as_not_given(option, tmp_path, monkeypatch, capsys,
+                                                         no_ray):
+    """``--home ""`` tracked into the working directory; ``--data-dir ""`` and
+    ``--optuna-storage ""`` fell back to their defaults, the latter even on a grid spec."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:  # argparse's exit, as the command line's
+        main(["sweep", "run", "synthetic-max-length", "--profile", "smoke", option, ""])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        f"ortho sweep run: error: argument {option}: expected a value, not an empty string "
+        "(see ortho sweep run --help)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_data_dir_that_is_no_folder_is_refused_naming_data_dir(tmp_path, capsys, no_ray):
+    """It was refused as $ORTHO_DATA_DIR's, naming no field, by the data check."""
+    missing = tmp_path / "nowhere"
+    assert main(["sweep", "run", "ff-mnist", "--profile", "smoke", "--home",
+                 str(tmp_path / "home"), "--data-dir", str(missing)]) == 2
+    assert capsys.readouterr().err == (
+        "ortho sweep run: invalid data_dir: expected an existing folder holding the datasets "
+        f"(got '{missing}')\n")
+
+
+def test_an_optuna_storage_is_opened_before_ray_and_one_in_memory_refused(tmp_path):
+    """A storage that cannot be opened was refused after Ray's start (7.5 s); an in-memory
+    one was taken, and the studies went with the driver."""
+    from sweeps.spec import load_spec, resolve
+    from tests.sweeps.spec.helpers import OPTUNA, write
+
+    spec = resolve(load_spec(write(tmp_path, OPTUNA)), "smoke")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    for url, says in (("garbage", "an Optuna storage URL this driver can open"),
+                      ("sqlite://", "a database that outlives this process"),
+                      ("sqlite:///:memory:", "a database that outlives this process")):
+        with pytest.raises(ConfigError, match=re.escape(says)) as refused:
+            runner._study_url(spec, url, uri)
+        assert refused.value.field == "optuna_storage"
+    assert runner._study_url(spec, None, uri) == f"sqlite:///{tmp_path}/optuna.db"
+    assert (tmp_path / "optuna.db").is_file()  # opened, and so made, before Ray starts
 
 
 def test_optuna_storage_is_refused_for_a_grid_spec(monkeypatch, capsys, tmp_path, no_ray):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 import sweeps
 from ortho_core.errors import ConfigError
-from sweeps.spec import available_specs, load_spec
+from sweeps.spec import SpecError, available_specs, load_spec
+from tests.sweeps.spec.helpers import BASE
 
 
 def test_available_specs_lists_every_shipped_file_sorted():
@@ -47,3 +49,14 @@ def test_missing_file():
     with pytest.raises(ConfigError) as info:
         load_spec("/no/such/dir/spec.yaml")
     assert info.value.field == "spec"
+
+
+@pytest.mark.parametrize("name", ["a b", "a\\b", "x'y\"z"])
+def test_a_name_no_search_could_find_is_refused(tmp_path, name):
+    """A spec named ``a b`` ran, and then ``status``, ``resume`` and ``report`` could not
+    find its sweeps by name."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(BASE.replace("name: t\n", f"name: {json.dumps(name)}\n"))
+    with pytest.raises(SpecError) as info:
+        load_spec(str(path))
+    assert (info.value.field, info.value.line) == ("name", 1)
