@@ -1,6 +1,7 @@
 """Fixtures of every test directory: ``store``, an empty MLflow store of each kind a sweep
-can track into (as optuna runs its storage tests against every storage), and ``browser``,
-headless Chromium (:mod:`tests.browser`).
+can track into (as optuna runs its storage tests against every storage), ``browser``,
+headless Chromium (:mod:`tests.browser`), and ``smoke_home``, the real smoke sweep of the
+spec a test's ``@pytest.mark.smoke_sweep(SPEC)`` names (:mod:`tests.smoke`).
 
 - ``sqlite``: the embedded default, a SQLite database in the test's ``tmp_path``;
 - ``server``: an MLflow tracking server backed by PostgreSQL (:mod:`tests.servers`), started
@@ -24,15 +25,20 @@ import pytest
 from sweeps.testing import sqlite_store
 from tests.browser import browser
 from tests.servers import MLflowServer, Postgres, mlflow_server, postgres, start_mlflow
+from tests.smoke import SmokeSweeps, shared_root
 
 __all__ = ["browser", "mlflow_server", "postgres", "server_stores", "store"]
 
 LONGEST_FIRST = ("tests/sweeps/test_resume.py", "tests/sweeps/test_runner.py",
                  "tests/analysis/test_report_cli.py", "tests/cluster/test_two_node.py",
-                 "tests/cluster/test_tracking_outage.py", "tests/cluster/test_load.py")
-"""The modules that take longest, 1.5-5 minutes each on 2 cores (``--durations=0``, summed
-per module): collected first, in this order, so that pytest-xdist's ``loadscope``, which
-hands modules out in collection order, starts them first and the short ones fill in around
+                 "tests/cluster/test_load.py", "tests/cluster/test_tracking_outage.py",
+                 "tests/sweeps/test_writer.py", "tests/analysis/test_reproduce.py",
+                 "tests/cluster/test_exposure.py", "tests/sweeps/test_pack_size.py",
+                 "tests/sweeps/test_studies_command.py", "tests/sweeps/test_late_interrupt.py")
+"""The modules that take longest, 1-8 minutes each on 2 cores (``--durations``, summed per
+module, 2026-12-07): collected first, in this order, so that pytest-xdist's ``loadscope``,
+which hands modules out in collection order (with ``--no-loadscope-reorder``, in
+``pyproject.toml``), starts them first and the short ones fill in around
 them, rather than one long module running alone at the end of the session."""
 
 
@@ -113,3 +119,42 @@ def server_stores(postgres: Postgres) -> Iterator[ServerStores]:
     """:class:`ServerStores` for the session (skipped where PostgreSQL is missing)."""
     with ExitStack() as stack:
         yield ServerStores(postgres, stack)
+
+
+SMOKE_MARK = "smoke_sweep"
+"""``@pytest.mark.smoke_sweep(SPEC)``: the test reads the real smoke sweep of SPEC from the
+``smoke_home`` fixture (:mod:`tests.smoke`)."""
+_SMOKE_SPECS = pytest.StashKey[list[str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register :data:`SMOKE_MARK` (the suite runs with ``--strict-markers``)."""
+    config.addinivalue_line("markers", f"{SMOKE_MARK}(spec): the test reads the smoke sweep "
+                            "of spec from smoke_home (run once per session, with those of "
+                            "every other selected test, in one subprocess)")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Note the specs whose smoke sweeps the selected tests read (after ``-k``/``-m``
+    deselected the others), so that the first of them runs exactly those."""
+    specs = [mark.args[0] for item in session.items for mark in item.iter_markers(SMOKE_MARK)]
+    session.config.stash[_SMOKE_SPECS] = list(dict.fromkeys(specs))
+
+
+@pytest.fixture(scope="session")
+def smoke_sweeps(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> SmokeSweeps:
+    """The session's smoke sweeps, all in one home, run on first use (by one worker for all
+    under pytest-xdist)."""
+    return SmokeSweeps(shared_root(tmp_path_factory), request.config.stash.get(_SMOKE_SPECS, []))
+
+
+@pytest.fixture
+def smoke_home(request: pytest.FixtureRequest, smoke_sweeps: SmokeSweeps) -> Path:
+    """The shared home (SQLite store ``mlflow.db``) holding the finished smoke sweep of the
+    spec the test's ``smoke_sweep`` mark names (read-only: other specs' tests read it too)."""
+    mark = request.node.get_closest_marker(SMOKE_MARK)
+    if mark is None:
+        raise pytest.UsageError(f"{request.node.nodeid} uses smoke_home without a "
+                                f"@pytest.mark.{SMOKE_MARK}(spec) mark")
+    return smoke_sweeps.home_of(mark.args[0])

@@ -2,7 +2,7 @@
 sweep is tracked (DESIGN.md "What MLflow holds"), no runner involved; built once per session
 for each kind of store (``built_store``; ``store`` is the SQLite one, whose database a test
 can copy with :func:`copy_store`). Real smoke sweeps: ``smoke_home`` for a test marked
-``@pytest.mark.smoke_sweep(SPEC)`` (:mod:`tests.analysis.smoke`).
+``@pytest.mark.smoke_sweep(SPEC)`` (:mod:`tests.smoke`, in ``tests/conftest.py``).
 
 Experiment ``orth-pretrain-convergence`` holds sweep ``pc-1`` (:data:`PRETRAIN_STEPS`).
 Experiment ``synthetic-max-length`` holds two sweeps:
@@ -43,7 +43,6 @@ from ortho_core.reporting import Outcome, Result
 from sweeps import tracking
 from sweeps.testing import raced_claims, sqlite_store, start_sweep, track
 from sweeps.tracking.cells import expected_cells
-from tests.analysis.smoke import SmokeSweeps, shared_root
 from tests.conftest import STORE_PARAMS, new_store
 
 SPEC = "synthetic-max-length"
@@ -123,45 +122,6 @@ SW1: list[Trial] = [
 """Child runs of sweep ``sw-1`` (created in the order of ``start``)."""
 
 SW0: list[Trial] = [Trial("temporal_order", "plain", 0.1, max_len=20, iters=300, start=2)]
-
-
-SMOKE_MARK = "smoke_sweep"
-"""``@pytest.mark.smoke_sweep(SPEC)``: the test reads the real smoke sweep of SPEC from the
-``smoke_home`` fixture (:mod:`tests.analysis.smoke`)."""
-_SMOKE_SPECS = pytest.StashKey[list[str]]()
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Register :data:`SMOKE_MARK` (the suite runs with ``--strict-markers``)."""
-    config.addinivalue_line("markers", f"{SMOKE_MARK}(spec): the test reads the smoke sweep "
-                            "of spec from smoke_home (run once per session, with those of "
-                            "every other selected test, in one subprocess)")
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Note the specs whose smoke sweeps the selected tests read (after ``-k``/``-m``
-    deselected the others), so that the first of them runs exactly those."""
-    specs = [mark.args[0] for item in session.items for mark in item.iter_markers(SMOKE_MARK)]
-    session.config.stash[_SMOKE_SPECS] = list(dict.fromkeys(specs))
-
-
-@pytest.fixture(scope="session")
-def smoke_sweeps(request: pytest.FixtureRequest,
-                 tmp_path_factory: pytest.TempPathFactory) -> SmokeSweeps:
-    """The session's smoke sweeps, all in one home, run on first use (by one worker for all
-    under pytest-xdist)."""
-    return SmokeSweeps(shared_root(tmp_path_factory), request.config.stash.get(_SMOKE_SPECS, []))
-
-
-@pytest.fixture
-def smoke_home(request: pytest.FixtureRequest, smoke_sweeps: SmokeSweeps) -> Path:
-    """The shared home (SQLite store ``mlflow.db``) holding the finished smoke sweep of the
-    spec the test's ``smoke_sweep`` mark names (read-only: other specs' tests read it too)."""
-    mark = request.node.get_closest_marker(SMOKE_MARK)
-    if mark is None:
-        raise pytest.UsageError(f"{request.node.nodeid} uses smoke_home without a "
-                                f"@pytest.mark.{SMOKE_MARK}(spec) mark")
-    return smoke_sweeps.home_of(mark.args[0])
 
 
 def frame_runs(frame: pd.DataFrame, spec: str, spec_text: str | None) -> SweepRuns:

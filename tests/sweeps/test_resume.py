@@ -299,16 +299,17 @@ def test_a_killed_driver_leaves_a_sweep_that_resumes(tmp_path, drivers):
     assert tracker_of(home).find_sweep(record.ref.sweep_id).status == "FINISHED"
 
 
-def test_a_resumed_optuna_sweep_continues_its_studies(tmp_path, tracked, monkeypatch):
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_a_resumed_optuna_sweep_continues_its_studies(tmp_path):
     """Cell 0's pack of 2 trains, cell 1's fails at its first attempt: a resume loads the
     same studies, trains cell 1's two points again (the same points: each configuration ends
-    with one run) and cell 0's not at all; every member is a COMPLETE trial in the end."""
+    with one run) and cell 0's not at all; every member is a COMPLETE trial in the end. (The
+    embedded store only: a resume on a server is the killed driver's test's, and studies in
+    PostgreSQL beside a server's runs are ``test_studies``'s.)"""
     import optuna
 
     from sweeps.studies import storage_url
 
-    if tracked.kind == "server":
-        monkeypatch.setenv("ORTHO_OPTUNA_STORAGE", f"sqlite:///{tmp_path}/optuna.db")
     counters = tmp_path / "counters"
     counters.mkdir()
     spec = write_spec(tmp_path, fixed={"counter_dir": str(counters)},

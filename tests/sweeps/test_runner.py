@@ -27,7 +27,7 @@ from sweeps.trial import resolve_device, trial_threads
 from sweeps.tune_run import MAX_STAGED, staged_trials, storage_path
 from tests.servers import free_port, listeners
 from tests.sweeps import toy_experiment
-from tests.sweeps.helpers import DATA_DIR, child_runs, new_home, store, toy_ray, write_spec
+from tests.sweeps.helpers import child_runs, new_home, store, toy_ray, write_spec
 
 pytestmark = pytest.mark.usefixtures(toy_ray.__name__)
 
@@ -44,24 +44,26 @@ def test_embedded_ray_listens_on_loopback_only():
     assert [s for s in ours if not s.loopback] == [], ours
 
 
-def test_synthetic_smoke_end_to_end(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORTHO_DATA_DIR", DATA_DIR)
-    home = new_home(tmp_path)
-    out = io.StringIO()
-    final = run_sweep("synthetic-max-length", "smoke", home=home, stream=out)
+@pytest.mark.smoke_sweep("synthetic-max-length")
+def test_synthetic_smoke_end_to_end(smoke_home, smoke_sweeps, tmp_path):
+    """The session's smoke sweep of ``synthetic-max-length`` (``ortho sweep run``, as every
+    analysis test of a real sweep reads it: :mod:`tests.smoke`)."""
     spec = resolve(load_spec("synthetic-max-length"), "smoke")
     cells = spec.cells()
-    assert final.state == "finished" and final.done == len(cells) == 8 and final.failed == 0
-    assert out.getvalue().startswith(f"sweep {final.sweep_id}: synthetic-max-length/smoke, "
-                                     "8 configurations in 2 trials")
-
-    t = store(home)
-    record = t.find_sweep(final.sweep_id)
+    t = store(smoke_home)
+    record = t.find_sweep(spec="synthetic-max-length")
+    sweep_id = record.ref.sweep_id
+    first, *lines = smoke_sweeps.output_of("synthetic-max-length").splitlines()
+    assert first.startswith(f"sweep {sweep_id}: synthetic-max-length/smoke, "
+                            "8 configurations in 2 trials")
+    last = next(line for line in lines if line.startswith(f"sweep {sweep_id} ") and
+                " done, " in line and " finished in " in line)
+    assert len(cells) == 8 and "synthetic-max-length/smoke: 8/8 done, best " in last
     parent = t.client.get_run(record.ref.parent_run_id)
     assert t.client.get_experiment(parent.info.experiment_id).name == "synthetic-max-length"
     assert parent.info.status == "FINISHED"
     tags = parent.data.tags
-    assert tags[tracking.SWEEP_ID] == final.sweep_id
+    assert tags[tracking.SWEEP_ID] == sweep_id
     assert tags[tracking.SPEC] == "synthetic-max-length"
     assert tags[tracking.PROFILE] == "smoke"
     assert tags[tracking.SPEC_SHA256] == spec.sha256
@@ -70,7 +72,7 @@ def test_synthetic_smoke_end_to_end(tmp_path, monkeypatch):
                                                 str(tmp_path)))
     assert resolved.read_text() == spec.text
 
-    runs = child_runs(home, final.sweep_id)
+    runs = child_runs(smoke_home, sweep_id)
     by_key = {r.data.tags[tracking.TRIAL_KEY]: r for r in runs}
     assert len(runs) == len(by_key) == 8
     assert set(by_key) == {trial_key("synthetic", c.params) for c in cells}
@@ -98,8 +100,9 @@ def test_synthetic_smoke_end_to_end(tmp_path, monkeypatch):
         header, *rows = csv.splitlines()
         assert header.startswith("step,") and "val_error" in header.split(",")
         assert [int(r.split(",")[0]) for r in rows] == steps
-    assert final.best == max(json.loads(r.data.tags[tracking.SUMMARY])["max_seq_len_solved"]
-                             for r in runs)
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    best = max(json.loads(r.data.tags[tracking.SUMMARY])["max_seq_len_solved"] for r in runs)
+    assert f"best max_seq_len_solved {best:g}," in last
 
 
 def test_credentials_of_the_tracking_uri_are_never_shown_or_tracked(tmp_path, monkeypatch):
@@ -349,8 +352,10 @@ def test_auto_device_follows_the_trials_gpus():
     assert resolve_device({"device": "cuda:1"}) == {"device": "cuda:1"}
 
 
-@pytest.mark.parametrize(("cpu", "threads"), [(1, 1), (2, 2), (0.5, 1)])
+@pytest.mark.parametrize(("cpu", "threads"), [(2, 2), (0.5, 1)])
 def test_a_trial_computes_with_the_threads_of_its_cpus(tmp_path, cpu, threads):
+    """Torch's threads are the trial's CPUs, rounded down to at least one, not the
+    ``OMP_NUM_THREADS`` (3) Ray's processes inherit."""
     path = write_spec(tmp_path, space={"x": [0.3]}, resources={"cpu": cpu})
     home = new_home(tmp_path)
     final = run_sweep(str(path), "smoke", home=home, stream=io.StringIO())

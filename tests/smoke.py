@@ -1,8 +1,8 @@
-"""The real smoke sweeps the analysis tests read: ``ortho sweep run SPEC --profile smoke`` for
-every spec the selected tests name, all in ONE subprocess (one Python start with its imports,
-one embedded Ray start, the runner reusing that Ray for each sweep as
-``benchmarks/sweep_throughput.py`` does) and into ONE shared home: each spec is its own MLflow
-experiment, so the tests of one spec do not see another's runs.
+"""The real smoke sweeps tests read (``smoke_home``, ``tests/conftest.py``): ``ortho sweep run
+SPEC --profile smoke`` for every spec the selected tests name, all in ONE subprocess (one
+Python start with its imports, one embedded Ray start, the runner reusing that Ray for each
+sweep as ``benchmarks/sweep_throughput.py`` does) and into ONE shared home: each spec is its
+own MLflow experiment, so the tests of one spec do not see another's runs.
 
 Why one subprocess rather than one per spec: each would pay about 3 s of imports and 3-4 s of
 Ray starting and stopping on top of its few seconds of training. Why a subprocess at all: the
@@ -98,6 +98,11 @@ class SmokeSweeps:
         message = f"smoke sweep of {spec}: exit status {result['status']}\n{result['output']}"
         assert result["status"] == 0, message
         return self.home
+
+    def output_of(self, spec: str) -> str:
+        """What ``ortho sweep run`` printed for ``spec``'s smoke sweep (run first if need be)."""
+        self.home_of(spec)
+        return self._results[spec]["output"]
 
     def _run(self, specs: list[str]) -> None:
         """Run the smoke sweeps of ``specs`` in one subprocess on the embedded default (Ray
