@@ -31,15 +31,12 @@ __all__ = ["browser", "mlflow_server", "postgres", "server_stores", "store"]
 
 LONGEST_FIRST = ("tests/sweeps/test_resume.py", "tests/sweeps/test_runner.py",
                  "tests/analysis/test_report_cli.py", "tests/cluster/test_two_node.py",
-                 "tests/cluster/test_load.py", "tests/cluster/test_tracking_outage.py",
-                 "tests/sweeps/test_writer.py", "tests/analysis/test_reproduce.py",
-                 "tests/cluster/test_exposure.py", "tests/sweeps/test_pack_size.py",
-                 "tests/sweeps/test_studies_command.py", "tests/sweeps/test_late_interrupt.py")
-"""The modules that take longest, 1-8 minutes each on 2 cores (``--durations``, summed per
-module, 2026-12-07): collected first, in this order, so that pytest-xdist's ``loadscope``,
-which hands modules out in collection order (with ``--no-loadscope-reorder``, in
-``pyproject.toml``), starts them first and the short ones fill in around
-them, rather than one long module running alone at the end of the session."""
+                 "tests/cluster/test_tracking_outage.py", "tests/cluster/test_load.py")
+"""Modules that take longest (``--durations``, summed per module), collected first. Under
+pytest-xdist 3.7+ this decides only among modules with the same number of tests: its
+``loadscope`` hands modules out by their number of tests, most first, then in collection
+order. Handing these out first (``--no-loadscope-reorder``) was tried and left off: see
+``pyproject.toml``."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
