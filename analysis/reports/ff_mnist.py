@@ -224,7 +224,8 @@ def ff_claims(runs: SweepRuns) -> list[Claim]:
                             + (f" ({evidence(shown, unit=' %')})" if shown else "")))
     else:
         claims.append(ordered("M-T4", text, shown, list(shown), unit=" %",
-                              partial=any(m[1] for m in measured.values() if m[0] is not None)))
+                              partial=any(m[1] for m in measured.values() if m[0] is not None),
+                              rising=True))
     return claims
 
 

@@ -156,7 +156,8 @@ def polyphonic_claims(runs: SweepRuns) -> list[Claim]:
     text = ("MuseData test NLL grows with H, the smallest width best (paper "
             + " / ".join(f"{TABLE_4_2[h].test:.2f}" for h in sorted(TABLE_4_2)) + " for H = "
             + ", ".join(map(str, sorted(TABLE_4_2))) + ")")
-    claims = [ordered("G-T42", text, shown, list(shown), partial=partial) if len(shown) >= 2
+    claims = [ordered("G-T42", text, shown, list(shown), partial=partial, rising=True)
+              if len(shown) >= 2
               else judge("G-T42", text, None, "fewer than two widths measured on MuseData at "
                          f"α = {MUSIC_PROTOCOL['lr']:g}")]
     best, g = _best_musedata(runs)
@@ -190,7 +191,7 @@ def table_4_3(runs: SweepRuns) -> Table:
     for convention, suffix in (("G eq. 4.2", ""), ("pooled", "_frame")):
         values = [None if best is None else best.get(f"metrics.selected_{split}_nll{suffix}")
                   for split in ("train", "test")]
-        rows.append([label, Cell(values[0], ".2f", g.partial), Cell(values[1], ".2f", g.partial),
+        rows.append([label, *(OUTSIDE if absent else Cell(v, ".2f", g.partial) for v in values),
                      convention])
     return Table(name="polyphonic-table-4-3",
                  title="G Table 4.3 — MuseData NLL per time step beside the published results",

@@ -94,10 +94,11 @@ def _order(values: dict[str, float | None]) -> list[str]:
 
 def _switch_first(ranked: dict[str, float | None]) -> bool | None:
     """Whether the switching variant converged in fewer iterations than both other
-    directions (None while one of them has no finished run): the decision of both the
-    table's verdict note and the G-T41 claim."""
+    directions (None while one of them has no finished run, or when no run of any direction
+    converged: three budgets run out order nothing): the decision of both the table's verdict
+    note and the G-T41 claim."""
     known = {d: v for d, v in ranked.items() if v is not None}
-    if len(known) < len(ranked):
+    if len(known) < len(ranked) or all(math.isinf(v) for v in known.values()):
         return None
     switch = known["simplex_switch"]
     return not math.isinf(switch) and all(
@@ -118,6 +119,8 @@ def verdict(cells: pd.DataFrame) -> list[str]:
     measured = _order(ranked)
     names = [DIRECTIONS[d] + (" (none converged)" if math.isinf(ranked[d] or 0.0) else "")
              for d in measured]
+    if all(math.isinf(ranked[d] or 0.0) for d in measured):
+        names = []
     line = "Measured order (fastest first): " + (", ".join(names) or "none converged") + \
         "; Table 4.1's: " + ", ".join(DIRECTIONS[d] for d in _order(dict(TABLE_4_1))) + \
         "; Fig. 4.2's caption: " + ", ".join(DIRECTIONS[d] for d in FIG_4_2_ORDER) + "."
@@ -127,6 +130,8 @@ def verdict(cells: pd.DataFrame) -> list[str]:
     elif first is not None:
         result = "Verdict: differs from G — the simplex direction with switching does not " \
                  "converge first."
+    elif all(v is not None for v in ranked.values()):
+        result = "Verdict: none — no run of any direction converged within its budget."
     else:
         result = "Verdict: none — some direction has no finished run."
     return [result, line]

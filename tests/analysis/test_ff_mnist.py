@@ -132,6 +132,18 @@ def test_the_protocol_note_takes_m_s_code_s_eleven_hidden_layers_as_the_paper_s(
     assert not any("Protocol differs" in note for note in ff_mnist.table_iii(runs).notes)
 
 
+@pytest.mark.parametrize(("accuracies", "status"), [((0.80, 0.90), "holds"),
+                                                    ((0.90, 0.80), "does not hold"),
+                                                    ((0.1135, 0.1135), "does not hold")])
+def test_the_table_iv_claim_needs_accuracy_to_fall_with_alpha(accuracies, status):
+    """M-T4: accuracy falls as α falls; the same accuracy at every α (a net that learned
+    nothing at either) does not bear it out."""
+    rows = [(f"o{i}", "open", lr, 1.0, "solved", acc)
+            for i, (lr, acc) in enumerate(zip((1e-3, 1e-2), accuracies, strict=True))]
+    claim = next(c for c in ff_mnist.ff_claims(ff_sweep_runs(rows)) if c.source == "M-T4")
+    assert claim.status == status
+
+
 def test_without_a_spec_only_tracked_runs_count():
     table = ff_mnist.table_iii(ff_sweep_runs(FF_RUNS[:3], spec_text=None))
     rows = {row[0].text(): [c.marked() for c in row] for row in table.rows}

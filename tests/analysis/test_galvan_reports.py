@@ -252,6 +252,22 @@ def test_a_direction_none_of_whose_runs_converged_ranks_last(unconverged, status
     assert order.endswith(f"{simplex_direction.DIRECTIONS[unconverged]} (none converged)")
 
 
+def test_no_direction_converging_orders_nothing():
+    """Every run of every direction out of its budget: nothing says which is fastest, so G-T41
+    is not measured and the measured order is none (not the three in the table's order)."""
+    runs = sd_runs()
+    runs.runs["outcome"] = "unsolved"
+    runs.runs["metrics.iters_to_solve"] = None
+    cells = simplex_direction.direction_cells(runs)
+    claim = simplex_direction.simplex_claim(cells)
+    assert (claim.status, claim.evidence) == ("not measured", "simplex with switching none "
+                                              "converged, anti-gradient none converged, "
+                                              "simplex none converged")
+    result, order = simplex_direction.verdict(cells)
+    assert result == "Verdict: none — no run of any direction converged within its budget."
+    assert order.startswith("Measured order (fastest first): none converged;")
+
+
 class SDHistories:
     """``val_loss`` halves every 500 iterations from the run's index."""
 

@@ -103,6 +103,27 @@ def test_table_4_3_sets_the_best_on_validation_beside_the_references():
                         [label, "5.70†", "7.60†", "pooled"]]
 
 
+def test_table_4_3_says_not_in_profile_for_a_sweep_without_musedata():
+    runs = sweep_runs()
+    runs.runs["params.dataset"] = "jsb_chorales"
+    runs = frame_runs(runs.runs, SPEC, SPEC_TEXT.replace("musedata", "jsb_chorales"))
+    table = pm.table_4_3(runs)
+    assert [[c.marked() for c in row] for row in table.rows[3:]] == [
+        ["this sweep, best on validation", "not in profile", "not in profile", convention]
+        for convention in ("G eq. 4.2", "pooled")]
+    assert table.notes[0].startswith("This sweep has no MuseData configuration")
+
+
+@pytest.mark.parametrize(("tests", "status"), [((6.5, 6.6), "holds"), ((6.6, 6.5), "does not hold"),
+                                               ((6.5, 6.5), "does not hold")])
+def test_the_width_claim_needs_the_nll_to_grow(tests: tuple[float, float], status: str):
+    """G-T42: the test NLL grows with H; the same NLL at every width does not bear it out."""
+    rows = [(f"{h}-{s}", h, 0.001, s, "solved", (6.0, 5.0, test, 7.0, 10))
+            for h, test in zip((50, 100), tests, strict=True) for s in (0, 1)]
+    claim = pm.polyphonic_claims(sweep_runs(rows))[0]
+    assert (claim.source, claim.status) == ("G-T42", status)
+
+
 def test_published_music_values_are_g_tables_4_2_and_4_3():
     assert {h: (p.test, p.train) for h, p in galvan.TABLE_4_2.items()} == {
         50: (6.44, 6.20), 100: (6.53, 6.10), 200: (6.58, 6.03), 300: (6.82, 6.21)}
