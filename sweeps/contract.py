@@ -123,7 +123,7 @@ PARENT = "mlflow.parentRunId"
 RUN_NAME = "mlflow.runName"
 """Parent and child: the run's name as MLflow's UI shows it (MLflow's own tag): a child's
 names the configuration keys that vary within its sweep (:mod:`sweeps.naming`), a parent's
-its spec and profile."""
+its profile and the end of its sweep id (``cpu · ff2c``; the experiment is the spec)."""
 NOTE = "mlflow.note.content"
 """Parent: the description MLflow's UI shows (the spec's description, profile and sweep id)."""
 

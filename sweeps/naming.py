@@ -21,7 +21,7 @@ config keys that vary within its sweep, in the papers' symbols (DESIGN.md "Names
 The driver names the grid when it plans (:func:`sweeps.plan.build_plan`, from every cell of
 the spec, finished ones included, so a resume gives the same names) and the Optuna members
 when it asks their points (:mod:`sweeps.searcher`); a trial hands the name to the claim as
-:data:`sweeps.contract.RUN_NAME`. A parent run is named ``profile · <id>``
+:data:`sweeps.contract.RUN_NAME`. A parent run is named ``profile · <end of the sweep id>``
 (:func:`sweep_name`), with :func:`sweep_note` as its description.
 """
 

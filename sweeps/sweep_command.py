@@ -121,10 +121,11 @@ with --no-wait; the job goes on either way).
 
 Paths given to the job are the cluster's: --home, --storage, --data-dir and --python name
 places on its nodes. The tracking URI reaches the job in its environment, not on its command
-line, and is printed with its password masked. A cluster with token authentication is
-reached as "ray job" reaches it (RAY_AUTH_MODE=token with RAY_AUTH_TOKEN,
-RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token). A cluster that answers it has no job agent ready
-yet (one just started) is asked again every 5 s for up to a minute.
+line; one holding a password or token is refused (Ray writes a job's environment into the
+cluster's logs): the head takes its credentials from the cluster's secrets. A cluster
+with token authentication is reached as "ray job" reaches it (RAY_AUTH_MODE=token with
+RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token). A cluster that answers it has
+no job agent ready yet (one just started) is asked again every 5 s for up to a minute.
 
 Exit status: 0 when the job succeeded, 1 when it failed, 2 for bad input (a cluster that
 refuses this machine's token included).""",

@@ -113,7 +113,8 @@ class Config:
     eval_size: int = 2000
     """MNIST: training images the training error is measured on at each evaluation."""
     solved_error: float = 0.05
-    """A member whose best training error reaches this fraction or less is ``solved``."""
+    """A member whose best training error reaches this fraction or less is ``solved`` (it
+    trains on to ``max_iters``: N's tables report the whole run)."""
     reproject_every: int = 100
     """Steps between re-projections of Q onto the orthogonal group (0: never)."""
     dtype: Literal["float32", "float64"] = "float32"

@@ -92,7 +92,8 @@ class Config:
     learned_margin: float = 0.1
     """A member ``solved`` the task (learned: left the baseline) once its test accuracy after
     some training exceeds the majority-class fraction of the test set by this much (an
-    untrained network scores at chance, about 10 %, give or take a few points)."""
+    untrained network scores at chance, about 10 %, give or take a few points). A solved
+    member trains on to its budget, as M's accuracy curves do."""
     preprocessing: Literal["unit", "standardise"] = "standardise"
     """``standardise``: every pixel at zero mean and unit variance over its split, as M's code
     feeds MNIST; ``unit``: value / 255 (:mod:`ortho_core.data.mnist`)."""

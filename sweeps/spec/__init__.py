@@ -33,7 +33,9 @@ The modules, each importing only those above it:
 - :mod:`~sweeps.spec.resolved`: :func:`resolve` and :class:`ResolvedSpec`.
 
 This package imports neither the trainers' code (until :func:`resolve` or :func:`trial_key`)
-nor torch, Ray or MLflow, so that ``analysis`` may read specs too.
+nor torch, Ray or MLflow, so that the CLI checks a spec in a fraction of a second. ``analysis``
+does not import it (the layer contracts forbid it): it reads the resolved spec and the cells
+a sweep stored with its parent run.
 
     >>> spec = resolve(load_spec("synthetic-max-length"), "smoke")
     >>> len(spec.cells()), sorted({cell.params["variant"] for cell in spec.cells()})

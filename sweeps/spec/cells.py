@@ -197,8 +197,9 @@ def trial_key(experiment: str, params: Mapping[str, Any]) -> str:
     ``ADDED_FIELDS`` that holds its default, so that keys stored before the field existed stay
     valid; a field of its ``FORMER_DEFAULTS`` that holds its default is hashed at its former
     one, so that keys stored before the default changed stay valid. MLflow tags each child
-    run with it (``ortho.trial_key``) so that a resumed or retried configuration reuses its
-    run.
+    run with it (``ortho.trial_key``), so that a resumed or retried configuration is found:
+    a finished one is kept, one that did not finish is replaced by a new run
+    (:mod:`sweeps.tracking.layout`).
     """
     module = experiments.get(experiment)
     config = from_dict(module.Config, params)

@@ -2,7 +2,7 @@
 :mod:`sweeps.contract` names its tags and artifacts).
 
 - One experiment per spec, named after it.
-- One parent run per sweep (named ``profile · <id>``: :mod:`sweeps.naming`), tagged
+- One parent run per sweep (named ``profile · <end of the sweep id>``: :mod:`sweeps.naming`), tagged
   ``ortho.sweep_id``, ``ortho.spec``, ``ortho.profile``, ``ortho.spec_sha256``, and the
   code's ``ortho.git_sha``, ``ortho.git_dirty``, ``ortho.version`` (as is every child run),
   described by ``mlflow.note.content``; the resolved spec
