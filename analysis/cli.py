@@ -183,7 +183,8 @@ def register_report(sub: argparse._SubParsersAction) -> None:
                    "figures, written under --out (default: this folder)")
     p.add_argument("--out", type=out_folder,
                    help="write tables and PNG figures under this folder (default: print the "
-                   "tables only; --format html writes its page in the current folder)")
+                   "tables only); --format html writes its one page there, the figures inside "
+                   "it (default: the current folder)")
     _store_arguments(p)
     _ui_argument(p)
     p.add_argument("--refresh", action="store_true",

@@ -11,11 +11,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from matplotlib import ticker
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 NO_DATA = "No run of this sweep holds its data."
 """What a figure with nothing to plot says when it says nothing else."""
+
+
+def plain_narrow_log_ticks(ax: Axes) -> None:
+    """Give a log axis that spans less than a decade a few ticks labelled as plain numbers.
+
+    matplotlib labels such an axis at its minor ticks in scientific notation to as many
+    digits as it takes to tell them apart (``6.1537 × 10¹``, ``6.1536 × 10¹`` on a flat NLL
+    curve) or at two ticks only (``10⁰``, ``2 × 10⁰``); over less than a decade a log axis is
+    nearly linear, so evenly spaced ticks read as plain numbers (``61.5366``) say more."""
+    for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        low, high = sorted((low, high))
+        if axis.get_scale() != "log" or low <= 0 or high >= 10 * low:
+            continue
+        axis.set_major_locator(ticker.MaxNLocator(5))
+        axis.set_major_formatter(ticker.ScalarFormatter(useOffset=False))
+        axis.set_minor_locator(ticker.NullLocator())
 
 
 @dataclass
@@ -52,6 +70,8 @@ class Figure:
         fig = MplFigure(figsize=self.size, layout="constrained")
         FigureCanvasAgg(fig)
         self.draw(self.data, fig)
+        for ax in fig.axes:
+            plain_narrow_log_ticks(ax)
         fig.suptitle(self.title, fontsize=9)
         return fig
 

@@ -168,7 +168,7 @@ def provenance_items(runs: SweepRuns) -> dict[str, str]:
         wall += f"; {rate} configurations finished per hour by the command that ran it" + (
             f" last ({_duration(sweep.run_seconds)})" if sweep.run_seconds is not None else "")
     hosts = frame["hostname"].dropna() if "hostname" in frame else pd.Series(dtype=object)
-    machines = ", ".join(f"{h} ({n} configuration{'' if n == 1 else 's'})"
+    machines = ", ".join(f"{h} ({_count(n, 'configuration')})"
                          for h, n in hosts.value_counts().sort_index().items()) or "not tagged"
     outcomes = ", ".join(f"{n} {k}" for k, n in runs.outcomes.items() if n) or "none"
     how = (f"{search(runs)}; its studies are in {sweep.optuna_storage} (listed by `ortho sweep "
@@ -179,10 +179,16 @@ def provenance_items(runs: SweepRuns) -> dict[str, str]:
             "git sha": (sweep.git_sha or "not tagged")
             + (" with uncommitted changes" if sweep.git_dirty else ""),
             "wall time": wall, "machines": machines,
-            "runs": f"{runs.n_runs} MLflow runs → {len(frame)} configurations ({outcomes})"
+            "runs": f"{_count(runs.n_runs, 'MLflow run')} → "
+                    f"{_count(len(frame), 'configuration')} ({outcomes})"
             + (f"; {sweep.repeats} repeated Optuna point{'' if sweep.repeats == 1 else 's'}, "
                "told a known value, not trained" if sweep.repeats else ""),
             "store": redact(runs.tracking_uri) if runs.tracking_uri else "unknown"}
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 configuration``, ``2 configurations``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _label(row: pd.Series, keys: Sequence[str]) -> str:
@@ -220,9 +226,10 @@ def runs_html(runs: SweepRuns, ui: str | None = None) -> str:
     where = ("<code>ortho ui</code>" if base == DEFAULT_UI else
              f"the MLflow UI at <code>{escape(base)}</code>")
     return (f'<p class="prov">Open in {where}: <a href="{parent}">the sweep\'s '
-            f"parent run</a>; its configurations:</p><details><summary>{len(frame)} "
-            "configuration runs</summary><table><thead><tr><th>run</th><th>configuration"
-            f"</th><th>outcome</th></tr></thead><tbody>{rows}</tbody></table></details>")
+            f"parent run</a>; its configurations:</p><details><summary>"
+            f"{_count(len(frame), 'configuration run')}</summary><table><thead><tr>"
+            "<th>run</th><th>configuration</th><th>outcome</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></details>")
 
 
 def provenance_html(runs: SweepRuns, ui: str | None = None) -> str:

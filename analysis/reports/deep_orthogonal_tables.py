@@ -21,7 +21,7 @@ from analysis.published.nosarzewski import (
     PAPER_PROTOCOL,
 )
 from analysis.report import provenance
-from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
+from analysis.tables import OUTSIDE, Cell, Table
 from sweeps import contract
 
 NAMES = {v: contract.VARIANT_NAMES[v] for v in ("relu", "orth", "orth_relu")}
@@ -152,7 +152,7 @@ def f1_table(runs: SweepRuns) -> Table:
                      r["count"]])
     if not (cells["variant"] == "orth").any():
         rows.append([NAMES["orth"], F1_ORTH_DEPTH, OUTSIDE, OUTSIDE, OUTSIDE,
-                     f"{F1_ORTH_ERROR:g}", NOT_IN_PROFILE])
+                     f"{F1_ORTH_ERROR:g}", OUTSIDE])
     notes = [f1_verdict(cells), f1_vanish_verdict(cells),
              "error %: best training error over evaluations, the lowest over seeds (median "
              "beside); spread: log10(max/min) of ‖∂J/∂a^[l]‖ over the layers at "
@@ -311,7 +311,7 @@ def f4_table(runs: SweepRuns) -> Table:
                      F4_CLAIMS[variant], g.count_text()])
     for variant in [v for v in F4_CLAIMS if v not in rows_by]:
         rows.append([NAMES[variant], OUTSIDE, *[OUTSIDE] * 5, F4_CLAIMS[variant],
-                     NOT_IN_PROFILE])
+                     OUTSIDE])
     notes = [f4_verdict(rows_by),
              "test error %: best over evaluations, lowest over seeds (median beside); train %: "
              "best training error on the evaluation images; spread: activation-gradient "

@@ -42,7 +42,7 @@ from analysis.published.manchev import (
     TABLE_IV_PENALTY,
 )
 from analysis.report import Report, provenance
-from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
+from analysis.tables import OUTSIDE, Cell, Table
 
 FF_MODELS: dict[str, str] = {"plain": "FF", "open": "FF+OPEN", "oinit": "FF+OINIT"}
 """Variant -> the paper's name of the feedforward model."""
@@ -101,7 +101,7 @@ def table_iii(runs: SweepRuns) -> Table:
         if g.runs.empty and g.n_expected == 0:
             rows.append([name, OUTSIDE, Cell(pub.accuracy, ".2f"), OUTSIDE, Cell(pub.lr, "g"),
                          OUTSIDE if has_penalty else Cell(None), Cell(pub.penalty, "g"),
-                         OUTSIDE, NOT_IN_PROFILE])
+                         OUTSIDE, OUTSIDE])
             continue
         rows.append([
             name, _percent(best, g.partial), Cell(pub.accuracy, ".2f"),
@@ -136,7 +136,7 @@ def table_iv(runs: SweepRuns) -> Table:
         g = group(runs, {"variant": "open", "penalty": TABLE_IV_PENALTY, "lr": lr})
         if g.n_expected == 0 and g.runs.empty:
             rows.append([format(lr, "g"), OUTSIDE, Cell(TABLE_IV.get(lr), ".2f"), OUTSIDE,
-                         NOT_IN_PROFILE])
+                         OUTSIDE])
             continue
         best = first_ranked(g.runs, ACCURACY)
         rows.append([format(lr, "g"), _percent(best, g.partial), Cell(TABLE_IV.get(lr), ".2f"),

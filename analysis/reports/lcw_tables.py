@@ -21,7 +21,7 @@ from analysis.groups import Group, first_ranked, group
 from analysis.load import SweepRuns, numeric_values, param_values
 from analysis.published.kutsuna import EPOCHS, LCW_OVERHEAD, PUBLISHED, Shape
 from analysis.report import provenance
-from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
+from analysis.tables import OUTSIDE, Cell, Table
 
 MODELS: dict[str, str] = {"plain": "MLP", "lcw": "MLP_LCW", "bn": "MLP_BN", "wn": "MLP_WN"}
 """Variant -> the paper's model name."""
@@ -171,7 +171,7 @@ def fig12_table(runs: SweepRuns) -> Table:
         if (activation, layers, hidden, variant) in shown:
             continue
         rows.append([f"MLP({layers}, {hidden})", activation, MODELS[variant], *[OUTSIDE] * 6,
-                     NOT_IN_PROFILE, said, NOT_IN_PROFILE])
+                     OUTSIDE, said, OUTSIDE])
     notes = ["Per shape and model the configuration with the best training accuracy; "
              "accuracies in % after the last epoch (best: over epochs; mean: over the "
              "scheduled epochs, the area under the training curve, which K's 'higher rate of "

@@ -23,7 +23,7 @@ from analysis.groups import count_text, group, matching, protocol_notes, rank
 from analysis.load import Histories, SweepRuns, numeric_values, param_values
 from analysis.published.manchev import FIG2_T, PAPER_PROTOCOL, TABLE_I, PublishedMaxLength
 from analysis.report import Report, expected, provenance
-from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
+from analysis.tables import OUTSIDE, Cell, Table
 from sweeps import contract
 
 MODELS: dict[str, str] = {"plain": "SRNN", "open": "SRNN+OPEN", "oinit": "SRNN+OINIT"}
@@ -108,7 +108,7 @@ def max_length_table(runs: SweepRuns, cells: pd.DataFrame | None = None) -> Tabl
             rows.append([PROBLEMS.get(pair[0], pair[0]), MODELS.get(pair[1], pair[1]), OUTSIDE,
                          Cell(paper.max_len, "d"), OUTSIDE, Cell(paper.lr, "g"),
                          OUTSIDE if pair[1] == "open" else Cell(None), Cell(paper.penalty, "g"),
-                         NOT_IN_PROFILE])
+                         OUTSIDE])
             continue
         r = held[pair]
         pub: PublishedMaxLength | None = r["published"]

@@ -33,7 +33,7 @@ from analysis.published.manchev import (
     TABLE_II,
 )
 from analysis.report import Report, provenance
-from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
+from analysis.tables import OUTSIDE, Cell, Table
 
 NETWORKS: dict[str, str] = {"plain": "SRNN", "oinit": "SRNN+OINIT", "open": "SRNN+OPEN"}
 """Variant -> the paper's name of the network, in Table II's order."""
@@ -73,7 +73,7 @@ def table_ii(runs: SweepRuns) -> Table:
             rows.append([name, OUTSIDE, Cell(pub.accuracy, ".2f"), OUTSIDE, OUTSIDE,
                          Cell(pub.lr, "g"), OUTSIDE, Cell(pub.init_std, "g"),
                          OUTSIDE if penalty else Cell(None), Cell(pub.penalty, "g"), OUTSIDE,
-                         NOT_IN_PROFILE])
+                         OUTSIDE])
             continue
         accuracy = None if best is None else 100.0 * float(best[f"metrics.{ACCURACY}"])
         rows.append([

@@ -32,7 +32,7 @@ from analysis.published.galvan import (
     TABLE_4_3_LABELS,
 )
 from analysis.report import Report, expected, provenance
-from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
+from analysis.tables import OUTSIDE, Cell, Table
 
 DATASETS: dict[str, str] = {"musedata": "MuseData", "jsb_chorales": "JSB Chorales",
                             "nottingham": "Nottingham", "piano_midi": "Piano-midi.de"}
@@ -127,7 +127,7 @@ def table_4_2(runs: SweepRuns) -> Table:
         pub = TABLE_4_2[hidden]
         rows.append([DATASETS[MUSIC_DATASET], Cell(hidden, "d"), Cell(MUSIC_PROTOCOL["lr"], "g"),
                      OUTSIDE, Cell(pub.train, ".2f"), OUTSIDE, Cell(pub.test, ".2f"), OUTSIDE,
-                     OUTSIDE, NOT_IN_PROFILE])
+                     OUTSIDE, OUTSIDE])
     return Table(name="polyphonic-table-4-2",
                  title="G Table 4.2 — NLL per time step of the tanh RNN by hidden units "
                        "(G eq. 4.2)",

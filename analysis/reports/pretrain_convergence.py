@@ -16,7 +16,7 @@ from analysis.groups import Group, done_runs, expected_count
 from analysis.load import Histories, SweepRuns, param_values
 from analysis.published.manchev import PRETRAIN
 from analysis.report import Report, expected, provenance
-from analysis.tables import NOT_IN_PROFILE, OUTSIDE, Cell, Table
+from analysis.tables import OUTSIDE, Cell, Table
 
 PRETRAIN_SYMBOLS: dict[str, str] = {"size": "m", "init_std": "σ", "uniform_bound": "b",
                                     "pretrain_lr": "αₚ", "pretrain_tol": "tol",
@@ -98,7 +98,7 @@ def pretrain_table(runs: SweepRuns) -> Table:
             if dist not in run:
                 rows.append([dist, *values, OUTSIDE, Cell(pub.success_rate, ".0%"), OUTSIDE,
                              OUTSIDE, Cell(pub.mean_steps, ".2f"), *[OUTSIDE] * 4,
-                             Cell(pub.repeats, "d"), NOT_IN_PROFILE])
+                             Cell(pub.repeats, "d"), OUTSIDE])
                 continue
             s = pool_pretrain(done, dist) or dict.fromkeys(
                 ("repeats", "success_rate", "mean", "std", "min", "max"))

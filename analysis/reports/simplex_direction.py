@@ -232,6 +232,8 @@ def loss_curves(runs: SweepRuns, histories: Histories) -> Figure:
                            f"{', '.join(map(str, others))}" if others else "")
                         + ". Lines of one seed start from the same weights.")
 
+    notes.extend(_coinciding(data))
+
     def draw(data: pd.DataFrame, fig: MplFigure) -> None:
         ax = fig.add_subplot()
         for i, (direction, name) in enumerate(DIRECTIONS.items()):
@@ -254,6 +256,20 @@ def loss_curves(runs: SweepRuns, histories: Histories) -> Figure:
     return Figure(name="simplex-loss", data=data[columns], draw=draw, notes=notes,
                   title=f"G Fig. 4.2 — validation loss per descent direction · {sweep.spec} · "
                         f"{sweep.profile} · sweep {sweep.sweep_id}")
+
+
+def _coinciding(data: pd.DataFrame) -> list[str]:
+    """A note for each direction whose bold curve lies exactly under a later direction's (the
+    switching variant whose switch never fired, say), which the figure cannot show."""
+    bold = {d: list(s["loss"]) for d, s in data[data["shown"]].groupby("direction", sort=False)}
+    order = [d for d in DIRECTIONS if d in bold]
+    notes = []
+    for i, a in enumerate(order):
+        over = next((b for b in order[i + 1:] if bold[b] == bold[a]), None)
+        if over is not None:
+            notes.append(f"{DIRECTIONS[a]}'s curve lies under {DIRECTIONS[over]}'s: their "
+                         "validation losses are equal at every evaluation.")
+    return notes
 
 
 def simplex_report(runs: SweepRuns, histories: Histories | None) -> Report:

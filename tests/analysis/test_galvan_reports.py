@@ -298,6 +298,23 @@ def test_fig_4_2_compares_the_directions_on_the_same_seeds(tmp_path: Path):
     assert figure.save(tmp_path).read_bytes().startswith(b"\x89PNG")
 
 
+def test_fig_4_2_says_when_a_direction_s_curve_hides_under_another():
+    """The switching variant whose switch never fired trains as the simplex direction: its
+    curve covers the simplex one, and the notes say so (the anti-gradient's differs)."""
+    same = {"s2": "w1"}
+
+    class Hidden(SDHistories):
+        def get(self, run_id: str, key: str) -> pd.DataFrame:
+            return super().get(same.get(run_id, run_id), key)
+
+    notes = simplex_direction.loss_curves(sd_runs(), Hidden()).notes
+    assert [n for n in notes if "lies under" in n] == [
+        "simplex's curve lies under simplex with switching's: their validation losses are "
+        "equal at every evaluation."]
+    assert not any("lies under" in n
+                   for n in simplex_direction.loss_curves(sd_runs(), SDHistories()).notes)
+
+
 def test_fig_4_2_s_seed_does_not_depend_on_run_ids():
     """With no run converged (the smoke profile), the bold seed is the lower median seed, the
     same under any naming of the runs."""

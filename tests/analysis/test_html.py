@@ -98,6 +98,9 @@ def test_page_holds_every_table_and_every_published_value(html_report) -> None:
             str(pub.max_len)
     assert ["Random Permutation", "SRNN+OINIT", "not in profile", "240", "not in profile",
             "0.1", "–", "–", "not in profile"] in parsed.rows
+    # every "not in profile" is set apart the same way, the configurations column's included
+    cells = re.findall(r'<td(?: class="([^"]*)")?>not in profile</td>', page)
+    assert len(cells) > 3 and all("outside" in c.split() for c in cells), cells
 
 
 def test_page_embeds_one_png_per_figure_and_fetches_nothing(html_report) -> None:
@@ -253,6 +256,9 @@ def test_run_labels_are_run_names_else_the_params_that_vary(html_report) -> None
     assert all(f"<td>OPEN α={lr:g}</td>" in named for lr in frame["params.lr"])
     unnamed = runs_html(replace(report.runs, runs=frame.drop(columns="run_name")))
     assert "<td>OPEN α=" not in unnamed and "variant=" in unnamed
+    assert f"<summary>{len(frame)} configuration runs</summary>" in named
+    one = runs_html(replace(report.runs, runs=frame.iloc[:1]))
+    assert "<summary>1 configuration run</summary>" in one
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(0.42, "0.4 s"), (59.9, "59.9 s"),
