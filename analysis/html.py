@@ -44,9 +44,11 @@ body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;m
  padding:0 1em;color:#1d1d1f;line-height:1.4}
 h1{font-size:1.6em}h2{border-bottom:2px solid #ccc;padding-bottom:.2em;margin-top:2em}
 h3{font-size:1.05em;margin-bottom:.3em}
-table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em;display:block;overflow-x:auto;
+ max-width:100%}
 th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
-th{background:#f2f2f2}td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f2f2f2}td.num{text-align:right;font-variant-numeric:tabular-nums;
+ white-space:nowrap}
 td.paper,th.paper{background:#eef3fb}td.partial{background:#fff6dd}
 td.missing{color:#a33}td.outside{color:#888;font-style:italic}
 ul.verdicts{list-style:none;padding-left:0}ul.verdicts li{margin:.3em 0;padding:.3em .6em;
@@ -57,8 +59,9 @@ li.not-measured{border-color:#999!important;background:#f4f4f4}
 .caveat{font-size:.9em;color:#444;margin-top:.2em}
 .status{font-weight:600}.prov{font-size:.9em;color:#444}.notes{font-size:.85em;color:#444}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #ddd}
-figcaption{font-size:.85em;color:#444}dl.prov{display:grid;grid-template-columns:max-content auto;
- gap:.1em 1em}dl.prov dt{font-weight:600}dl.prov dd{margin:0}
+figcaption{font-size:.85em;color:#444}dl.prov{display:grid;
+ grid-template-columns:max-content minmax(0,1fr);gap:.1em 1em}dl.prov dt{font-weight:600}
+dl.prov dd{margin:0;overflow-wrap:anywhere}
 """
 
 

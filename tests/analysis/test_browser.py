@@ -135,3 +135,14 @@ def test_the_html_report_shows_every_table_and_figure(browser, store: Store,
         assert image.evaluate("img => img.complete && img.naturalWidth") > 0
     assert page.locator("img").count() == len(report.figures)
     page.close()
+    # a narrow window: the page does not scroll sideways; a table too wide for it scrolls
+    # within itself, every column still there
+    narrow = browser.new_page(viewport={"width": 480, "height": 900})
+    narrow.goto((out / f"{SPEC}.html").as_uri())
+    assert narrow.evaluate("document.documentElement.scrollWidth") <= 480
+    widths = narrow.locator("table").evaluate_all(
+        "ts => ts.map(t => [t.scrollWidth, t.clientWidth])")
+    assert any(scroll > client for scroll, client in widths)
+    for table in report.tables:
+        _inside_page(narrow.locator(f"#table-{table.name} table"))
+    narrow.close()
