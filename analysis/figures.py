@@ -20,6 +20,18 @@ NO_DATA = "No run of this sweep holds its data."
 """What a figure with nothing to plot says when it says nothing else."""
 
 
+def epoch_axis(ax: Axes) -> None:
+    """Label the x axis ``epoch`` with whole-epoch ticks, once its curves are drawn: a range
+    under two epochs (one epoch drawn alone, which matplotlib ticks at 0.96 … 1.04) widens to
+    the epochs either side of its middle."""
+    ax.set_xlabel("epoch")
+    low, high = ax.get_xlim()
+    if high - low < 2:
+        middle = round((low + high) / 2)
+        ax.set_xlim(middle - 1, middle + 1)
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+
+
 def plain_narrow_log_ticks(ax: Axes) -> None:
     """Give a log axis that spans less than a decade a few ticks labelled as plain numbers.
 

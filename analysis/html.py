@@ -19,6 +19,7 @@ import base64
 import io
 import numbers
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
@@ -31,7 +32,7 @@ from analysis.load import SweepRuns
 from analysis.mlflow_ui import DEFAULT_UI, run_url, ui_for
 from analysis.report import Report, search
 from analysis.tables import Cell, Table
-from sweeps.contract import redact
+from sweeps.contract import redact, sqlite_path
 
 FIGURE_DPI = 110
 """Resolution of the embedded PNGs (a page of many figures stays a few MB)."""
@@ -210,6 +211,16 @@ def _name(row: pd.Series, keys: Sequence[str]) -> str:
     return name if isinstance(name, str) and name else _label(row, keys)
 
 
+def _ui_command(tracking_uri: str | None) -> str:
+    """The ``ortho ui`` that serves the runs of ``tracking_uri`` (a home's ``mlflow.db`` by
+    its home, any other store by its URI, masked), whatever folder the reader is in."""
+    path = sqlite_path(tracking_uri or "")
+    if path is not None and path.name == "mlflow.db":
+        return f"ortho ui --home {shlex.quote(str(path.parent))}"
+    return f"ortho ui --tracking-uri {shlex.quote(redact(tracking_uri))}" if tracking_uri \
+        else "ortho ui"
+
+
 def runs_html(runs: SweepRuns, ui: str | None = None) -> str:
     """Links that open the sweep's parent run and each configuration's run in the MLflow UI
     at ``ui`` (default: :func:`~analysis.mlflow_ui.ui_for` the store, ``ortho ui``'s address),
@@ -226,8 +237,8 @@ def runs_html(runs: SweepRuns, ui: str | None = None) -> str:
         f'{escape(str(r["run_id"])[:12])}</a></td><td>{escape(_name(r, keys))}</td>'
         f'<td>{escape(str(r["outcome"]))}</td></tr>' for _, r in frame.iterrows())
     parent = escape(run_url(sweep.experiment_id, sweep.parent_run_id, base))
-    where = ("<code>ortho ui</code>" if base == DEFAULT_UI else
-             f"the MLflow UI at <code>{escape(base)}</code>")
+    where = (f"<code>{escape(_ui_command(runs.tracking_uri))}</code>" if base == DEFAULT_UI
+             else f"the MLflow UI at <code>{escape(base)}</code>")
     return (f'<p class="prov">Open in {where}: <a href="{parent}">the sweep\'s '
             f"parent run</a>; its configurations:</p><details><summary>"
             f"{_count(len(frame), 'configuration run')}</summary><table><thead><tr>"

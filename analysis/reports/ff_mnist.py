@@ -25,7 +25,7 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import MaxNLocator
 
 from analysis.claims import Claim, beats, evidence, judge, ordered
-from analysis.figures import Figure
+from analysis.figures import Figure, epoch_axis
 from analysis.groups import (
     baseline_level,
     baseline_notes,
@@ -181,7 +181,7 @@ def accuracy_curves(runs: SweepRuns, histories: Histories) -> Figure:
                        label="majority class")
         ax.set_xlim(left=0)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("epoch")
+        epoch_axis(ax)
         ax.set_ylabel("test accuracy %")
         ax.legend(fontsize=8)
 

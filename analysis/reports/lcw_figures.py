@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 
-from analysis.figures import Figure
+from analysis.figures import Figure, epoch_axis
 from analysis.load import Histories, SweepRuns
 from analysis.published.kutsuna import FIG2_SHAPES, FIG12_SHAPES, FIG13_SHAPE, Shape
 from analysis.reports.lcw_tables import MODELS, chosen, shapes
@@ -53,7 +53,7 @@ def train_accuracy_figure(runs: SweepRuns, histories: Histories) -> Figure:
                 if len(series):
                     ax.plot(series["epoch"], series["train_accuracy"], marker=".", label=name)
             ax.set_title(network, fontsize=9)
-            ax.set_xlabel("epoch")
+            epoch_axis(ax)
             if ax.lines:
                 ax.legend(fontsize=7)
         axes[0].set_ylabel("training accuracy %")

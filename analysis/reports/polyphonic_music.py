@@ -21,7 +21,7 @@ import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
 from analysis.claims import Claim, beats, judge, ordered
-from analysis.figures import Figure
+from analysis.figures import Figure, epoch_axis
 from analysis.groups import Group, done_runs, first_ranked, group, protocol_notes
 from analysis.load import Histories, SweepRuns, param_values
 from analysis.published.galvan import (
@@ -226,12 +226,12 @@ def nll_curves(runs: SweepRuns, histories: Histories) -> Figure:
         for ax, name in zip(axes, sets, strict=True):
             mine = data[data["dataset"] == name]
             for i, ((hidden, lr), curves) in enumerate(mine.groupby(["hidden", "lr"])):
-                for split, style in (("train", "-"), ("valid", "--")):
+                for split, style, marker in (("train", "-", "."), ("valid", "--", "x")):
                     for _, run in curves[curves["split"] == split].groupby("run_id"):
-                        ax.plot(run["epoch"], run["nll"], style, color=f"C{i}", marker=".",
+                        ax.plot(run["epoch"], run["nll"], style, color=f"C{i}", marker=marker,
                                 label=f"H = {hidden}, α = {lr:g}, {split}")
             ax.set_title(DATASETS.get(name, name), fontsize=9)
-            ax.set_xlabel("epoch")
+            epoch_axis(ax)
             ax.set_ylabel("NLL per time step (G eq. 4.2)")
             ax.set_yscale("log")
             if name == MUSIC_DATASET:
@@ -242,8 +242,8 @@ def nll_curves(runs: SweepRuns, histories: Histories) -> Figure:
 
     sweep = runs.sweep
     return Figure(name="polyphonic-nll", data=data[columns], draw=draw, notes=notes,
-                  title=f"G Fig. 4.3 — train (solid) and validation (dashed) NLL over training "
-                        f"· {sweep.spec} · {sweep.profile} · sweep {sweep.sweep_id}")
+                  title=f"G Fig. 4.3 — train (solid, ·) and validation (dashed, ×) NLL over "
+                        f"training · {sweep.spec} · {sweep.profile} · sweep {sweep.sweep_id}")
 
 
 def polyphonic_report(runs: SweepRuns, histories: Histories | None) -> Report:

@@ -1,5 +1,6 @@
 """:class:`analysis.figures.Figure`: a log axis over less than a decade is labelled with plain
-numbers at a few evenly spaced ticks; one over decades keeps matplotlib's powers of ten."""
+numbers at a few evenly spaced ticks; one over decades keeps matplotlib's powers of ten; an
+epoch axis ticks whole epochs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure as MplFigure
 
-from analysis.figures import Figure
+from analysis.figures import Figure, epoch_axis
 
 
 def _labels(low: float, high: float) -> tuple[list[str], list[str]]:
@@ -47,3 +48,18 @@ def test_a_narrow_log_axis_reads_as_plain_numbers(low: float, high: float) -> No
 def test_a_log_axis_over_decades_keeps_powers_of_ten() -> None:
     major, _minor = _labels(1e-3, 1e2)
     assert major and all("10^" in label for label in major), major
+
+
+def test_an_epoch_axis_ticks_whole_epochs_even_for_one_epoch() -> None:
+    def draw(data: pd.DataFrame, fig: MplFigure) -> None:
+        ax = fig.add_subplot()
+        ax.plot(data["x"], data["y"], marker=".")
+        epoch_axis(ax)
+
+    fig = Figure(name="f", title="t", data=pd.DataFrame({"x": [1.0], "y": [0.5]}),
+                 draw=draw).render()
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    low, high = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if low <= t <= high]
+    assert ax.get_xlabel() == "epoch" and ticks and all(t == int(t) for t in ticks), ticks

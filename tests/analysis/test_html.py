@@ -6,6 +6,7 @@ verdicts computed from the runs, so that they flip when the runs say the opposit
 from __future__ import annotations
 
 import base64
+import html
 import re
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -310,7 +311,23 @@ def test_run_links_open_the_ui_that_serves_the_store(html_report, tracking_uri: 
     assert all(link.startswith(f"{base}/#/experiments/{runs.sweep.experiment_id}/runs/")
                for link in links)
     section = render_section(replace(report, runs=runs), ui)
-    assert "s3cret" not in section and ("ortho ui</code>:" in section) == (base == DEFAULT_UI)
+    assert "s3cret" not in section
+    assert ("<code>ortho ui --home /runs</code>:" in section) == (base == DEFAULT_UI)
+
+
+@pytest.mark.parametrize(("tracking_uri", "command"), [
+    ("sqlite:////tmp/my runs/mlflow.db", "ortho ui --home '/tmp/my runs'"),
+    ("postgresql://ortho:s3cret@db:5432/mlflow",
+     "ortho ui --tracking-uri 'postgresql://ortho:***@db:5432/mlflow'"),
+])
+def test_the_page_names_the_ui_that_serves_its_store(html_report, tracking_uri: str,
+                                                     command: str) -> None:
+    """The links go to `ortho ui` on its default port: the page says which store to serve,
+    since a plain `ortho ui` serves the home of the folder it runs in."""
+    _page, report = html_report
+    section = render_section(replace(report, runs=replace(report.runs,
+                                                          tracking_uri=tracking_uri)))
+    assert f"<code>{html.escape(command)}</code>:" in section
 
 
 def test_the_store_s_password_stays_off_the_page(html_report) -> None:
