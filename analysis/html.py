@@ -211,6 +211,16 @@ def _name(row: pd.Series, keys: Sequence[str]) -> str:
     return name if isinstance(name, str) and name else _label(row, keys)
 
 
+_NUMBER = re.compile(r"(\d+(?:\.\d+)?(?:e[-+]?\d+)?)")
+"""A number in a run's label (``0.01``, ``1e-05``, ``120``), split out to order by value."""
+
+
+def _natural(label: str) -> list[str | float]:
+    """``label`` as text and numbers alternately, so that labels sort as a reader counts:
+    ``T=20`` before ``T=100``, ``α=1e-05`` before ``α=0.0001``."""
+    return [float(part) if i % 2 else part for i, part in enumerate(_NUMBER.split(label))]
+
+
 def _ui_command(tracking_uri: str | None) -> str:
     """The ``ortho ui`` that serves the runs of ``tracking_uri`` (a home's ``mlflow.db`` by
     its home, any other store by its URI, masked), whatever folder the reader is in."""
@@ -226,16 +236,20 @@ def runs_html(runs: SweepRuns, ui: str | None = None) -> str:
     at ``ui`` (default: :func:`~analysis.mlflow_ui.ui_for` the store, ``ortho ui``'s address),
     each labelled with its run name (what varies where it varies: ``OPEN α=0.01 λ=1``,
     :mod:`sweeps.naming`), or the params that vary within the sweep for a run read without
-    its name (a report cache written before names were read), and its outcome."""
+    its name (a report cache written before names were read), and its outcome; listed by
+    label, numbers by value (:func:`_natural`), so that a configuration is found where a
+    reader looks for it rather than in the order MLflow returned the runs."""
     sweep, frame = runs.sweep, runs.runs
     keys = [c.removeprefix("params.") for c in frame.columns if c.startswith("params.")
             and c.removeprefix("params.") not in _NOT_NAMED
             and frame[c].astype(str).nunique() > 1]
     base = ui or ui_for(runs.tracking_uri)
+    listed = sorted(((_name(r, keys), str(r["run_id"]), str(r["outcome"]))
+                     for _, r in frame.iterrows()), key=lambda e: (_natural(e[0]), e[1]))
     rows = "".join(
-        f'<tr><td><a href="{escape(run_url(sweep.experiment_id, str(r["run_id"]), base))}">'
-        f'{escape(str(r["run_id"])[:12])}</a></td><td>{escape(_name(r, keys))}</td>'
-        f'<td>{escape(str(r["outcome"]))}</td></tr>' for _, r in frame.iterrows())
+        f'<tr><td><a href="{escape(run_url(sweep.experiment_id, run_id, base))}">'
+        f'{escape(run_id[:12])}</a></td><td>{escape(name)}</td>'
+        f'<td>{escape(outcome)}</td></tr>' for name, run_id, outcome in listed)
     parent = escape(run_url(sweep.experiment_id, sweep.parent_run_id, base))
     where = (f"<code>{escape(_ui_command(runs.tracking_uri))}</code>" if base == DEFAULT_UI
              else f"the MLflow UI at <code>{escape(base)}</code>")

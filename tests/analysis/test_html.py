@@ -262,6 +262,18 @@ def test_run_labels_are_run_names_else_the_params_that_vary(html_report) -> None
     assert "<summary>1 configuration run</summary>" in one
 
 
+def test_runs_are_listed_by_label_with_numbers_by_value(html_report) -> None:
+    """MLflow returns runs newest first; the page lists them as a reader counts (T=20 before
+    T=100, 1e-05 before 0.0001), whatever order the frame holds them in."""
+    _page, report = html_report
+    frame = report.runs.runs.copy()
+    lrs = [1e-5 * 10 ** (i % 4) for i in range(len(frame))]
+    names = [f"OPEN T={20 * 5 ** (i // 4)} α={lr:g}" for i, lr in enumerate(lrs)]
+    frame["run_name"] = names[::-1]
+    listed = re.findall(r"<td>(OPEN [^<]*)</td>", runs_html(replace(report.runs, runs=frame)))
+    assert len(frame) >= 5 and listed == names  # built in order: T and α up
+
+
 @pytest.mark.parametrize(("seconds", "text"), [(0.42, "0.4 s"), (59.9, "59.9 s"),
                                                (61, "1 min 01 s"), (3_725, "1 h 02 min")])
 def test_durations_read_at_their_scale(seconds: float, text: str) -> None:
