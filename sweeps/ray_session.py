@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -188,13 +189,57 @@ def _own_process_groups() -> Iterator[None]:
         services.ConsolePopen = original  # type: ignore[misc]
 
 
+RAYLET_REGISTER_S = 120.0
+"""How long a starting local node's raylet may take to register with its GCS. Ray allows 30 s
+(fixed in ``ray._private.node.Node``) and then fails ``ray.init`` with "The current node timed
+out during startup"; on a 2-core machine under load its raylet, which starts the node's agents
+(Python processes that import Ray) first, has taken longer (the test suite, 2026-12-07: a
+sweep beside the other worker's tests failed so)."""
+
+
+def wait_for_node(get_node: Callable[..., T], wait_s: float,
+                  clock: Callable[[], float] = time.monotonic,
+                  sleep: Callable[[float], object] = time.sleep) -> Callable[..., T]:
+    """``get_node`` (Ray's ``services.get_node``, which raises ``RuntimeError`` while the
+    node is not registered) made to wait for the node up to ``wait_s``, asking every 0.1 s,
+    before it raises as Ray's would."""
+    def waiting(*args: object, **kwargs: object) -> T:
+        deadline = clock() + wait_s
+        while True:
+            try:
+                return get_node(*args, **kwargs)
+            except RuntimeError:
+                if clock() >= deadline:
+                    raise
+                sleep(0.1)
+
+    return waiting
+
+
+@contextmanager
+def _patient_start() -> Iterator[None]:
+    """Give a starting local node's raylet :data:`RAYLET_REGISTER_S` to register instead of
+    Ray's 30 s (Ray's own loop asks the GCS again at once, without a pause, which under load
+    takes CPU from the very processes it waits for)."""
+    from ray._private import services
+
+    original = services.get_node
+    services.get_node = wait_for_node(original, RAYLET_REGISTER_S)
+    try:
+        yield
+    finally:
+        services.get_node = original
+
+
 def start_embedded_ray(num_cpus: int | None = None) -> None:
     """Start Ray in this process, on 127.0.0.1 only, without dashboard or driver logs.
 
     Its dashboard agent listens on a free port (:func:`_free_agent_port`), so that another
-    Ray on this machine does not delay its start, and no dashboard head runs while usage
-    statistics are off (:func:`_no_usage_stats_head`). Ray turns token authentication on for
-    the local Ray it starts (unless ``RAY_AUTH_MODE`` says otherwise) and warns that it did;
+    Ray on this machine does not delay its start, no dashboard head runs while usage
+    statistics are off (:func:`_no_usage_stats_head`), and its raylet may take
+    :data:`RAYLET_REGISTER_S` to register (:func:`_patient_start`). Ray turns token
+    authentication on for the local Ray it starts (unless ``RAY_AUTH_MODE`` says otherwise)
+    and warns that it did;
     that warning (:data:`AUTH_LOGGER`) is silenced while it starts, authentication itself is
     left as Ray sets it, and connections to a cluster (:func:`ray_session` with an address)
     keep every warning.
@@ -207,7 +252,7 @@ def start_embedded_ray(num_cpus: int | None = None) -> None:
     auth_logger.setLevel(logging.ERROR)
     try:
         with (_loopback_only(), _free_agent_port(), _no_usage_stats_head(),
-              _own_process_groups()):
+              _own_process_groups(), _patient_start()):
             ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
                      log_to_driver=False, logging_level=logging.WARNING, num_cpus=num_cpus)
     finally:
