@@ -239,10 +239,9 @@ def start_embedded_ray(num_cpus: int | None = None) -> None:
     statistics are off (:func:`_no_usage_stats_head`), and its raylet may take
     :data:`RAYLET_REGISTER_S` to register (:func:`_patient_start`). Ray turns token
     authentication on for the local Ray it starts (unless ``RAY_AUTH_MODE`` says otherwise)
-    and warns that it did;
-    that warning (:data:`AUTH_LOGGER`) is silenced while it starts, authentication itself is
-    left as Ray sets it, and connections to a cluster (:func:`ray_session` with an address)
-    keep every warning.
+    and warns that it did; that warning (:data:`AUTH_LOGGER`) is silenced while it starts,
+    authentication itself is left as Ray sets it, and connections to a cluster
+    (:func:`ray_session` with an address) keep every warning.
     """
     import ray
 

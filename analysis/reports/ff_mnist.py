@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
-from matplotlib.ticker import MaxNLocator
 
 from analysis.claims import Claim, beats, evidence, judge, ordered
 from analysis.figures import Figure, epoch_axis
@@ -180,7 +179,6 @@ def accuracy_curves(runs: SweepRuns, histories: Histories) -> Figure:
             ax.axhline(level, color="grey", linestyle="--", linewidth=0.8,
                        label="majority class")
         ax.set_xlim(left=0)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         epoch_axis(ax)
         ax.set_ylabel("test accuracy %")
         ax.legend(fontsize=8)
